@@ -1,0 +1,567 @@
+//! [`Candidate`]: campaigns for an election until it wins, following the
+//! current leader through the store's watch while it waits.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use tokio::sync::watch;
+use tokio::time::{Instant, sleep_until, timeout, timeout_at};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::backoff::{Backoff, jitter};
+use crate::error::{CampaignError, ConfigError, ErrorKind, StoreError};
+use crate::leadership::Leadership;
+use crate::status::Status;
+use crate::store::{Acquire, AcquireRequest, LeaderStream, LeaseStore, Renewal};
+use crate::timing::{Explanation, Timing};
+use crate::types::{ElectionName, HolderId, LeaderInfo, Lease, Metadata};
+
+/// The default lease ttl.
+pub const DEFAULT_TTL: Duration = Duration::from_secs(10);
+
+/// One instance's bid for leadership of one election. Cheap to clone; clones
+/// share the shutdown token, status channel and tasks.
+///
+/// ```
+/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// use regent_core::{Candidate, ElectionName, HolderId, memory::MemoryStore};
+/// use std::time::Duration;
+///
+/// let candidate = Candidate::builder(
+///     MemoryStore::race(),
+///     ElectionName::new("billing-scheduler")?,
+///     HolderId::new("host-a")?,
+/// )
+/// .ttl(Duration::from_secs(10))
+/// .build()?;
+/// let leadership = candidate.campaign().await?;
+/// let token = leadership.token(); // pass it with every write
+/// # let _ = token;
+/// leadership.resign().await?;
+/// # Ok(()) }
+/// ```
+pub struct Candidate<S> {
+    core: Arc<Core<S>>,
+}
+
+impl<S> Clone for Candidate<S> {
+    fn clone(&self) -> Self {
+        Self {
+            core: self.core.clone(),
+        }
+    }
+}
+
+impl<S> fmt::Debug for Candidate<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Candidate")
+            .field("election", &self.core.req.election)
+            .field("holder", &self.core.req.holder)
+            .field("timing", &self.core.timing)
+            .finish()
+    }
+}
+
+/// What a candidate and its leaderships share.
+pub(crate) struct Core<S> {
+    pub(crate) store: Arc<S>,
+    pub(crate) req: AcquireRequest,
+    pub(crate) timing: Timing,
+    pub(crate) give_up_after: Option<Duration>,
+    pub(crate) shutdown: CancellationToken,
+    pub(crate) tracker: TaskTracker,
+    pub(crate) status: Arc<watch::Sender<Status>>,
+}
+
+/// Builds a [`Candidate`]; `build()` checks the timing rules.
+#[must_use]
+pub struct CandidateBuilder<S> {
+    store: S,
+    election: ElectionName,
+    holder: HolderId,
+    metadata: Metadata,
+    ttl: Duration,
+    renew_every: Option<Duration>,
+    renew_deadline: Option<Duration>,
+    grace: Option<Duration>,
+    drift: Option<f64>,
+    margin: Option<Duration>,
+    retry_every: Option<Duration>,
+    give_up_after: Option<Duration>,
+    shutdown: Option<CancellationToken>,
+}
+
+impl<S: LeaseStore> Candidate<S> {
+    /// Starts building a candidate for `election`, identified as `holder`,
+    /// on `store`.
+    pub fn builder(store: S, election: ElectionName, holder: HolderId) -> CandidateBuilder<S> {
+        CandidateBuilder {
+            store,
+            election,
+            holder,
+            metadata: Metadata::new(),
+            ttl: DEFAULT_TTL,
+            renew_every: None,
+            renew_deadline: None,
+            grace: None,
+            drift: None,
+            margin: None,
+            retry_every: None,
+            give_up_after: None,
+            shutdown: None,
+        }
+    }
+}
+
+impl<S: LeaseStore> CandidateBuilder<S> {
+    /// The lease's time to live on the store (default 10 s). The other
+    /// durations default to fractions of it; see [`Timing::new`].
+    pub fn ttl(mut self, ttl: Duration) -> Self {
+        self.ttl = ttl;
+        self
+    }
+
+    /// How often the leader renews (default `ttl/5`).
+    pub fn renew_every(mut self, every: Duration) -> Self {
+        self.renew_every = Some(every);
+        self
+    }
+
+    /// How long after its last successful renewal was sent the leader steps
+    /// down if it could not renew since (default `3*ttl/5`).
+    pub fn renew_deadline(mut self, deadline: Duration) -> Self {
+        self.renew_deadline = Some(deadline);
+        self
+    }
+
+    /// How long the leader task gets to stop once leadership ends (default
+    /// 2 s, or less if that does not fit before the lease deadline).
+    pub fn grace(mut self, grace: Duration) -> Self {
+        self.grace = Some(grace);
+        self
+    }
+
+    /// The fraction by which this host's clock may run slower than the
+    /// store's (default 0.01, at most 0.1).
+    pub fn clock_drift(mut self, drift: f64) -> Self {
+        self.drift = Some(drift);
+        self
+    }
+
+    /// A fixed margin subtracted from the local lease deadline (default
+    /// 5 ms).
+    pub fn margin(mut self, margin: Duration) -> Self {
+        self.margin = Some(margin);
+        self
+    }
+
+    /// How often a follower retries acquiring even when its watch reports
+    /// nothing (default: the renew interval). A safety net for watches that
+    /// miss an event.
+    pub fn retry_every(mut self, every: Duration) -> Self {
+        self.retry_every = Some(every);
+        self
+    }
+
+    /// What the leader publishes about itself.
+    pub fn metadata(mut self, metadata: Metadata) -> Self {
+        self.metadata = metadata;
+        self
+    }
+
+    /// Give up campaigning with [`CampaignError::Unavailable`] once the store
+    /// has failed every call for this long (default: never give up).
+    pub fn give_up_after(mut self, after: Duration) -> Self {
+        self.give_up_after = Some(after);
+        self
+    }
+
+    /// Shut the candidate down when `token` is cancelled (default: a token
+    /// of its own; see [`Candidate::shutdown`]).
+    pub fn shutdown_token(mut self, token: CancellationToken) -> Self {
+        self.shutdown = Some(token);
+        self
+    }
+
+    /// Checks the timing rules and builds the candidate.
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] naming the rule broken.
+    pub fn build(self) -> Result<Candidate<S>, ConfigError> {
+        let mut timing = Timing::new(self.ttl);
+        if let Some(d) = self.drift {
+            timing.drift = d;
+        }
+        if let Some(m) = self.margin {
+            timing.margin = m;
+        }
+        if let Some(e) = self.renew_every {
+            timing.renew_every = e;
+            timing.retry_every = e;
+        }
+        if let Some(d) = self.renew_deadline {
+            timing.renew_deadline = d;
+        }
+        if let Some(r) = self.retry_every {
+            timing.retry_every = r;
+        }
+        timing.grace = match self.grace {
+            Some(g) => g,
+            None => Duration::from_secs(2).min(timing.usable().saturating_sub(timing.renew_deadline)),
+        };
+        timing.validate()?;
+        let info = self.store.info();
+        if timing.ttl < info.min_ttl {
+            return Err(ConfigError::TtlBelowStoreMinimum {
+                ttl: timing.ttl,
+                min: info.min_ttl,
+                store: info.name,
+            });
+        }
+        if self.give_up_after.is_some_and(|d| d.is_zero()) {
+            return Err(ConfigError::Zero {
+                what: "give-up window",
+            });
+        }
+        Ok(Candidate {
+            core: Arc::new(Core {
+                store: Arc::new(self.store),
+                req: AcquireRequest {
+                    election: self.election,
+                    holder: self.holder,
+                    ttl: timing.ttl,
+                    metadata: self.metadata,
+                },
+                timing,
+                give_up_after: self.give_up_after,
+                shutdown: self.shutdown.unwrap_or_default(),
+                tracker: TaskTracker::new(),
+                status: Arc::new(watch::Sender::new(Status::Starting)),
+            }),
+        })
+    }
+}
+
+/// Our place in line on a queue store, and when it was last kept alive.
+struct Queued {
+    lease: Lease,
+    basis: Instant,
+    next_renew: Instant,
+}
+
+enum Wake {
+    Retry,
+    Shutdown,
+}
+
+fn timed_out(what: &str, election: &ElectionName, after: Duration) -> StoreError {
+    StoreError::unavailable(format!(
+        "{what} for election '{election}' got no answer within {after:?}"
+    ))
+}
+
+impl<S: LeaseStore> Candidate<S> {
+    /// The validated timing.
+    pub fn timing(&self) -> &Timing {
+        &self.core.timing
+    }
+
+    /// The election.
+    pub fn election(&self) -> &ElectionName {
+        &self.core.req.election
+    }
+
+    /// This candidate's holder id.
+    pub fn holder(&self) -> &HolderId {
+        &self.core.req.holder
+    }
+
+    /// The store.
+    pub fn store(&self) -> &S {
+        &self.core.store
+    }
+
+    /// Worst-case failover and safety budget of this candidate's settings on
+    /// its store, in numbers.
+    pub fn explain(&self) -> Explanation {
+        self.core.timing.explain(&self.core.store.info())
+    }
+
+    /// The candidate's status, updated on every change.
+    pub fn status(&self) -> watch::Receiver<Status> {
+        self.core.status.subscribe()
+    }
+
+    /// The token that shuts this candidate down when cancelled.
+    pub fn shutdown_token(&self) -> CancellationToken {
+        self.core.shutdown.clone()
+    }
+
+    /// Shuts down: a campaign in progress returns
+    /// [`CampaignError::Shutdown`], a leadership ends with
+    /// [`EndReason::Shutdown`](crate::EndReason::Shutdown) and its lease is
+    /// released. Waits until every release has finished (each is bounded by
+    /// the renew deadline).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: shutdown has begun once this is first polled.
+    pub async fn shutdown(&self) {
+        self.core.shutdown.cancel();
+        self.core.tracker.close();
+        self.core.tracker.wait().await;
+        self.core.status.send_replace(Status::Stopped);
+    }
+
+    /// Campaigns until this candidate leads, then returns the
+    /// [`Leadership`] guard.
+    ///
+    /// While another instance leads, the candidate follows it through the
+    /// store's watch (published on [`status`](Self::status)) and tries again
+    /// when the leader changes or goes, and every
+    /// [`retry_every`](CandidateBuilder::retry_every) in any case. Transient
+    /// store errors are retried with exponential backoff and jitter. Run one
+    /// campaign at a time per candidate.
+    ///
+    /// # Errors
+    ///
+    /// [`CampaignError::Shutdown`] on shutdown; [`CampaignError::Store`] for
+    /// a permanent store error; [`CampaignError::Unavailable`] when
+    /// `give_up_after` is set and the store failed for that long.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: a dropped campaign may have won a lease, which then
+    /// expires after its ttl. Use [`shutdown`](Self::shutdown) to stop.
+    pub async fn campaign(&self) -> Result<Leadership, CampaignError> {
+        let c = &*self.core;
+        let t = c.timing;
+        let mut queued: Option<Queued> = None;
+        let mut watch: Option<LeaderStream> = None;
+        let mut backoff = Backoff::new(
+            (t.retry_every / 20).clamp(Duration::from_millis(1), Duration::from_millis(100)),
+            t.retry_every,
+        );
+        let mut failing_since: Option<Instant> = None;
+        if matches!(*c.status.borrow(), Status::Starting | Status::Stopped) {
+            c.status.send_replace(Status::Starting);
+        }
+        let result = loop {
+            if c.shutdown.is_cancelled() {
+                break Err(CampaignError::Shutdown);
+            }
+            let sent = Instant::now();
+            let place = queued.as_ref().map(|q| &q.lease);
+            let attempt = tokio::select! {
+                biased;
+                () = c.shutdown.cancelled() => break Err(CampaignError::Shutdown),
+                r = timeout(t.renew_deadline, c.store.try_acquire(&c.req, place)) => {
+                    r.unwrap_or_else(|_| Err(timed_out("acquire", &c.req.election, t.renew_deadline)))
+                }
+            };
+            match attempt {
+                Ok(Acquire::Won(lease)) => {
+                    if lease.holder != c.req.holder || lease.election != c.req.election {
+                        break Err(CampaignError::Store(StoreError::new(
+                            ErrorKind::Protocol,
+                            format!(
+                                "store '{}' answered an acquire by '{}' with a lease of '{}' on '{}'",
+                                c.store.info().name,
+                                c.req.holder,
+                                lease.holder,
+                                lease.election
+                            ),
+                        )));
+                    }
+                    if Instant::now() >= t.step_down_at(sent) {
+                        // The answer came too late to lead safely: give the
+                        // lease back and try again.
+                        tracing::warn!(
+                            election = %c.req.election, holder = %c.req.holder,
+                            "won, but the answer arrived after the renew deadline; releasing"
+                        );
+                        let _ = timeout(t.renew_deadline, c.store.release(&lease)).await;
+                        queued = None;
+                        continue;
+                    }
+                    let info = LeaderInfo {
+                        holder: lease.holder.clone(),
+                        token: lease.token,
+                        metadata: c.req.metadata.clone(),
+                    };
+                    return Ok(Leadership::start(&self.core, lease, info, sent));
+                }
+                Ok(Acquire::Held {
+                    leader,
+                    queued: place,
+                }) => {
+                    failing_since = None;
+                    backoff.reset();
+                    queued = match (place, queued.take()) {
+                        (None, _) => None,
+                        (Some(lease), Some(old)) if old.lease.token == lease.token => Some(Queued {
+                            lease,
+                            ..old
+                        }),
+                        (Some(lease), _) => Some(Queued {
+                            lease,
+                            basis: sent,
+                            next_renew: sent + t.renew_every,
+                        }),
+                    };
+                    tracing::debug!(
+                        election = %c.req.election, holder = %c.req.holder,
+                        leader = ?leader.as_ref().map(|l| l.holder.as_str()), "following"
+                    );
+                    c.status.send_replace(Status::Follower {
+                        leader: leader.clone(),
+                    });
+                    match self.wait_for_change(&mut watch, &leader, &mut queued).await {
+                        Wake::Retry => {}
+                        Wake::Shutdown => break Err(CampaignError::Shutdown),
+                    }
+                }
+                Err(e) if e.is_transient() => {
+                    let since = *failing_since.get_or_insert(sent);
+                    if let Some(limit) = c.give_up_after {
+                        let waited = Instant::now() - since;
+                        if waited >= limit {
+                            break Err(CampaignError::Unavailable { waited, last: e });
+                        }
+                    }
+                    let delay = backoff.next_delay();
+                    tracing::warn!(
+                        election = %c.req.election, holder = %c.req.holder,
+                        error = %e, retry_in = ?delay, "acquire failed"
+                    );
+                    tokio::select! {
+                        () = c.shutdown.cancelled() => break Err(CampaignError::Shutdown),
+                        () = tokio::time::sleep(delay) => {}
+                    }
+                }
+                Err(e) => break Err(CampaignError::Store(e)),
+            }
+        };
+        // Leaving without leadership: take our place out of the line.
+        if let Some(q) = queued {
+            let _ = timeout(t.renew_deadline, c.store.release(&q.lease)).await;
+        }
+        if matches!(result, Err(CampaignError::Shutdown)) {
+            c.status.send_replace(Status::Stopped);
+        }
+        result
+    }
+
+    /// Waits until trying again makes sense: the watch shows a different
+    /// leader (or none), `retry_every` passed, or our queued place was lost.
+    /// Keeps the queued place alive meanwhile.
+    async fn wait_for_change(
+        &self,
+        watch: &mut Option<LeaderStream>,
+        known: &Option<LeaderInfo>,
+        queued: &mut Option<Queued>,
+    ) -> Wake {
+        let c = &*self.core;
+        let t = c.timing;
+        let retry_at = Instant::now() + jitter(t.retry_every);
+        let mut watch_broken = false;
+        loop {
+            if watch.is_none() && !watch_broken {
+                let opened = tokio::select! {
+                    biased;
+                    () = c.shutdown.cancelled() => return Wake::Shutdown,
+                    r = timeout_at(retry_at, c.store.watch(&c.req.election)) => r,
+                };
+                match opened {
+                    Ok(Ok(stream)) => *watch = Some(stream),
+                    Ok(Err(e)) => {
+                        tracing::debug!(election = %c.req.election, error = %e, "watch failed; polling");
+                        watch_broken = true;
+                    }
+                    Err(_) => return Wake::Retry,
+                }
+            }
+            let renew_at = queued.as_ref().map(|q| q.next_renew);
+            tokio::select! {
+                biased;
+                () = c.shutdown.cancelled() => return Wake::Shutdown,
+                () = sleep_until_some(renew_at) => {
+                    if !self.keep_queued(queued).await {
+                        return Wake::Retry;
+                    }
+                }
+                () = sleep_until(retry_at) => return Wake::Retry,
+                item = next_some(watch) => match item {
+                    Some(Ok(leader)) => {
+                        let changed = leader != *known;
+                        c.status.send_replace(Status::Follower { leader });
+                        if changed {
+                            return Wake::Retry;
+                        }
+                    }
+                    Some(Err(e)) => {
+                        tracing::debug!(election = %c.req.election, error = %e, "watch failed; polling");
+                        *watch = None;
+                        watch_broken = true;
+                    }
+                    None => {
+                        *watch = None;
+                        watch_broken = true;
+                    }
+                },
+            }
+        }
+    }
+
+    /// Renews our queued place; false when it is gone (lost, or presumed
+    /// expired after failed renewals).
+    async fn keep_queued(&self, queued: &mut Option<Queued>) -> bool {
+        let c = &*self.core;
+        let t = c.timing;
+        let Some(q) = queued.as_mut() else {
+            return true;
+        };
+        let sent = Instant::now();
+        let limit = t.local_deadline(q.basis);
+        match timeout_at(limit, c.store.renew(&q.lease)).await {
+            Ok(Ok(Renewal::Renewed)) => {
+                q.basis = sent;
+                q.next_renew = sent + t.renew_every;
+                true
+            }
+            Ok(Ok(Renewal::Lost)) => {
+                *queued = None;
+                false
+            }
+            Ok(Err(_)) | Err(_) if Instant::now() < limit => {
+                q.next_renew = Instant::now() + (t.renew_every / 4).max(Duration::from_millis(1));
+                true
+            }
+            Ok(Err(_)) | Err(_) => {
+                // Presumed expired; the next acquire queues afresh.
+                *queued = None;
+                false
+            }
+        }
+    }
+}
+
+async fn sleep_until_some(at: Option<Instant>) {
+    match at {
+        Some(at) => sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn next_some(
+    watch: &mut Option<LeaderStream>,
+) -> Option<Result<Option<LeaderInfo>, StoreError>> {
+    match watch {
+        Some(stream) => stream.next().await,
+        None => std::future::pending().await,
+    }
+}

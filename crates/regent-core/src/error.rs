@@ -1,0 +1,269 @@
+//! Errors. Expected outcomes ("someone else leads", "the lease is lost") are
+//! values ([`Acquire`](crate::Acquire), [`Renewal`](crate::Renewal),
+//! [`EndReason`](crate::EndReason)), never errors.
+
+use std::error::Error as StdError;
+use std::fmt;
+use std::time::Duration;
+
+/// A boxed error from a store's client library, kept as the source of a
+/// [`StoreError`].
+pub type BoxError = Box<dyn StdError + Send + Sync + 'static>;
+
+/// A name, id or metadata that breaks its rules.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum InvalidName {
+    /// The value is empty.
+    #[error("{what} must not be empty")]
+    Empty {
+        /// Which value.
+        what: &'static str,
+    },
+    /// The value is longer than allowed.
+    #[error("{what} is {len} bytes long; at most {max} are allowed")]
+    TooLong {
+        /// Which value.
+        what: &'static str,
+        /// Its length in bytes.
+        len: usize,
+        /// The bound.
+        max: usize,
+    },
+    /// The value holds a character outside its charset.
+    #[error("{what} contains {c:?}; allowed are {allowed}")]
+    BadChar {
+        /// Which value.
+        what: &'static str,
+        /// The first offending character.
+        c: char,
+        /// The charset, in words.
+        allowed: &'static str,
+    },
+    /// The value does not start with a letter or digit.
+    #[error("{what} must start with an ASCII letter or digit")]
+    BadStart {
+        /// Which value.
+        what: &'static str,
+    },
+}
+
+/// What kind of failure a [`StoreError`] is: the caller decides from this
+/// whether to retry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// The store could not be reached or did not answer in time, or answered
+    /// "busy". Retrying with backoff may succeed.
+    Unavailable,
+    /// The store refused our credentials or permissions. Retrying will not help.
+    Auth,
+    /// The store, or the request, is misconfigured (a bad address, a TTL the
+    /// store cannot honour, a missing container). Retrying will not help.
+    Config,
+    /// The record under our key is not one regent wrote, or is malformed.
+    /// regent never takes over such a record silently.
+    Corrupt,
+    /// The store broke its contract (an answer that cannot be). A bug here or
+    /// in the store.
+    Protocol,
+}
+
+impl ErrorKind {
+    /// Whether an operation that failed with this kind may succeed if
+    /// retried after a backoff.
+    pub fn is_transient(self) -> bool {
+        matches!(self, ErrorKind::Unavailable)
+    }
+}
+
+impl fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ErrorKind::Unavailable => "store unavailable",
+            ErrorKind::Auth => "store refused authentication",
+            ErrorKind::Config => "store misconfigured",
+            ErrorKind::Corrupt => "unexpected data in the store",
+            ErrorKind::Protocol => "store broke its contract",
+        })
+    }
+}
+
+/// A failure of a store operation, classified by [`ErrorKind`].
+#[derive(Debug)]
+pub struct StoreError {
+    kind: ErrorKind,
+    context: String,
+    source: Option<BoxError>,
+}
+
+impl StoreError {
+    /// A new error of `kind`; `context` says what was being done and on what
+    /// ("renew election 'jobs' at 127.0.0.1:2379").
+    pub fn new(kind: ErrorKind, context: impl Into<String>) -> Self {
+        Self {
+            kind,
+            context: context.into(),
+            source: None,
+        }
+    }
+
+    /// Attaches the client library's error as the cause.
+    #[must_use]
+    pub fn with_source(mut self, source: impl Into<BoxError>) -> Self {
+        self.source = Some(source.into());
+        self
+    }
+
+    /// A transient failure ([`ErrorKind::Unavailable`]).
+    pub fn unavailable(context: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Unavailable, context)
+    }
+
+    /// Garbage in the store ([`ErrorKind::Corrupt`]).
+    pub fn corrupt(context: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Corrupt, context)
+    }
+
+    /// The kind of failure.
+    pub fn kind(&self) -> ErrorKind {
+        self.kind
+    }
+
+    /// Whether retrying after a backoff may succeed.
+    pub fn is_transient(&self) -> bool {
+        self.kind.is_transient()
+    }
+}
+
+impl fmt::Display for StoreError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.kind, self.context)
+    }
+}
+
+impl StdError for StoreError {
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        self.source
+            .as_deref()
+            .map(|e| e as &(dyn StdError + 'static))
+    }
+}
+
+/// A candidate's configuration breaks a timing rule. The message names the
+/// rule and the values.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// A duration that must be positive is zero.
+    #[error("{what} must be greater than zero")]
+    Zero {
+        /// The setting.
+        what: &'static str,
+    },
+    /// `renew_deadline` must be shorter than the lease the store can still
+    /// honour: `ttl * (1 - drift) - margin`.
+    #[error(
+        "renew deadline ({renew_deadline:?}) must be shorter than ttl ({ttl:?}) less clock drift and margin ({usable:?})"
+    )]
+    DeadlineNotBelowTtl {
+        /// The renew deadline.
+        renew_deadline: Duration,
+        /// The ttl.
+        ttl: Duration,
+        /// `ttl * (1 - drift) - margin`.
+        usable: Duration,
+    },
+    /// `renew_deadline` must leave room for more than one renewal:
+    /// `renew_deadline > 1.2 * renew_every`.
+    #[error(
+        "renew deadline ({renew_deadline:?}) must exceed 1.2 x renew interval ({renew_every:?}), so a failed renewal can be retried before stepping down"
+    )]
+    IntervalNotBelowDeadline {
+        /// The renew deadline.
+        renew_deadline: Duration,
+        /// The renew interval.
+        renew_every: Duration,
+    },
+    /// The leader task must be able to stop between stepping down and the
+    /// moment the store could hand the lease on:
+    /// `renew_deadline + grace <= ttl * (1 - drift) - margin`.
+    #[error(
+        "grace ({grace:?}) does not fit between the renew deadline ({renew_deadline:?}) and the usable lease ({usable:?}): the task could still run when another leader starts"
+    )]
+    GraceTooLong {
+        /// The grace for stopping the leader task.
+        grace: Duration,
+        /// The renew deadline.
+        renew_deadline: Duration,
+        /// `ttl * (1 - drift) - margin`.
+        usable: Duration,
+    },
+    /// Clock drift must be a fraction in `[0, 0.1]`.
+    #[error("clock drift {drift} is outside [0, 0.1]")]
+    DriftOutOfRange {
+        /// The drift given.
+        drift: f64,
+    },
+    /// The store cannot honour a ttl this short.
+    #[error("ttl {ttl:?} is below the minimum of {min:?} that the {store} store honours")]
+    TtlBelowStoreMinimum {
+        /// The ttl given.
+        ttl: Duration,
+        /// The store's minimum.
+        min: Duration,
+        /// The store's name.
+        store: &'static str,
+    },
+    /// The ttl is too long to be represented safely (over one day).
+    #[error("ttl {ttl:?} is longer than the maximum of one day")]
+    TtlTooLong {
+        /// The ttl given.
+        ttl: Duration,
+    },
+}
+
+/// Why a campaign ended without leadership.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CampaignError {
+    /// The candidate was shut down.
+    #[error("the candidate was shut down")]
+    Shutdown,
+    /// The store failed with an error that retrying cannot fix.
+    #[error("campaign failed")]
+    Store(#[from] StoreError),
+    /// The store stayed unavailable for the whole `give_up_after` window.
+    #[error("store unavailable for {waited:?}; giving up")]
+    Unavailable {
+        /// How long the candidate retried.
+        waited: Duration,
+        /// The last error seen.
+        #[source]
+        last: StoreError,
+    },
+}
+
+/// The leadership is over; an operation that needs it was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("not the leader: leadership ended ({reason})")]
+pub struct NotLeader {
+    /// Why it ended.
+    pub reason: crate::EndReason,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn store_error_chains_source_and_classifies() {
+        let io = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused");
+        let e = StoreError::unavailable("renew election 'x'").with_source(io);
+        assert!(e.is_transient());
+        assert_eq!(e.to_string(), "store unavailable: renew election 'x'");
+        assert_eq!(e.source().unwrap().to_string(), "refused");
+        assert!(!StoreError::corrupt("x").is_transient());
+        assert!(!StoreError::new(ErrorKind::Auth, "x").is_transient());
+    }
+}

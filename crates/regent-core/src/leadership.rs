@@ -1,0 +1,399 @@
+//! The [`Leadership`] guard: proof of leadership, with its fencing token,
+//! kept alive by a renewal task until it ends.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{oneshot, watch};
+use tokio::task::JoinHandle;
+use tokio::time::{Instant, sleep_until};
+use tokio_util::sync::CancellationToken;
+
+use crate::candidate::Core;
+use crate::error::{ErrorKind, NotLeader, StoreError};
+use crate::status::Status;
+use crate::store::{LeaseStore, Renewal};
+use crate::timing::Timing;
+use crate::types::{ElectionName, FencingToken, HolderId, LeaderInfo, Lease};
+
+/// Why a leadership ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum EndReason {
+    /// The store said the lease is gone or someone else holds it.
+    Lost,
+    /// No renewal succeeded before the renew deadline: the leader stepped
+    /// down on its own clock.
+    DeadlinePassed,
+    /// [`Leadership::resign`] was called.
+    Resigned,
+    /// The guard was dropped.
+    Dropped,
+    /// The candidate was shut down.
+    Shutdown,
+    /// The leader task stopped sending heartbeats (health watchdog).
+    Unhealthy,
+    /// The store failed with a permanent error while renewing.
+    StoreFailed(ErrorKind),
+}
+
+impl fmt::Display for EndReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            EndReason::Lost => f.write_str("lease lost"),
+            EndReason::DeadlinePassed => f.write_str("renew deadline passed"),
+            EndReason::Resigned => f.write_str("resigned"),
+            EndReason::Dropped => f.write_str("guard dropped"),
+            EndReason::Shutdown => f.write_str("shutdown"),
+            EndReason::Unhealthy => f.write_str("leader task unhealthy"),
+            EndReason::StoreFailed(kind) => write!(f, "renewal failed: {kind}"),
+        }
+    }
+}
+
+/// When and why a leadership ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ended {
+    /// Why.
+    pub reason: EndReason,
+    /// When (monotonic clock): the instant the cancellation token fired.
+    pub at: Instant,
+}
+
+/// The timing state of a leadership, published on a watch channel
+/// ([`Leadership::lease_state`]). A dead-man's switch outside the process can
+/// stop the leader's work at `deadline` if no newer state arrives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LeaseState {
+    /// The local lease deadline: the last confirmed renewal's send instant
+    /// plus `ttl*(1-drift) - margin`.
+    pub deadline: Instant,
+    /// When the leader steps down unless a renewal succeeds first.
+    pub step_down_at: Instant,
+    /// Set once leadership has ended.
+    pub ended: Option<Ended>,
+}
+
+struct Shared {
+    lease: Lease,
+    info: LeaderInfo,
+    timing: Timing,
+    cancel: CancellationToken,
+    state: watch::Sender<LeaseState>,
+}
+
+/// Proof of leadership of one election, for one term.
+///
+/// It carries the term's [`FencingToken`]: pass it to every resource the
+/// leader writes. While the guard lives, a task renews the lease; leadership
+/// ends when the store reports the lease lost, when the renew deadline passes
+/// without a renewal, on [`resign`](Self::resign), on drop, or when the
+/// candidate shuts down. At that instant the [cancellation
+/// token](Self::cancellation) fires. The lease is released (unless it was
+/// lost) once the guard is dropped or resigned, or `grace` after the end,
+/// whichever comes first: work that stops on cancellation and then drops the
+/// guard lets a successor start at once, never before the work has stopped.
+///
+/// There is no `is_leader() -> bool`: [`check`](Self::check) answers with
+/// the token or with why leadership ended.
+pub struct Leadership {
+    shared: Arc<Shared>,
+    /// Asks the renewal task to end leadership with a reason.
+    stop: Option<oneshot::Sender<EndReason>>,
+    /// Dropped when the holder's work has stopped: only then may the lease
+    /// be released, or a successor could start while our work still runs.
+    work_stopped: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<Result<(), StoreError>>>,
+}
+
+impl fmt::Debug for Leadership {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Leadership")
+            .field("election", &self.shared.lease.election)
+            .field("holder", &self.shared.lease.holder)
+            .field("token", &self.shared.lease.token)
+            .field("state", &*self.shared.state.borrow())
+            .finish()
+    }
+}
+
+impl Leadership {
+    /// Starts the renewal task for a lease won by a request sent at
+    /// `sent_at`.
+    pub(crate) fn start<S: LeaseStore>(
+        core: &Core<S>,
+        lease: Lease,
+        info: LeaderInfo,
+        sent_at: Instant,
+    ) -> Self {
+        let timing = core.timing;
+        let status = core.status.clone();
+        let (state, _) = watch::channel(LeaseState {
+            deadline: timing.local_deadline(sent_at),
+            step_down_at: timing.step_down_at(sent_at),
+            ended: None,
+        });
+        let shared = Arc::new(Shared {
+            lease,
+            info,
+            timing,
+            cancel: CancellationToken::new(),
+            state,
+        });
+        let (stop_tx, stop_rx) = oneshot::channel();
+        let (work_stopped, work_stopped_rx) = oneshot::channel();
+        status.send_replace(Status::Leader {
+            leader: shared.info.clone(),
+        });
+        tracing::info!(
+            election = %shared.lease.election,
+            holder = %shared.lease.holder,
+            token = shared.lease.token.get(),
+            "elected leader"
+        );
+        let task = core.tracker.spawn(keep(
+            core.store.clone(),
+            shared.clone(),
+            sent_at,
+            stop_rx,
+            work_stopped_rx,
+            core.shutdown.child_token(),
+            status,
+        ));
+        Self {
+            shared,
+            stop: Some(stop_tx),
+            work_stopped: Some(work_stopped),
+            task: Some(task),
+        }
+    }
+
+    /// The fencing token of this term.
+    pub fn token(&self) -> FencingToken {
+        self.shared.lease.token
+    }
+
+    /// The election.
+    pub fn election(&self) -> &ElectionName {
+        &self.shared.lease.election
+    }
+
+    /// This holder.
+    pub fn holder(&self) -> &HolderId {
+        &self.shared.lease.holder
+    }
+
+    /// The leader as followers see it.
+    pub fn info(&self) -> &LeaderInfo {
+        &self.shared.info
+    }
+
+    /// The lease record.
+    pub fn lease(&self) -> &Lease {
+        &self.shared.lease
+    }
+
+    /// A token that is cancelled the instant leadership ends. Cancelling the
+    /// returned token yourself does not end leadership; use
+    /// [`resign`](Self::resign).
+    pub fn cancellation(&self) -> CancellationToken {
+        self.shared.cancel.child_token()
+    }
+
+    /// The current local lease deadline.
+    pub fn deadline(&self) -> Instant {
+        self.shared.state.borrow().deadline
+    }
+
+    /// The timing state, updated on every renewal and at the end.
+    pub fn lease_state(&self) -> watch::Receiver<LeaseState> {
+        self.shared.state.subscribe()
+    }
+
+    /// Whether leadership has ended, and how.
+    pub fn ended(&self) -> Option<Ended> {
+        self.shared.state.borrow().ended
+    }
+
+    /// The token if this is still the leader now: not ended and before the
+    /// local lease deadline.
+    ///
+    /// # Errors
+    ///
+    /// [`NotLeader`] with the reason leadership ended.
+    pub fn check(&self) -> Result<FencingToken, NotLeader> {
+        let state = *self.shared.state.borrow();
+        if let Some(ended) = state.ended {
+            return Err(NotLeader {
+                reason: ended.reason,
+            });
+        }
+        if Instant::now() >= state.deadline {
+            return Err(NotLeader {
+                reason: EndReason::DeadlinePassed,
+            });
+        }
+        Ok(self.token())
+    }
+
+    /// Waits until leadership ends.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe.
+    pub async fn until_ended(&self) -> Ended {
+        let mut rx = self.shared.state.subscribe();
+        match rx.wait_for(|s| s.ended.is_some()).await {
+            Ok(s) => s.ended.expect("waited for it"),
+            // The renewal task holds the sender's Arc only as long as we do.
+            Err(_) => unreachable!("the guard owns the state sender"),
+        }
+    }
+
+    /// Ends leadership with `reason` (the cancellation token fires), but
+    /// keeps the lease record until [`finish`](Self::finish), the guard's
+    /// drop, or `grace` has passed, so the work can stop first.
+    pub(crate) fn end(&mut self, reason: EndReason) {
+        if let Some(stop) = self.stop.take() {
+            // The task may have ended already; then the send fails harmlessly.
+            let _ = stop.send(reason);
+        }
+    }
+
+    /// Ends leadership (if it has not ended) with `reason` and waits for the
+    /// renewal task to stop and release the lease.
+    pub(crate) async fn finish(mut self, reason: EndReason) -> Result<(), StoreError> {
+        self.end(reason);
+        self.work_stopped.take();
+        match self.task.take() {
+            Some(task) => task.await.unwrap_or_else(|join| {
+                Err(StoreError::new(
+                    ErrorKind::Protocol,
+                    format!("renewal task failed: {join}"),
+                ))
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// Gives up leadership now and releases the lease, so that a follower
+    /// can take over at once instead of waiting out the ttl.
+    ///
+    /// # Errors
+    ///
+    /// The store's error if the release failed; the lease then expires by
+    /// its ttl. Leadership has ended either way.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe in effect: leadership has ended once this is first
+    /// polled, and the release completes in the background.
+    pub async fn resign(self) -> Result<(), StoreError> {
+        self.finish(EndReason::Resigned).await
+    }
+}
+
+/// Renews the lease until leadership ends, then publishes the end, fires the
+/// cancellation token, waits until the work has stopped (at most `grace`) and
+/// releases the lease.
+async fn keep<S: LeaseStore>(
+    store: Arc<S>,
+    shared: Arc<Shared>,
+    sent_at: Instant,
+    mut stop: oneshot::Receiver<EndReason>,
+    work_stopped: oneshot::Receiver<()>,
+    shutdown: CancellationToken,
+    status: Arc<watch::Sender<Status>>,
+) -> Result<(), StoreError> {
+    let t = shared.timing;
+    let lease = &shared.lease;
+    let retry_delay = (t.renew_every / 4).max(Duration::from_millis(1));
+    let mut basis = sent_at;
+    let mut next_attempt = basis + t.renew_every;
+    let mut store_error = None;
+    let reason = loop {
+        // Invariant: every path out of this loop that keeps leadership passes
+        // through `basis`, so we never believe in a lease past
+        // `basis + renew_deadline`.
+        let step_down = t.step_down_at(basis);
+        tokio::select! {
+            biased;
+            r = &mut stop => break r.unwrap_or(EndReason::Dropped),
+            () = shutdown.cancelled() => break EndReason::Shutdown,
+            () = sleep_until(step_down) => break EndReason::DeadlinePassed,
+            () = sleep_until(next_attempt) => {}
+        }
+        let sent = Instant::now();
+        let result = tokio::select! {
+            biased;
+            r = &mut stop => break r.unwrap_or(EndReason::Dropped),
+            () = shutdown.cancelled() => break EndReason::Shutdown,
+            () = sleep_until(step_down) => break EndReason::DeadlinePassed,
+            r = store.renew(lease) => r,
+        };
+        match result {
+            Ok(Renewal::Renewed) => {
+                basis = sent;
+                next_attempt = sent + t.renew_every;
+                shared.state.send_modify(|s| {
+                    s.deadline = t.local_deadline(sent);
+                    s.step_down_at = t.step_down_at(sent);
+                });
+                tracing::debug!(
+                    election = %lease.election, holder = %lease.holder, token = lease.token.get(),
+                    "renewed"
+                );
+            }
+            Ok(Renewal::Lost) => break EndReason::Lost,
+            Err(e) if e.is_transient() => {
+                tracing::warn!(
+                    election = %lease.election, holder = %lease.holder, token = lease.token.get(),
+                    error = %e, "renewal failed; retrying"
+                );
+                next_attempt = Instant::now() + retry_delay;
+            }
+            Err(e) => {
+                let kind = e.kind();
+                store_error = Some(e);
+                break EndReason::StoreFailed(kind);
+            }
+        }
+    };
+    let at = Instant::now();
+    shared
+        .state
+        .send_modify(|s| s.ended = Some(Ended { reason, at }));
+    shared.cancel.cancel();
+    status.send_replace(if reason == EndReason::Shutdown {
+        Status::Stopped
+    } else {
+        Status::Follower { leader: None }
+    });
+    match &store_error {
+        Some(e) => tracing::warn!(
+            election = %lease.election, holder = %lease.holder, token = lease.token.get(),
+            %reason, error = %e, "leadership ended"
+        ),
+        None => tracing::info!(
+            election = %lease.election, holder = %lease.holder, token = lease.token.get(),
+            %reason, "leadership ended"
+        ),
+    }
+    if reason == EndReason::Lost {
+        return Ok(());
+    }
+    // Release only once the work has stopped (the guard was dropped or
+    // finished), or after `grace`: by then it must have stopped, and
+    // releasing at `step_down + grace` is still before the local deadline.
+    let _ = tokio::time::timeout(t.grace, work_stopped).await;
+    // Someone else may hold the election by now; release frees only our own
+    // record (contract item 4), so trying is always safe.
+    match tokio::time::timeout(t.renew_deadline, store.release(lease)).await {
+        Ok(r) => r,
+        Err(_) => Err(StoreError::unavailable(format!(
+            "release of election '{}' timed out after {:?}",
+            lease.election, t.renew_deadline
+        ))),
+    }
+}

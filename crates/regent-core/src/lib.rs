@@ -1,0 +1,119 @@
+//! regent's lease election engine: the types, the store contract, the
+//! [`Candidate`] that campaigns, the [`Leadership`] guard that proves
+//! leadership, the [`Supervisor`] that runs work only on the leader, and the
+//! [`Observer`] for instances that only watch. No network client lives here:
+//! stores are separate crates implementing [`LeaseStore`].
+//!
+//! # Safety model
+//!
+//! * **The store's clock decides.** A lease expires by the store's TTL (the
+//!   server's clock wherever the store has one). regent never compares
+//!   wall-clock timestamps across hosts.
+//! * **The holder measures from the instant it sent the request.** After an
+//!   acquire or renewal sent at `t0` (monotonic clock) and confirmed by the
+//!   store, the holder counts on the lease until its *local deadline*
+//!   `t0 + ttl*(1-drift) - margin` (defaults: 1 % drift, 5 ms margin), never
+//!   from when the reply arrived. The store started its TTL no earlier than
+//!   `t0`, so the local deadline falls before the store's expiry even when a
+//!   reply is slow. (Chubby does this; etcd's Go client measures from the
+//!   reply, which is unsafe under delay.)
+//! * **The leader steps down on its own clock.** If no renewal succeeds by
+//!   `t0 + renew_deadline`, leadership ends: the cancellation token fires
+//!   and the leader task gets `grace` to stop. The timing rules below make
+//!   this strictly earlier than the store could hand the lease on.
+//! * **A hung leader gives up.** With a health timeout, a
+//!   [`Supervisor`] whose task stops beating its [`Heartbeat`] resigns the
+//!   lease instead of renewing it forever.
+//! * **Fencing tokens.** Every term carries a [`FencingToken`], strictly
+//!   greater than every token issued before for that election — across
+//!   holders, store restarts and deletion of the lease record. No lease
+//!   system can guarantee mutual exclusion by time alone: a process can be
+//!   paused (GC, SIGSTOP, swapping) or its writes delayed in the network
+//!   past its lease. The resource the leader writes must remember the largest
+//!   token it has seen and reject smaller ones; then a stale leader's writes
+//!   are refused. regent makes the token the only way to hold leadership:
+//!   there is no `is_leader() -> bool`.
+//!
+//! # Timing rules
+//!
+//! Checked when a candidate is built ([`CandidateBuilder::build`]); the error
+//! names the rule:
+//!
+//! * `ttl * (1 - drift) - margin > renew_deadline` — step down before the
+//!   local deadline;
+//! * `renew_deadline > 1.2 * renew_every` — room to retry a failed renewal;
+//! * `renew_deadline + grace <= ttl * (1 - drift) - margin` — the task is
+//!   stopped before the lease can pass on;
+//! * `ttl` is at least the store's minimum ([`StoreInfo::min_ttl`]) and at
+//!   most a day.
+//!
+//! Defaults derive from `ttl` (10 s): renew every `ttl/5`, step down after
+//! `3*ttl/5`, grace 2 s. [`Candidate::explain`] turns settings into
+//! worst-case failover and safety-budget numbers.
+//!
+//! # Fencing contract
+//!
+//! A store must issue tokens that grow strictly per election, forever: a
+//! counter bumped in the takeover transaction (SQLite, PostgreSQL), the
+//! leader key's create revision (etcd), the key's modify index at
+//! acquisition (Consul), the node's czxid (ZooKeeper). A resource accepts a
+//! write with token `t` only if `t >=` the largest token it has accepted.
+//!
+//! # Stores
+//!
+//! The contract is in [`store`]; [`memory::MemoryStore`] implements it in
+//! process memory with fault injection, for tests. Every store crate runs the
+//! conformance suite (`testing`, feature `testing`) against its real engine.
+
+mod backoff;
+mod candidate;
+mod error;
+mod leadership;
+mod observer;
+mod status;
+pub mod store;
+mod supervisor;
+#[cfg(feature = "testing")]
+pub mod testing;
+mod timing;
+mod types;
+
+pub use candidate::{Candidate, CandidateBuilder, DEFAULT_TTL};
+pub use error::{BoxError, CampaignError, ConfigError, ErrorKind, InvalidName, NotLeader, StoreError};
+pub use leadership::{EndReason, Ended, LeaseState, Leadership};
+pub use observer::Observer;
+pub use status::Status;
+pub use store::memory;
+pub use store::{
+    Acquire, AcquireRequest, BoxStore, DynLeaseStore, LeaderStream, LeaseStore, Renewal,
+    SafetyClass, StoreInfo, StoreStyle, WatchMode,
+};
+pub use supervisor::{Heartbeat, LeaderContext, Restart, Supervisor, SupervisorExit, Term, TermOutcome};
+pub use timing::{Explanation, MAX_TTL, Timing};
+pub use types::{
+    ElectionName, FencingToken, HolderId, LeaderInfo, Lease, LeaseHandle, MAX_ELECTION_NAME_LEN,
+    MAX_HOLDER_ID_LEN, MAX_METADATA_LEN, Metadata,
+};
+/// Re-exported so users need not depend on `tokio-util` for the leader
+/// task's cancellation.
+pub use tokio_util::sync::CancellationToken;
+
+#[cfg(test)]
+mod send_sync {
+    use super::*;
+
+    fn is_send_sync<T: Send + Sync>() {}
+
+    #[test]
+    fn public_types_are_send_and_sync() {
+        is_send_sync::<Candidate<memory::MemoryStore>>();
+        is_send_sync::<Candidate<BoxStore>>();
+        is_send_sync::<Leadership>();
+        is_send_sync::<Observer<BoxStore>>();
+        is_send_sync::<Supervisor<BoxStore>>();
+        is_send_sync::<LeaderContext>();
+        is_send_sync::<StoreError>();
+        is_send_sync::<CampaignError>();
+        is_send_sync::<Status>();
+    }
+}

@@ -1,0 +1,42 @@
+//! What a candidate is doing, published on a `tokio::sync::watch` channel
+//! ([`Candidate::status`](crate::Candidate::status)) for health endpoints,
+//! metrics and the CLI.
+
+use crate::types::LeaderInfo;
+
+/// A candidate's view of its election.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Status {
+    /// Not campaigning yet, or no answer from the store yet.
+    Starting,
+    /// Someone else leads (`Some`), or nobody does as far as this candidate
+    /// knows (`None`).
+    Follower {
+        /// The leader, if any.
+        leader: Option<LeaderInfo>,
+    },
+    /// This candidate leads.
+    Leader {
+        /// This candidate as followers see it, with its fencing token.
+        leader: LeaderInfo,
+    },
+    /// The candidate was shut down.
+    Stopped,
+}
+
+impl Status {
+    /// The leader as this candidate knows it, itself included.
+    pub fn leader(&self) -> Option<&LeaderInfo> {
+        match self {
+            Status::Follower { leader } => leader.as_ref(),
+            Status::Leader { leader } => Some(leader),
+            Status::Starting | Status::Stopped => None,
+        }
+    }
+
+    /// Whether this candidate leads.
+    pub fn is_leader(&self) -> bool {
+        matches!(self, Status::Leader { .. })
+    }
+}

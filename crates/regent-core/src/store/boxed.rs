@@ -1,0 +1,118 @@
+//! A store chosen at run time: [`BoxStore`] wraps any [`LeaseStore`] behind
+//! one type, so the CLI can pick a backend from a URL.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use super::{Acquire, AcquireRequest, LeaderStream, LeaseStore, Renewal, StoreInfo};
+use crate::error::StoreError;
+use crate::types::{ElectionName, LeaderInfo, Lease};
+
+type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// The object-safe twin of [`LeaseStore`], implemented for every
+/// `LeaseStore`. Use [`BoxStore`] rather than this trait directly.
+pub trait DynLeaseStore: Send + Sync + 'static {
+    /// See [`LeaseStore::info`].
+    fn info(&self) -> StoreInfo;
+    /// See [`LeaseStore::try_acquire`].
+    fn try_acquire<'a>(
+        &'a self,
+        req: &'a AcquireRequest,
+        queued: Option<&'a Lease>,
+    ) -> BoxFuture<'a, Result<Acquire, StoreError>>;
+    /// See [`LeaseStore::renew`].
+    fn renew<'a>(&'a self, lease: &'a Lease) -> BoxFuture<'a, Result<Renewal, StoreError>>;
+    /// See [`LeaseStore::release`].
+    fn release<'a>(&'a self, lease: &'a Lease) -> BoxFuture<'a, Result<(), StoreError>>;
+    /// See [`LeaseStore::current_leader`].
+    fn current_leader<'a>(
+        &'a self,
+        election: &'a ElectionName,
+    ) -> BoxFuture<'a, Result<Option<LeaderInfo>, StoreError>>;
+    /// See [`LeaseStore::watch`].
+    fn watch<'a>(
+        &'a self,
+        election: &'a ElectionName,
+    ) -> BoxFuture<'a, Result<LeaderStream, StoreError>>;
+}
+
+impl<S: LeaseStore> DynLeaseStore for S {
+    fn info(&self) -> StoreInfo {
+        LeaseStore::info(self)
+    }
+    fn try_acquire<'a>(
+        &'a self,
+        req: &'a AcquireRequest,
+        queued: Option<&'a Lease>,
+    ) -> BoxFuture<'a, Result<Acquire, StoreError>> {
+        Box::pin(LeaseStore::try_acquire(self, req, queued))
+    }
+    fn renew<'a>(&'a self, lease: &'a Lease) -> BoxFuture<'a, Result<Renewal, StoreError>> {
+        Box::pin(LeaseStore::renew(self, lease))
+    }
+    fn release<'a>(&'a self, lease: &'a Lease) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(LeaseStore::release(self, lease))
+    }
+    fn current_leader<'a>(
+        &'a self,
+        election: &'a ElectionName,
+    ) -> BoxFuture<'a, Result<Option<LeaderInfo>, StoreError>> {
+        Box::pin(LeaseStore::current_leader(self, election))
+    }
+    fn watch<'a>(
+        &'a self,
+        election: &'a ElectionName,
+    ) -> BoxFuture<'a, Result<LeaderStream, StoreError>> {
+        Box::pin(LeaseStore::watch(self, election))
+    }
+}
+
+/// Any store, chosen at run time. Cheap to clone.
+#[derive(Clone)]
+pub struct BoxStore(Arc<dyn DynLeaseStore>);
+
+impl BoxStore {
+    /// Boxes a store.
+    pub fn new(store: impl LeaseStore) -> Self {
+        Self(Arc::new(store))
+    }
+}
+
+impl std::fmt::Debug for BoxStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("BoxStore").field(&self.0.info().name).finish()
+    }
+}
+
+impl LeaseStore for BoxStore {
+    fn info(&self) -> StoreInfo {
+        self.0.info()
+    }
+    fn try_acquire(
+        &self,
+        req: &AcquireRequest,
+        queued: Option<&Lease>,
+    ) -> impl Future<Output = Result<Acquire, StoreError>> + Send {
+        async move { self.0.try_acquire(req, queued).await }
+    }
+    fn renew(&self, lease: &Lease) -> impl Future<Output = Result<Renewal, StoreError>> + Send {
+        async move { self.0.renew(lease).await }
+    }
+    fn release(&self, lease: &Lease) -> impl Future<Output = Result<(), StoreError>> + Send {
+        async move { self.0.release(lease).await }
+    }
+    fn current_leader(
+        &self,
+        election: &ElectionName,
+    ) -> impl Future<Output = Result<Option<LeaderInfo>, StoreError>> + Send {
+        async move { self.0.current_leader(election).await }
+    }
+    fn watch(
+        &self,
+        election: &ElectionName,
+    ) -> impl Future<Output = Result<LeaderStream, StoreError>> + Send {
+        async move { self.0.watch(election).await }
+    }
+}

@@ -1,0 +1,312 @@
+//! [`Supervisor`]: the pattern's "run a task when the mutex is acquired".
+//!
+//! It campaigns, runs the leader task while it leads, and makes whichever
+//! ends first — the task or the lease — end the other: a lost lease cancels
+//! the task (which gets `grace` to stop, then is dropped); a finished task
+//! resigns the lease, so a follower takes over at once. A health watchdog
+//! fed by the task's [`Heartbeat`] makes a leader whose task went silent
+//! step down instead of renewing forever. Then, by the [`Restart`] policy, it
+//! campaigns again.
+
+use std::future::Future;
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::time::{Instant, sleep_until};
+use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
+
+use crate::candidate::Candidate;
+use crate::error::{BoxError, CampaignError, ConfigError};
+use crate::leadership::{EndReason, LeaseState};
+use crate::store::LeaseStore;
+use crate::types::{FencingToken, LeaderInfo};
+
+/// When the supervisor campaigns again after a term ends.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Restart {
+    /// After every term, however it ended (until shutdown).
+    #[default]
+    Always,
+    /// After a term whose task failed or whose leadership was lost; a task
+    /// that returns `Ok` ends supervision.
+    OnFailure,
+    /// Never: supervision ends with the first term.
+    Never,
+}
+
+/// What the leader task gets: its fencing token, a cancellation token that
+/// fires when leadership ends, and a heartbeat for the health watchdog.
+#[derive(Debug, Clone)]
+pub struct LeaderContext {
+    info: LeaderInfo,
+    cancel: CancellationToken,
+    heartbeat: Heartbeat,
+    lease: watch::Receiver<LeaseState>,
+}
+
+impl LeaderContext {
+    /// The fencing token of this term: pass it with every write.
+    pub fn token(&self) -> FencingToken {
+        self.info.token
+    }
+
+    /// This leader as followers see it.
+    pub fn info(&self) -> &LeaderInfo {
+        &self.info
+    }
+
+    /// Fires when leadership ends; the task must then stop within `grace`.
+    pub fn cancellation(&self) -> &CancellationToken {
+        &self.cancel
+    }
+
+    /// Completes when leadership ends.
+    pub fn cancelled(&self) -> WaitForCancellationFuture<'_> {
+        self.cancel.cancelled()
+    }
+
+    /// The heartbeat to call while making progress.
+    pub fn heartbeat(&self) -> &Heartbeat {
+        &self.heartbeat
+    }
+
+    /// The lease's timing state (local deadline), updated on renewals.
+    pub fn lease_state(&self) -> watch::Receiver<LeaseState> {
+        self.lease.clone()
+    }
+}
+
+/// A leader task's sign of life. With a health timeout set, a task that does
+/// not [`beat`](Self::beat) for that long makes its leader step down.
+#[derive(Debug, Clone)]
+pub struct Heartbeat(std::sync::Arc<watch::Sender<Instant>>);
+
+impl Heartbeat {
+    fn new() -> Self {
+        Self(std::sync::Arc::new(watch::Sender::new(Instant::now())))
+    }
+
+    /// Reports progress now.
+    pub fn beat(&self) {
+        self.0.send_replace(Instant::now());
+    }
+
+    fn last(&self) -> Instant {
+        *self.0.borrow()
+    }
+}
+
+/// How one leadership term ended.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum TermOutcome {
+    /// The task returned `Ok`; the lease was resigned.
+    TaskSucceeded,
+    /// The task returned an error; the lease was resigned.
+    TaskFailed(BoxError),
+    /// Leadership ended first (lost, deadline, shutdown, unhealthy task); the
+    /// task was cancelled.
+    LeadershipEnded(EndReason),
+}
+
+/// One leadership term.
+#[derive(Debug)]
+pub struct Term {
+    /// The term's fencing token.
+    pub token: FencingToken,
+    /// How it ended.
+    pub outcome: TermOutcome,
+    /// Whether the task stopped within `grace` after cancellation (always
+    /// true when the task ended first).
+    pub stopped_in_grace: bool,
+}
+
+impl Term {
+    fn is_failure(&self) -> bool {
+        !matches!(self.outcome, TermOutcome::TaskSucceeded)
+    }
+}
+
+/// Why [`Supervisor::run`] returned.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum SupervisorExit {
+    /// The candidate was shut down.
+    Shutdown,
+    /// The restart policy ended supervision after this term.
+    Finished(Term),
+}
+
+/// Runs a leader task only while leading. See the [module docs](self).
+#[derive(Debug, Clone)]
+pub struct Supervisor<S> {
+    candidate: Candidate<S>,
+    restart: Restart,
+    health_timeout: Option<Duration>,
+}
+
+impl<S: LeaseStore> Supervisor<S> {
+    /// A supervisor over `candidate`, restarting always, with no watchdog.
+    pub fn new(candidate: Candidate<S>) -> Self {
+        Self {
+            candidate,
+            restart: Restart::Always,
+            health_timeout: None,
+        }
+    }
+
+    /// The restart policy.
+    #[must_use]
+    pub fn restart(mut self, restart: Restart) -> Self {
+        self.restart = restart;
+        self
+    }
+
+    /// Step down when the task has not beaten its heartbeat for `timeout`.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::Zero`] for a zero timeout.
+    pub fn health_timeout(mut self, timeout: Duration) -> Result<Self, ConfigError> {
+        if timeout.is_zero() {
+            return Err(ConfigError::Zero {
+                what: "health timeout",
+            });
+        }
+        self.health_timeout = Some(timeout);
+        Ok(self)
+    }
+
+    /// The candidate.
+    pub fn candidate(&self) -> &Candidate<S> {
+        &self.candidate
+    }
+
+    /// Campaigns and runs `task` on every term, by the restart policy, until
+    /// the candidate shuts down.
+    ///
+    /// # Errors
+    ///
+    /// A [`CampaignError`] other than shutdown ends supervision.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: a dropped run drops the task and its leadership (the
+    /// lease is then released in the background). Use
+    /// [`Candidate::shutdown`] to stop.
+    pub async fn run<F, Fut, E>(&self, mut task: F) -> Result<SupervisorExit, CampaignError>
+    where
+        F: FnMut(LeaderContext) -> Fut,
+        Fut: Future<Output = Result<(), E>>,
+        E: Into<BoxError>,
+    {
+        loop {
+            let term = match self.candidate.campaign().await {
+                Ok(leadership) => self.run_term(leadership, &mut task).await,
+                Err(CampaignError::Shutdown) => return Ok(SupervisorExit::Shutdown),
+                Err(e) => return Err(e),
+            };
+            if matches!(term.outcome, TermOutcome::LeadershipEnded(EndReason::Shutdown))
+                || self.candidate.shutdown_token().is_cancelled()
+            {
+                return Ok(SupervisorExit::Shutdown);
+            }
+            let again = match self.restart {
+                Restart::Always => true,
+                Restart::OnFailure => term.is_failure(),
+                Restart::Never => false,
+            };
+            if !again {
+                return Ok(SupervisorExit::Finished(term));
+            }
+        }
+    }
+
+    async fn run_term<F, Fut, E>(&self, mut leadership: crate::Leadership, task: &mut F) -> Term
+    where
+        F: FnMut(LeaderContext) -> Fut,
+        Fut: Future<Output = Result<(), E>>,
+        E: Into<BoxError>,
+    {
+        let grace = self.candidate.timing().grace;
+        let heartbeat = Heartbeat::new();
+        let ctx = LeaderContext {
+            info: leadership.info().clone(),
+            cancel: leadership.cancellation(),
+            heartbeat: heartbeat.clone(),
+            lease: leadership.lease_state(),
+        };
+        let token = ctx.token();
+        let fut = task(ctx);
+        tokio::pin!(fut);
+        enum First<E> {
+            Task(Result<(), E>),
+            Lease(EndReason),
+            Unhealthy,
+        }
+        let first = tokio::select! {
+            r = &mut fut => First::Task(r),
+            ended = leadership.until_ended() => First::Lease(ended.reason),
+            () = watchdog(&heartbeat, self.health_timeout) => First::Unhealthy,
+        };
+        let (outcome, stopped_in_grace) = match first {
+            First::Task(r) => {
+                let outcome = match r {
+                    Ok(()) => TermOutcome::TaskSucceeded,
+                    Err(e) => TermOutcome::TaskFailed(e.into()),
+                };
+                (outcome, true)
+            }
+            First::Lease(reason) => (TermOutcome::LeadershipEnded(reason), false),
+            First::Unhealthy => {
+                tracing::warn!(
+                    election = %leadership.election(), holder = %leadership.holder(),
+                    token = token.get(), "leader task silent past the health timeout; stepping down"
+                );
+                leadership.end(EndReason::Unhealthy);
+                (TermOutcome::LeadershipEnded(EndReason::Unhealthy), false)
+            }
+        };
+        let stopped_in_grace = stopped_in_grace
+            || match tokio::time::timeout(grace, &mut fut).await {
+                Ok(_) => true,
+                Err(_) => {
+                    tracing::warn!(
+                        election = %leadership.election(), holder = %leadership.holder(),
+                        token = token.get(), ?grace, "leader task did not stop within grace; dropping it"
+                    );
+                    false
+                }
+            };
+        // Only now, with the task stopped or dropped, may the lease go.
+        drop(fut);
+        let reason = match &outcome {
+            TermOutcome::LeadershipEnded(r) => *r,
+            _ => EndReason::Resigned,
+        };
+        if let Err(e) = leadership.finish(reason).await {
+            tracing::warn!(token = token.get(), error = %e, "release failed; the lease expires by its ttl");
+        }
+        Term {
+            token,
+            outcome,
+            stopped_in_grace,
+        }
+    }
+}
+
+/// Completes when the heartbeat has been silent for `timeout`; never without
+/// a timeout.
+async fn watchdog(heartbeat: &Heartbeat, timeout: Option<Duration>) {
+    let Some(timeout) = timeout else {
+        return std::future::pending().await;
+    };
+    loop {
+        let last = heartbeat.last();
+        sleep_until(last + timeout).await;
+        if heartbeat.last() == last {
+            return;
+        }
+    }
+}

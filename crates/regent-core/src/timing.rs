@@ -1,0 +1,328 @@
+//! The timing rules of a lease, validated once, and `explain()`.
+//!
+//! With the last successful acquire or renewal *sent* at `t0` (monotonic
+//! clock):
+//!
+//! ```text
+//! t0 + renew_every       next renewal attempt (retried on transient errors)
+//! t0 + renew_deadline    still not renewed: step down. The cancellation token
+//!                        fires; the leader task has `grace` to stop.
+//! t0 + renew_deadline + grace
+//!                        the task is stopped (or abandoned)
+//! t0 + ttl*(1-drift) - margin
+//!                        local lease deadline: past it the guard refuses to
+//!                        vouch for leadership whatever the network says
+//! t0 + ttl               the earliest the store can hand the lease on
+//! ```
+//!
+//! The rules, checked by [`Timing::validate`]:
+//! `ttl*(1-drift) - margin > renew_deadline > 1.2 * renew_every` and
+//! `renew_deadline + grace <= ttl*(1-drift) - margin`.
+
+use std::fmt;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::error::ConfigError;
+use crate::store::{StoreInfo, WatchMode};
+
+/// The longest ttl accepted.
+pub const MAX_TTL: Duration = Duration::from_secs(24 * 3600);
+
+/// A lease's timing, validated. Build it through
+/// [`CandidateBuilder`](crate::CandidateBuilder), or [`Timing::new`] plus
+/// the setters and [`Timing::validate`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Timing {
+    /// The lease's time to live on the store.
+    pub ttl: Duration,
+    /// How often the leader renews.
+    pub renew_every: Duration,
+    /// How long after its last successful renewal was sent the leader steps
+    /// down if it has not renewed since.
+    pub renew_deadline: Duration,
+    /// How long the leader task gets to stop after leadership ends.
+    pub grace: Duration,
+    /// The fraction by which the local clock may run slower than the
+    /// store's (default 0.01).
+    pub drift: f64,
+    /// A fixed safety margin subtracted from the local deadline (default
+    /// 5 ms).
+    pub margin: Duration,
+    /// How often a follower tries to acquire even when its watch reports no
+    /// change (default: `renew_every`).
+    pub retry_every: Duration,
+}
+
+impl Timing {
+    /// Defaults derived from `ttl`: renew every `ttl/5`, step down after
+    /// `3*ttl/5` without renewal, `grace` of 2 s or whatever fits before the
+    /// local deadline, 1 % drift, 5 ms margin.
+    pub fn new(ttl: Duration) -> Self {
+        let renew_every = ttl / 5;
+        let renew_deadline = ttl * 3 / 5;
+        let drift = 0.01;
+        let margin = Duration::from_millis(5).min(ttl / 100);
+        let usable = usable(ttl, drift, margin);
+        Self {
+            ttl,
+            renew_every,
+            renew_deadline,
+            grace: Duration::from_secs(2).min(usable.saturating_sub(renew_deadline)),
+            drift,
+            margin,
+            retry_every: renew_every,
+        }
+    }
+
+    /// Checks every rule; the error names the rule broken.
+    ///
+    /// # Errors
+    ///
+    /// The first [`ConfigError`] found.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        for (what, d) in [
+            ("ttl", self.ttl),
+            ("renew interval", self.renew_every),
+            ("renew deadline", self.renew_deadline),
+            ("retry interval", self.retry_every),
+        ] {
+            if d.is_zero() {
+                return Err(ConfigError::Zero { what });
+            }
+        }
+        if self.ttl > MAX_TTL {
+            return Err(ConfigError::TtlTooLong { ttl: self.ttl });
+        }
+        if !(0.0..=0.1).contains(&self.drift) {
+            return Err(ConfigError::DriftOutOfRange { drift: self.drift });
+        }
+        let usable = self.usable();
+        if self.renew_deadline >= usable {
+            return Err(ConfigError::DeadlineNotBelowTtl {
+                renew_deadline: self.renew_deadline,
+                ttl: self.ttl,
+                usable,
+            });
+        }
+        if self.renew_deadline <= self.renew_every.mul_f64(1.2) {
+            return Err(ConfigError::IntervalNotBelowDeadline {
+                renew_deadline: self.renew_deadline,
+                renew_every: self.renew_every,
+            });
+        }
+        if self.renew_deadline + self.grace > usable {
+            return Err(ConfigError::GraceTooLong {
+                grace: self.grace,
+                renew_deadline: self.renew_deadline,
+                usable,
+            });
+        }
+        Ok(())
+    }
+
+    /// `ttl * (1 - drift) - margin`: how long after sending a request the
+    /// holder may still count on the lease.
+    pub fn usable(&self) -> Duration {
+        usable(self.ttl, self.drift, self.margin)
+    }
+
+    /// The local lease deadline for a lease acquired or renewed by a request
+    /// sent at `sent_at`.
+    pub fn local_deadline(&self, sent_at: Instant) -> Instant {
+        sent_at + self.usable()
+    }
+
+    /// The step-down instant for a lease acquired or renewed by a request
+    /// sent at `sent_at`.
+    pub fn step_down_at(&self, sent_at: Instant) -> Instant {
+        sent_at + self.renew_deadline
+    }
+
+    /// The numbers behind these settings on `store`.
+    pub fn explain(&self, store: &StoreInfo) -> Explanation {
+        let detect = match store.watch {
+            WatchMode::Notify => Duration::ZERO,
+            WatchMode::Poll(every) => every,
+        }
+        .min(self.retry_every);
+        Explanation {
+            store: store.name,
+            timing: *self,
+            crash_failover: self.ttl + store.expiry_slack + detect,
+            detect,
+            renew_attempts: attempts(self.renew_deadline, self.renew_every),
+            safety_budget: self
+                .usable()
+                .saturating_sub(self.renew_deadline + self.grace),
+            store_margin: self.ttl.saturating_sub(self.usable()),
+        }
+    }
+}
+
+fn usable(ttl: Duration, drift: f64, margin: Duration) -> Duration {
+    ttl.mul_f64(1.0 - drift.clamp(0.0, 1.0)).saturating_sub(margin)
+}
+
+fn attempts(deadline: Duration, every: Duration) -> u32 {
+    if every.is_zero() {
+        return 0;
+    }
+    let n = deadline.as_nanos().div_ceil(every.as_nanos());
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
+/// Worst cases and safety budget of a [`Timing`] on one store, in numbers.
+/// `Display` renders them as sentences.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Explanation {
+    /// The store's name.
+    pub store: &'static str,
+    /// The settings explained.
+    pub timing: Timing,
+    /// Worst case from a leader's crash to a follower winning, not counting
+    /// round trips: `ttl + expiry slack + detection delay`.
+    pub crash_failover: Duration,
+    /// How late a follower sees a change: zero for notifying stores, the
+    /// poll interval (capped at `retry_every`) otherwise.
+    pub detect: Duration,
+    /// Renewal attempts (at `renew_every`) before the leader steps down.
+    pub renew_attempts: u32,
+    /// Time between the leader task's latest stop and the local lease
+    /// deadline: `ttl*(1-drift) - margin - renew_deadline - grace`.
+    pub safety_budget: Duration,
+    /// Time between the local lease deadline and the earliest hand-over on
+    /// the store's clock (drift and margin).
+    pub store_margin: Duration,
+}
+
+impl fmt::Display for Explanation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let t = &self.timing;
+        writeln!(
+            f,
+            "store {}: lease ttl {:?}, renewed every {:?}",
+            self.store, t.ttl, t.renew_every
+        )?;
+        writeln!(
+            f,
+            "- a leader that cannot renew steps down {:?} after its last successful renewal was sent, after {} attempts; its task then has {:?} to stop",
+            t.renew_deadline, self.renew_attempts, t.grace
+        )?;
+        writeln!(
+            f,
+            "- safety budget: the task is stopped at least {:?} before the local lease deadline, which is {:?} before the store can hand the lease on (clock drift {:.1}% + margin {:?})",
+            self.safety_budget,
+            self.store_margin,
+            t.drift * 100.0,
+            t.margin
+        )?;
+        writeln!(
+            f,
+            "- worst-case failover after a leader crash: {:?} (ttl {:?} + store expiry slack {:?} + detection {:?}) plus a few round trips",
+            self.crash_failover,
+            t.ttl,
+            self.crash_failover.saturating_sub(t.ttl + self.detect),
+            self.detect
+        )?;
+        write!(
+            f,
+            "- failover after a graceful resign: detection {:?} plus a few round trips; no ttl to wait",
+            self.detect
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{SafetyClass, StoreStyle};
+
+    fn secs(s: f64) -> Duration {
+        Duration::from_secs_f64(s)
+    }
+
+    #[test]
+    fn defaults_are_valid_for_many_ttls() {
+        for ms in [10, 100, 1000, 10_000, 60_000, 3_600_000] {
+            let t = Timing::new(Duration::from_millis(ms));
+            assert_eq!(t.validate(), Ok(()), "ttl {ms} ms: {t:?}");
+        }
+    }
+
+    #[test]
+    fn each_rule_is_named() {
+        let base = Timing::new(secs(10.0));
+        let cases: Vec<(Timing, &str)> = vec![
+            (
+                Timing {
+                    ttl: Duration::ZERO,
+                    ..base
+                },
+                "ttl must be greater than zero",
+            ),
+            (
+                Timing {
+                    renew_deadline: secs(10.0),
+                    ..base
+                },
+                "must be shorter than ttl",
+            ),
+            (
+                Timing {
+                    renew_every: secs(5.0),
+                    ..base
+                },
+                "must exceed 1.2 x renew interval",
+            ),
+            (
+                Timing {
+                    grace: secs(5.0),
+                    ..base
+                },
+                "grace",
+            ),
+            (Timing { drift: 0.5, ..base }, "clock drift"),
+            (
+                Timing {
+                    ttl: secs(100_000.0),
+                    ..base
+                },
+                "maximum of one day",
+            ),
+        ];
+        for (t, needle) in cases {
+            let err = t.validate().expect_err(needle).to_string();
+            assert!(err.contains(needle), "{err:?} should name {needle:?}");
+        }
+    }
+
+    #[test]
+    fn deadline_is_measured_from_send_with_drift_and_margin() {
+        let t = Timing::new(secs(10.0));
+        let sent = Instant::now();
+        assert_eq!(t.local_deadline(sent) - sent, secs(9.9) - Duration::from_millis(5));
+        assert_eq!(t.step_down_at(sent) - sent, secs(6.0));
+    }
+
+    #[test]
+    fn explain_gives_numbers() {
+        let t = Timing::new(secs(10.0));
+        let info = StoreInfo {
+            name: "test",
+            style: StoreStyle::Race,
+            watch: WatchMode::Poll(Duration::from_millis(250)),
+            safety: SafetyClass::SingleNode,
+            min_ttl: Duration::from_secs(1),
+            expiry_slack: Duration::ZERO,
+        };
+        let e = t.explain(&info);
+        assert_eq!(e.crash_failover, secs(10.25));
+        assert_eq!(e.renew_attempts, 3);
+        assert_eq!(e.safety_budget, t.usable() - secs(8.0));
+        let text = e.to_string();
+        assert!(text.contains("worst-case failover"), "{text}");
+        assert!(text.contains("safety budget"), "{text}");
+    }
+}

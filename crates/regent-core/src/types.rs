@@ -1,0 +1,357 @@
+//! The nouns of leader election: election names, holder ids, fencing tokens,
+//! leases and the leader as others see it.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::error::InvalidName;
+
+/// The longest election name accepted, in bytes.
+pub const MAX_ELECTION_NAME_LEN: usize = 128;
+/// The longest holder id accepted, in bytes.
+pub const MAX_HOLDER_ID_LEN: usize = 128;
+/// The largest metadata accepted: the sum of key and value lengths, in bytes.
+pub const MAX_METADATA_LEN: usize = 4096;
+
+/// The name of one election: every instance that campaigns under the same
+/// name, on the same store, competes for one leader.
+///
+/// Rules, checked by [`ElectionName::new`]: 1 to 128 bytes of ASCII letters,
+/// digits, `.`, `_` and `-`, starting with a letter or a digit. The charset is
+/// the intersection of what every backend can use verbatim as a key, path
+/// segment, blob name or SQL value, so a name never needs escaping and never
+/// collides with another after escaping.
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ElectionName(Arc<str>);
+
+impl ElectionName {
+    /// Validates and wraps an election name.
+    ///
+    /// # Errors
+    ///
+    /// [`InvalidName`] naming the rule broken (empty, too long, a character
+    /// outside the charset, or a first character that is not alphanumeric).
+    pub fn new(name: impl AsRef<str>) -> Result<Self, InvalidName> {
+        let name = name.as_ref();
+        if name.is_empty() {
+            return Err(InvalidName::Empty { what: "election name" });
+        }
+        if name.len() > MAX_ELECTION_NAME_LEN {
+            return Err(InvalidName::TooLong {
+                what: "election name",
+                len: name.len(),
+                max: MAX_ELECTION_NAME_LEN,
+            });
+        }
+        if let Some(c) = name
+            .chars()
+            .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
+        {
+            return Err(InvalidName::BadChar {
+                what: "election name",
+                c,
+                allowed: "ASCII letters, digits, '.', '_' and '-'",
+            });
+        }
+        if !name.as_bytes()[0].is_ascii_alphanumeric() {
+            return Err(InvalidName::BadStart { what: "election name" });
+        }
+        Ok(Self(name.into()))
+    }
+
+    /// The name as a string.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for ElectionName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl fmt::Debug for ElectionName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&*self.0, f)
+    }
+}
+
+impl std::str::FromStr for ElectionName {
+    type Err = InvalidName;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::new(s)
+    }
+}
+
+/// The identity of one candidate: who holds, or wants, the lease.
+///
+/// Rules, checked by [`HolderId::new`]: 1 to 128 bytes of printable ASCII
+/// with no whitespace (`!` to `~`). Ids must be unique among the candidates of
+/// one election; two candidates with one id would each believe the other's
+/// lease is their own.
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct HolderId(Arc<str>);
+
+impl HolderId {
+    /// Validates and wraps a holder id.
+    ///
+    /// # Errors
+    ///
+    /// [`InvalidName`] naming the rule broken.
+    pub fn new(id: impl AsRef<str>) -> Result<Self, InvalidName> {
+        let id = id.as_ref();
+        if id.is_empty() {
+            return Err(InvalidName::Empty { what: "holder id" });
+        }
+        if id.len() > MAX_HOLDER_ID_LEN {
+            return Err(InvalidName::TooLong {
+                what: "holder id",
+                len: id.len(),
+                max: MAX_HOLDER_ID_LEN,
+            });
+        }
+        if let Some(c) = id.chars().find(|c| !c.is_ascii_graphic()) {
+            return Err(InvalidName::BadChar {
+                what: "holder id",
+                c,
+                allowed: "printable ASCII without whitespace",
+            });
+        }
+        Ok(Self(id.into()))
+    }
+
+    /// The id as a string.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for HolderId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl fmt::Debug for HolderId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&*self.0, f)
+    }
+}
+
+impl std::str::FromStr for HolderId {
+    type Err = InvalidName;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::new(s)
+    }
+}
+
+/// A fencing token: a number that is strictly greater for every new
+/// leadership term of an election than for any term before it, across
+/// holders, store restarts and deletion of the lease record.
+///
+/// The leader passes its token with every write to the resources it
+/// coordinates; a resource remembers the largest token it has seen and
+/// rejects smaller ones. That, and only that, makes a lease safe against a
+/// leader that was paused (GC, SIGSTOP, a slow network) past its lease: the
+/// paused leader's writes carry a smaller token than its successor's.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct FencingToken(u64);
+
+impl FencingToken {
+    /// Wraps a raw token. Stores create tokens; users compare them.
+    pub const fn new(value: u64) -> Self {
+        Self(value)
+    }
+
+    /// The raw value, for passing to a resource.
+    pub const fn get(self) -> u64 {
+        self.0
+    }
+}
+
+impl fmt::Display for FencingToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.0, f)
+    }
+}
+
+impl fmt::Debug for FencingToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "FencingToken({})", self.0)
+    }
+}
+
+/// Free-form facts a leader publishes about itself (an address to reach it,
+/// a version), stored beside the lease and shown to followers and observers.
+///
+/// At most [`MAX_METADATA_LEN`] bytes of keys and values together.
+#[derive(Clone, Default, PartialEq, Eq, Hash)]
+pub struct Metadata(BTreeMap<String, String>);
+
+impl Metadata {
+    /// No metadata.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Builds metadata from pairs, checking the size bound.
+    ///
+    /// # Errors
+    ///
+    /// [`InvalidName::TooLong`] when the pairs exceed [`MAX_METADATA_LEN`].
+    pub fn from_pairs<K, V>(pairs: impl IntoIterator<Item = (K, V)>) -> Result<Self, InvalidName>
+    where
+        K: Into<String>,
+        V: Into<String>,
+    {
+        let map: BTreeMap<String, String> = pairs
+            .into_iter()
+            .map(|(k, v)| (k.into(), v.into()))
+            .collect();
+        let len: usize = map.iter().map(|(k, v)| k.len() + v.len()).sum();
+        if len > MAX_METADATA_LEN {
+            return Err(InvalidName::TooLong {
+                what: "metadata",
+                len,
+                max: MAX_METADATA_LEN,
+            });
+        }
+        Ok(Self(map))
+    }
+
+    /// The value under `key`.
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.0.get(key).map(String::as_str)
+    }
+
+    /// All pairs, ordered by key.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.0.iter().map(|(k, v)| (k.as_str(), v.as_str()))
+    }
+
+    /// Whether there are no pairs.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl fmt::Debug for Metadata {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_map().entries(self.0.iter()).finish()
+    }
+}
+
+/// The leader of an election, as the store shows it to everyone.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct LeaderInfo {
+    /// Who leads.
+    pub holder: HolderId,
+    /// The fencing token of its term.
+    pub token: FencingToken,
+    /// What it published about itself.
+    pub metadata: Metadata,
+}
+
+/// An opaque, store-specific handle of a lease record: an etcd lease id, a
+/// Consul session id, an Azure lease id. The core never looks inside.
+#[derive(Clone, Default, PartialEq, Eq, Hash)]
+pub struct LeaseHandle(Arc<str>);
+
+impl LeaseHandle {
+    /// Wraps a store's handle.
+    pub fn new(handle: impl Into<Arc<str>>) -> Self {
+        Self(handle.into())
+    }
+
+    /// The handle as the store wrote it.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for LeaseHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&*self.0, f)
+    }
+}
+
+/// A lease record that a store granted to one holder: either the election's
+/// lease itself (after [`Acquire::Won`](crate::Acquire::Won)) or, on a queue
+/// store, the holder's place in line (after
+/// [`Acquire::Held`](crate::Acquire::Held)).
+///
+/// Holding a `Lease` value proves nothing by itself: leadership is the
+/// [`Leadership`](crate::Leadership) guard, which tracks the local deadline.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Lease {
+    /// The election.
+    pub election: ElectionName,
+    /// The holder the record belongs to.
+    pub holder: HolderId,
+    /// The fencing token of the record.
+    pub token: FencingToken,
+    /// The time to live the store guarantees at least, from the instant the
+    /// granting or renewing request was sent.
+    pub ttl: Duration,
+    /// The store's own handle of the record.
+    pub handle: LeaseHandle,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn election_name_rules() {
+        assert!(ElectionName::new("jobs-scheduler.v2_eu").is_ok());
+        assert!(ElectionName::new("a").is_ok());
+        assert!(matches!(
+            ElectionName::new(""),
+            Err(InvalidName::Empty { .. })
+        ));
+        assert!(matches!(
+            ElectionName::new("a".repeat(129)),
+            Err(InvalidName::TooLong { len: 129, .. })
+        ));
+        assert!(ElectionName::new("a".repeat(128)).is_ok());
+        assert!(matches!(
+            ElectionName::new("a/b"),
+            Err(InvalidName::BadChar { c: '/', .. })
+        ));
+        assert!(matches!(
+            ElectionName::new("-a"),
+            Err(InvalidName::BadStart { .. })
+        ));
+        assert!(matches!(
+            ElectionName::new("é"),
+            Err(InvalidName::BadChar { .. })
+        ));
+        let err = ElectionName::new("a b").unwrap_err().to_string();
+        assert!(err.contains("election name"), "{err}");
+    }
+
+    #[test]
+    fn holder_id_rules() {
+        assert!(HolderId::new("host-1:4242").is_ok());
+        assert!(HolderId::new("").is_err());
+        assert!(HolderId::new("a b").is_err());
+        assert!(HolderId::new("a\n").is_err());
+        assert!(HolderId::new("x".repeat(129)).is_err());
+    }
+
+    #[test]
+    fn metadata_is_bounded() {
+        assert!(Metadata::from_pairs([("addr", "10.0.0.1:80")]).is_ok());
+        let big = "v".repeat(MAX_METADATA_LEN);
+        assert!(Metadata::from_pairs([("k", big)]).is_err());
+    }
+
+    #[test]
+    fn tokens_order_by_value() {
+        assert!(FencingToken::new(2) > FencingToken::new(1));
+        assert_eq!(FencingToken::new(7).get(), 7);
+    }
+}

@@ -50,7 +50,11 @@ mod tests {
         let steps: Vec<Duration> = (0..6).map(|_| b.next_delay()).collect();
         for (i, want) in [100u64, 200, 400, 800, 1000, 1000].iter().enumerate() {
             let want = Duration::from_millis(*want);
-            assert!(steps[i] <= want && steps[i] >= want / 2, "{i}: {:?}", steps[i]);
+            assert!(
+                steps[i] <= want && steps[i] >= want / 2,
+                "{i}: {:?}",
+                steps[i]
+            );
         }
         b.reset();
         assert!(b.next_delay() <= Duration::from_millis(100));

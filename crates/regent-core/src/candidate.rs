@@ -211,7 +211,9 @@ impl<S: LeaseStore> CandidateBuilder<S> {
         }
         timing.grace = match self.grace {
             Some(g) => g,
-            None => Duration::from_secs(2).min(timing.usable().saturating_sub(timing.renew_deadline)),
+            None => {
+                Duration::from_secs(2).min(timing.usable().saturating_sub(timing.renew_deadline))
+            }
         };
         timing.validate()?;
         let info = self.store.info();
@@ -403,10 +405,9 @@ impl<S: LeaseStore> Candidate<S> {
                     backoff.reset();
                     queued = match (place, queued.take()) {
                         (None, _) => None,
-                        (Some(lease), Some(old)) if old.lease.token == lease.token => Some(Queued {
-                            lease,
-                            ..old
-                        }),
+                        (Some(lease), Some(old)) if old.lease.token == lease.token => {
+                            Some(Queued { lease, ..old })
+                        }
                         (Some(lease), _) => Some(Queued {
                             lease,
                             basis: sent,

@@ -79,8 +79,10 @@ mod timing;
 mod types;
 
 pub use candidate::{Candidate, CandidateBuilder, DEFAULT_TTL};
-pub use error::{BoxError, CampaignError, ConfigError, ErrorKind, InvalidName, NotLeader, StoreError};
-pub use leadership::{EndReason, Ended, LeaseState, Leadership};
+pub use error::{
+    BoxError, CampaignError, ConfigError, ErrorKind, InvalidName, NotLeader, StoreError,
+};
+pub use leadership::{EndReason, Ended, Leadership, LeaseState};
 pub use observer::Observer;
 pub use status::Status;
 pub use store::memory;
@@ -88,15 +90,17 @@ pub use store::{
     Acquire, AcquireRequest, BoxStore, DynLeaseStore, LeaderStream, LeaseStore, Renewal,
     SafetyClass, StoreInfo, StoreStyle, WatchMode,
 };
-pub use supervisor::{Heartbeat, LeaderContext, Restart, Supervisor, SupervisorExit, Term, TermOutcome};
+pub use supervisor::{
+    Heartbeat, LeaderContext, Restart, Supervisor, SupervisorExit, Term, TermOutcome,
+};
 pub use timing::{Explanation, MAX_TTL, Timing};
+/// Re-exported so users need not depend on `tokio-util` for the leader
+/// task's cancellation.
+pub use tokio_util::sync::CancellationToken;
 pub use types::{
     ElectionName, FencingToken, HolderId, LeaderInfo, Lease, LeaseHandle, MAX_ELECTION_NAME_LEN,
     MAX_HOLDER_ID_LEN, MAX_METADATA_LEN, Metadata,
 };
-/// Re-exported so users need not depend on `tokio-util` for the leader
-/// task's cancellation.
-pub use tokio_util::sync::CancellationToken;
 
 #[cfg(test)]
 mod send_sync {

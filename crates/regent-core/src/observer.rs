@@ -80,7 +80,9 @@ impl<S: LeaseStore> Observer<S> {
     /// Repeats are filtered out. A watch that fails with a transient error
     /// yields that error and is re-opened after a backoff; a permanent error
     /// is yielded and ends the stream.
-    pub fn changes(&self) -> impl Stream<Item = Result<Option<LeaderInfo>, StoreError>> + Send + 'static {
+    pub fn changes(
+        &self,
+    ) -> impl Stream<Item = Result<Option<LeaderInfo>, StoreError>> + Send + 'static {
         let state = Follow {
             store: self.store.clone(),
             election: self.election.clone(),

@@ -207,8 +207,10 @@ impl<S: LeaseStore> Supervisor<S> {
                 Err(CampaignError::Shutdown) => return Ok(SupervisorExit::Shutdown),
                 Err(e) => return Err(e),
             };
-            if matches!(term.outcome, TermOutcome::LeadershipEnded(EndReason::Shutdown))
-                || self.candidate.shutdown_token().is_cancelled()
+            if matches!(
+                term.outcome,
+                TermOutcome::LeadershipEnded(EndReason::Shutdown)
+            ) || self.candidate.shutdown_token().is_cancelled()
             {
                 return Ok(SupervisorExit::Shutdown);
             }
@@ -238,8 +240,8 @@ impl<S: LeaseStore> Supervisor<S> {
             lease: leadership.lease_state(),
         };
         let token = ctx.token();
-        let fut = task(ctx);
-        tokio::pin!(fut);
+        // Boxed so that it can be dropped before the lease is released.
+        let mut fut = Box::pin(task(ctx));
         enum First<E> {
             Task(Result<(), E>),
             Lease(EndReason),

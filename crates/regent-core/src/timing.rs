@@ -162,7 +162,8 @@ impl Timing {
 }
 
 fn usable(ttl: Duration, drift: f64, margin: Duration) -> Duration {
-    ttl.mul_f64(1.0 - drift.clamp(0.0, 1.0)).saturating_sub(margin)
+    ttl.mul_f64(1.0 - drift.clamp(0.0, 1.0))
+        .saturating_sub(margin)
 }
 
 fn attempts(deadline: Duration, every: Duration) -> u32 {
@@ -302,7 +303,10 @@ mod tests {
     fn deadline_is_measured_from_send_with_drift_and_margin() {
         let t = Timing::new(secs(10.0));
         let sent = Instant::now();
-        assert_eq!(t.local_deadline(sent) - sent, secs(9.9) - Duration::from_millis(5));
+        assert_eq!(
+            t.local_deadline(sent) - sent,
+            secs(9.9) - Duration::from_millis(5)
+        );
         assert_eq!(t.step_down_at(sent) - sent, secs(6.0));
     }
 

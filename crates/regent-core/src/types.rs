@@ -36,7 +36,9 @@ impl ElectionName {
     pub fn new(name: impl AsRef<str>) -> Result<Self, InvalidName> {
         let name = name.as_ref();
         if name.is_empty() {
-            return Err(InvalidName::Empty { what: "election name" });
+            return Err(InvalidName::Empty {
+                what: "election name",
+            });
         }
         if name.len() > MAX_ELECTION_NAME_LEN {
             return Err(InvalidName::TooLong {
@@ -56,7 +58,9 @@ impl ElectionName {
             });
         }
         if !name.as_bytes()[0].is_ascii_alphanumeric() {
-            return Err(InvalidName::BadStart { what: "election name" });
+            return Err(InvalidName::BadStart {
+                what: "election name",
+            });
         }
         Ok(Self(name.into()))
     }

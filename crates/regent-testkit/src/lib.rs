@@ -1,1 +1,26 @@
-//! testkit
+//! Test kit for regent.
+//!
+//! The kit will also start real store engines on `127.0.0.1` for the store
+//! crates' integration tests. For now it holds the leadership [`History`]:
+//! the candidates of one test record when each believed it led, and the test
+//! then checks the whole history at once for the election's safety
+//! properties.
+//!
+//! # Why a history, not assertions inside each candidate
+//!
+//! Election safety is a property of all candidates together: "no two holders
+//! believe they lead at the same instant" and "every new term carries a larger
+//! fencing token" cannot be checked by one candidate looking at itself. So
+//! each candidate only records its beliefs ([`History::begin_leadership`],
+//! [`History::end_leadership`]) into a shared, cheaply cloned [`History`], and
+//! the test calls [`History::assert_ok`] (or [`History::check`]) once all
+//! candidates have stopped. A failure names the holders, tokens and instants
+//! involved, measured from the first recorded event, and lists every
+//! interval.
+//!
+//! Times are [`tokio::time::Instant`], so histories recorded on paused time
+//! (`#[tokio::test(start_paused = true)]`) are exact and reproducible.
+
+pub mod history;
+
+pub use history::{History, Interval, Summary, Violation};

@@ -82,7 +82,9 @@ impl BoxStore {
 
 impl std::fmt::Debug for BoxStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_tuple("BoxStore").field(&self.0.info().name).finish()
+        f.debug_tuple("BoxStore")
+            .field(&self.0.info().name)
+            .finish()
     }
 }
 
@@ -90,29 +92,26 @@ impl LeaseStore for BoxStore {
     fn info(&self) -> StoreInfo {
         self.0.info()
     }
-    fn try_acquire(
+    async fn try_acquire(
         &self,
         req: &AcquireRequest,
         queued: Option<&Lease>,
-    ) -> impl Future<Output = Result<Acquire, StoreError>> + Send {
-        async move { self.0.try_acquire(req, queued).await }
+    ) -> Result<Acquire, StoreError> {
+        self.0.try_acquire(req, queued).await
     }
-    fn renew(&self, lease: &Lease) -> impl Future<Output = Result<Renewal, StoreError>> + Send {
-        async move { self.0.renew(lease).await }
+    async fn renew(&self, lease: &Lease) -> Result<Renewal, StoreError> {
+        self.0.renew(lease).await
     }
-    fn release(&self, lease: &Lease) -> impl Future<Output = Result<(), StoreError>> + Send {
-        async move { self.0.release(lease).await }
+    async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
+        self.0.release(lease).await
     }
-    fn current_leader(
+    async fn current_leader(
         &self,
         election: &ElectionName,
-    ) -> impl Future<Output = Result<Option<LeaderInfo>, StoreError>> + Send {
-        async move { self.0.current_leader(election).await }
+    ) -> Result<Option<LeaderInfo>, StoreError> {
+        self.0.current_leader(election).await
     }
-    fn watch(
-        &self,
-        election: &ElectionName,
-    ) -> impl Future<Output = Result<LeaderStream, StoreError>> + Send {
-        async move { self.0.watch(election).await }
+    async fn watch(&self, election: &ElectionName) -> Result<LeaderStream, StoreError> {
+        self.0.watch(election).await
     }
 }

@@ -28,11 +28,13 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::{
-    Acquire, AcquireRequest, LeaderStream, LeaseStore, Renewal, SafetyClass, StoreInfo,
-    StoreStyle, WatchMode,
+    Acquire, AcquireRequest, LeaderStream, LeaseStore, Renewal, SafetyClass, StoreInfo, StoreStyle,
+    WatchMode,
 };
 use crate::error::StoreError;
-use crate::types::{ElectionName, FencingToken, HolderId, LeaderInfo, Lease, LeaseHandle, Metadata};
+use crate::types::{
+    ElectionName, FencingToken, HolderId, LeaderInfo, Lease, LeaseHandle, Metadata,
+};
 
 /// An in-memory lease store; clones share one state. See the
 /// [module docs](self).
@@ -84,7 +86,7 @@ struct Faults {
     partitioned: HashSet<HolderId>,
 }
 
-/// How many calls of each kind the store has served (including failed ones).
+/// How many calls of each kind the store was asked (failed ones included).
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct CallStats {
     /// `try_acquire` calls.
@@ -242,6 +244,15 @@ impl MemoryStore {
         what: &str,
         op: impl FnOnce(&mut State, Instant) -> Result<(T, bool), StoreError>,
     ) -> Result<T, StoreError> {
+        {
+            let mut state = self.state();
+            match what {
+                "acquire" => state.stats.acquires += 1,
+                "renew" => state.stats.renews += 1,
+                "release" => state.stats.releases += 1,
+                _ => {}
+            }
+        }
         let (request_delay, reply_delay, fail) = {
             let mut f = self.faults();
             let mut fail = holder.is_some_and(|h| f.partitioned.contains(h));
@@ -298,7 +309,6 @@ impl LeaseStore for MemoryStore {
     ) -> Result<Acquire, StoreError> {
         let style = self.inner.style;
         self.call(Some(&req.holder), "acquire", |state, now| {
-            state.stats.acquires += 1;
             let held = state.expiry_held;
             let e = state.elections.entry(req.election.clone()).or_default();
             let mut changed = e.purge(now, held);
@@ -369,7 +379,6 @@ impl LeaseStore for MemoryStore {
 
     async fn renew(&self, lease: &Lease) -> Result<Renewal, StoreError> {
         self.call(Some(&lease.holder), "renew", |state, now| {
-            state.stats.renews += 1;
             let held = state.expiry_held;
             let Some(e) = state.elections.get_mut(&lease.election) else {
                 return Ok((Renewal::Lost, false));
@@ -391,14 +400,12 @@ impl LeaseStore for MemoryStore {
 
     async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
         self.call(Some(&lease.holder), "release", |state, now| {
-            state.stats.releases += 1;
             let held = state.expiry_held;
             let Some(e) = state.elections.get_mut(&lease.election) else {
                 return Ok(((), false));
             };
             let mut changed = e.purge(now, held);
-            if e
-                .records
+            if e.records
                 .get(&lease.token.get())
                 .is_some_and(|r| r.holder == lease.holder)
             {
@@ -548,7 +555,12 @@ mod tests {
     async fn faults_fail_and_partition() {
         let s = MemoryStore::race();
         s.fail_next(1);
-        assert!(s.try_acquire(&req("a"), None).await.unwrap_err().is_transient());
+        assert!(
+            s.try_acquire(&req("a"), None)
+                .await
+                .unwrap_err()
+                .is_transient()
+        );
         s.partition(&HolderId::new("a").unwrap());
         assert!(s.try_acquire(&req("a"), None).await.is_err());
         assert!(matches!(

@@ -1,1 +1,614 @@
-//! placeholder
+//! The store conformance suite (feature `testing`): one entry point,
+//! [`run`], that every store crate calls with a [`Harness`] for its real
+//! engine. It checks items 1–7 of the store contract ([`crate::store`]).
+//!
+//! ```no_run
+//! # async fn demo() {
+//! use regent_core::testing::{run, MemoryHarness};
+//! run(&MemoryHarness::race()).await; // panics listing every failed check
+//! # }
+//! ```
+//!
+//! The checks wait out real ttls with `tokio::time::sleep`, so they run
+//! fast on paused time (memory store) and in a few ttls on a real engine:
+//! choose [`Harness::ttl`] as short as the engine allows.
+
+use std::fmt;
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use futures_util::StreamExt;
+
+use crate::error::{ErrorKind, StoreError};
+use crate::store::memory::MemoryStore;
+use crate::store::{Acquire, AcquireRequest, LeaderStream, LeaseStore, Renewal, StoreStyle};
+use crate::types::{ElectionName, FencingToken, HolderId, LeaderInfo, Lease, Metadata};
+
+/// What the suite needs from a store crate: connections to one engine, and
+/// ways to tamper with it from outside regent.
+pub trait Harness: Send + Sync {
+    /// The store under test.
+    type Store: LeaseStore;
+
+    /// A new connection to the engine under test. Every connection sees the
+    /// same data.
+    fn store(&self) -> impl Future<Output = Self::Store> + Send;
+
+    /// A store configured for an engine that cannot be reached (a closed
+    /// port): its calls must fail with a transient error.
+    fn unreachable_store(&self) -> impl Future<Output = Self::Store> + Send;
+
+    /// The ttl the checks use: at least the store's minimum, as short as the
+    /// engine allows (the suite waits it out several times).
+    fn ttl(&self) -> Duration;
+
+    /// Deletes every record of `election` behind regent's back, as an
+    /// operator would.
+    fn delete_records(&self, election: &ElectionName) -> impl Future<Output = ()> + Send;
+
+    /// Writes a value regent did not write where `election`'s lease lives.
+    fn put_garbage(&self, election: &ElectionName) -> impl Future<Output = ()> + Send;
+}
+
+/// A failed check.
+#[derive(Debug)]
+pub struct Failure {
+    check: &'static str,
+    message: String,
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.check, self.message)
+    }
+}
+
+type Check = Result<(), String>;
+
+macro_rules! ensure {
+    ($cond:expr, $($msg:tt)+) => {
+        if !$cond {
+            return Err(format!($($msg)+));
+        }
+    };
+}
+
+/// Unwraps a store result inside a check, failing it with the error.
+fn ok<T>(what: &str, r: Result<T, StoreError>) -> Result<T, String> {
+    r.map_err(|e| {
+        let mut msg = format!("{what} failed: {e}");
+        let mut src = std::error::Error::source(&e);
+        while let Some(s) = src {
+            msg.push_str(&format!(": {s}"));
+            src = s.source();
+        }
+        msg
+    })
+}
+
+static ELECTIONS: AtomicU64 = AtomicU64::new(0);
+
+fn election(check: &str) -> ElectionName {
+    let n = ELECTIONS.fetch_add(1, Ordering::Relaxed);
+    let salt = fastrand::u32(..);
+    ElectionName::new(format!("conf-{check}-{n}-{salt:08x}")).expect("valid name")
+}
+
+fn holder(name: &str) -> HolderId {
+    HolderId::new(name).expect("valid holder id")
+}
+
+struct Ctx<'h, H: Harness> {
+    h: &'h H,
+    store: H::Store,
+    election: ElectionName,
+    ttl: Duration,
+    slack: Duration,
+}
+
+impl<H: Harness> Ctx<'_, H> {
+    fn req(&self, who: &str) -> AcquireRequest {
+        AcquireRequest {
+            election: self.election.clone(),
+            holder: holder(who),
+            ttl: self.ttl,
+            metadata: Metadata::from_pairs([("who", who)]).expect("small"),
+        }
+    }
+
+    async fn acquire(&self, who: &str) -> Result<Acquire, String> {
+        ok(
+            &format!("acquire by {who}"),
+            self.store.try_acquire(&self.req(who), None).await,
+        )
+    }
+
+    async fn win(&self, who: &str) -> Result<Lease, String> {
+        match self.acquire(who).await? {
+            Acquire::Won(lease) => Ok(lease),
+            Acquire::Held { leader, .. } => Err(format!(
+                "{who} should have won a free election, but it is held by {:?}",
+                leader.map(|l| l.holder)
+            )),
+        }
+    }
+
+    /// Waits until the store must have expired every lease written so far.
+    async fn wait_expiry(&self) {
+        tokio::time::sleep(self.ttl + self.slack).await;
+    }
+
+    async fn leader(&self) -> Result<Option<LeaderInfo>, String> {
+        ok(
+            "current_leader",
+            self.store.current_leader(&self.election).await,
+        )
+    }
+}
+
+/// Runs every check against the harness's engine and panics listing every
+/// failure, each named by its check.
+///
+/// # Panics
+///
+/// When any check fails.
+pub async fn run<H: Harness>(h: &H) {
+    let failures = run_checks(h).await;
+    if !failures.is_empty() {
+        let list: Vec<String> = failures.iter().map(ToString::to_string).collect();
+        panic!(
+            "{} store conformance check(s) failed:\n  {}",
+            list.len(),
+            list.join("\n  ")
+        );
+    }
+}
+
+/// Runs every check and returns the failures (empty when the store
+/// conforms).
+pub async fn run_checks<H: Harness>(h: &H) -> Vec<Failure> {
+    let mut failures = Vec::new();
+    macro_rules! check {
+        ($name:ident) => {
+            let name = stringify!($name);
+            let ctx = ctx(h, name).await;
+            if let Err(message) = $name(&ctx).await {
+                failures.push(Failure {
+                    check: name,
+                    message,
+                });
+            }
+        };
+    }
+    check!(acquire_wins_only_when_free);
+    check!(won_lease_carries_its_fields);
+    check!(token_grows_across_release_expiry_and_deletion);
+    check!(renew_extends_own_lease);
+    check!(renew_after_loss_reports_lost);
+    check!(release_frees_only_own_lease);
+    check!(concurrent_acquires_have_one_winner);
+    check!(watch_sees_acquire_release_and_expiry);
+    check!(garbage_is_never_taken_over);
+    check!(unreachable_store_is_transient);
+    let style = ctx(h, "style").await.store.info().style;
+    if style == StoreStyle::Queue {
+        check!(queue_passes_to_next_in_line);
+    }
+    failures
+}
+
+async fn ctx<'h, H: Harness>(h: &'h H, check: &str) -> Ctx<'h, H> {
+    let store = h.store().await;
+    let slack = store.info().expiry_slack + Duration::from_millis(500).min(h.ttl() / 2);
+    Ctx {
+        h,
+        store,
+        election: election(check),
+        ttl: h.ttl(),
+        slack,
+    }
+}
+
+/// Item 1: the first acquire of a free election wins; later ones are held
+/// by it, with its identity; a second acquire by the same holder does not
+/// create a second leader.
+async fn acquire_wins_only_when_free<H: Harness>(c: &Ctx<'_, H>) -> Check {
+    let a = c.win("a").await?;
+    match c.acquire("b").await? {
+        Acquire::Won(_) => return Err("b won an election that a holds".into()),
+        Acquire::Held { leader, queued } => {
+            let leader = leader.ok_or("Held did not name the leader")?;
+            ensure!(
+                leader.holder == a.holder && leader.token == a.token,
+                "Held named {leader:?}, but a leads with token {}",
+                a.token
+            );
+            match c.store.info().style {
+                StoreStyle::Queue => ensure!(
+                    queued.is_some(),
+                    "a queue store must return b's place in line"
+                ),
+                _ => ensure!(
+                    queued.is_none(),
+                    "a race store must not return a place in line"
+                ),
+            }
+            if let Some(q) = queued {
+                ok("release b's place", c.store.release(&q).await)?;
+            }
+        }
+    }
+    match c.acquire("a").await? {
+        Acquire::Won(l) => Err(format!(
+            "a second acquire by a while its lease lives won again (token {})",
+            l.token
+        )),
+        Acquire::Held { queued, .. } => {
+            if let Some(q) = queued {
+                ok("release", c.store.release(&q).await)?;
+            }
+            ok("release", c.store.release(&a).await)
+        }
+    }
+}
+
+/// Item 2: a won lease carries election, holder, token, ttl; the leader read
+/// back carries the metadata.
+async fn won_lease_carries_its_fields<H: Harness>(c: &Ctx<'_, H>) -> Check {
+    let a = c.win("a").await?;
+    ensure!(a.election == c.election, "lease election {:?}", a.election);
+    ensure!(a.holder == holder("a"), "lease holder {:?}", a.holder);
+    ensure!(
+        a.ttl >= c.ttl,
+        "lease ttl {:?} below the {:?} asked",
+        a.ttl,
+        c.ttl
+    );
+    ensure!(a.token > FencingToken::new(0), "token 0 is reserved");
+    let leader = c.leader().await?.ok_or("current_leader saw no leader")?;
+    ensure!(
+        leader.holder == a.holder && leader.token == a.token,
+        "current_leader {leader:?} is not the lease {a:?}"
+    );
+    ensure!(
+        leader.metadata.get("who") == Some("a"),
+        "metadata not read back: {:?}",
+        leader.metadata
+    );
+    ok("release", c.store.release(&a).await)?;
+    ensure!(
+        c.leader().await?.is_none(),
+        "a leader remains after release"
+    );
+    Ok(())
+}
+
+/// Item 2 and the fencing contract: tokens grow strictly across release,
+/// expiry and deletion of the record.
+async fn token_grows_across_release_expiry_and_deletion<H: Harness>(c: &Ctx<'_, H>) -> Check {
+    let t1 = c.win("a").await?;
+    ok("release", c.store.release(&t1).await)?;
+    let t2 = c.win("b").await?;
+    ensure!(
+        t2.token > t1.token,
+        "after release: {} !> {}",
+        t2.token,
+        t1.token
+    );
+    c.wait_expiry().await;
+    let t3 = c.win("c").await?;
+    ensure!(
+        t3.token > t2.token,
+        "after expiry: {} !> {}",
+        t3.token,
+        t2.token
+    );
+    c.h.delete_records(&c.election).await;
+    let t4 = c.win("d").await?;
+    ensure!(
+        t4.token > t3.token,
+        "after deletion: {} !> {}",
+        t4.token,
+        t3.token
+    );
+    ok("release", c.store.release(&t4).await)
+}
+
+/// Item 3: renewing keeps the lease past its first ttl.
+async fn renew_extends_own_lease<H: Harness>(c: &Ctx<'_, H>) -> Check {
+    let a = c.win("a").await?;
+    for i in 0..3 {
+        tokio::time::sleep(c.ttl / 2).await;
+        let r = ok("renew", c.store.renew(&a).await)?;
+        ensure!(r == Renewal::Renewed, "renewal {i} of a live lease: {r:?}");
+    }
+    // 1.5 ttl after acquiring, the renewed lease still holds.
+    match c.acquire("b").await? {
+        Acquire::Won(_) => return Err("b won while a kept renewing".into()),
+        Acquire::Held { queued, .. } => {
+            if let Some(q) = queued {
+                ok("release", c.store.release(&q).await)?;
+            }
+        }
+    }
+    let leader = c.leader().await?;
+    ensure!(
+        leader.as_ref().map(|l| &l.holder) == Some(&a.holder),
+        "leader after renewals: {leader:?}"
+    );
+    ok("release", c.store.release(&a).await)
+}
+
+/// Item 3: renew reports lost after expiry, after someone else took over,
+/// after release and after deletion.
+async fn renew_after_loss_reports_lost<H: Harness>(c: &Ctx<'_, H>) -> Check {
+    let a = c.win("a").await?;
+    c.wait_expiry().await;
+    let b = c.win("b").await?;
+    let r = ok("renew of a", c.store.renew(&a).await)?;
+    ensure!(r == Renewal::Lost, "renew after expiry and takeover: {r:?}");
+    ok("release b", c.store.release(&b).await)?;
+    let r = ok("renew of b", c.store.renew(&b).await)?;
+    ensure!(r == Renewal::Lost, "renew after release: {r:?}");
+    let d = c.win("d").await?;
+    c.h.delete_records(&c.election).await;
+    let r = ok("renew of d", c.store.renew(&d).await)?;
+    ensure!(r == Renewal::Lost, "renew after deletion: {r:?}");
+    ok("release d", c.store.release(&d).await)
+}
+
+/// Item 4: release frees only the caller's own lease, and twice is harmless.
+async fn release_frees_only_own_lease<H: Harness>(c: &Ctx<'_, H>) -> Check {
+    let a = c.win("a").await?;
+    let forged_holder = Lease {
+        holder: holder("mallory"),
+        ..a.clone()
+    };
+    let _ = c.store.release(&forged_holder).await;
+    let forged_token = Lease {
+        token: FencingToken::new(a.token.get() + 1000),
+        ..a.clone()
+    };
+    let _ = c.store.release(&forged_token).await;
+    let leader = c.leader().await?;
+    ensure!(
+        leader.as_ref().map(|l| (&l.holder, l.token)) == Some((&a.holder, a.token)),
+        "someone else's release freed a's lease: leader now {leader:?}"
+    );
+    let r = ok("renew", c.store.renew(&a).await)?;
+    ensure!(
+        r == Renewal::Renewed,
+        "a's lease after foreign releases: {r:?}"
+    );
+    ok("release", c.store.release(&a).await)?;
+    ok("second release", c.store.release(&a).await)?;
+    let b = c.win("b").await?;
+    ok("stale release of a", c.store.release(&a).await)?;
+    let leader = c.leader().await?;
+    ensure!(
+        leader.as_ref().map(|l| &l.holder) == Some(&b.holder),
+        "a's stale release freed b's lease: leader now {leader:?}"
+    );
+    ok("release", c.store.release(&b).await)
+}
+
+/// Item 1: sixteen concurrent acquires on sixteen connections, one winner.
+async fn concurrent_acquires_have_one_winner<H: Harness>(c: &Ctx<'_, H>) -> Check {
+    let mut stores = Vec::new();
+    for _ in 0..16 {
+        stores.push(c.h.store().await);
+    }
+    let reqs: Vec<AcquireRequest> = (0..16).map(|i| c.req(&format!("c{i}"))).collect();
+    let results = futures_util::future::join_all(
+        stores
+            .iter()
+            .zip(&reqs)
+            .map(|(s, r)| s.try_acquire(r, None)),
+    )
+    .await;
+    let mut winners = Vec::new();
+    let mut places = Vec::new();
+    for (i, r) in results.into_iter().enumerate() {
+        match ok(&format!("acquire by c{i}"), r)? {
+            Acquire::Won(l) => winners.push(l),
+            Acquire::Held { queued, .. } => places.extend(queued),
+        }
+    }
+    for l in winners.iter().chain(&places) {
+        let _ = c.store.release(l).await;
+    }
+    ensure!(
+        winners.len() == 1,
+        "{} winners: {:?}",
+        winners.len(),
+        winners
+            .iter()
+            .map(|l| l.holder.as_str())
+            .collect::<Vec<_>>()
+    );
+    Ok(())
+}
+
+/// Waits for the watch to show `want` (a holder, or none), skipping repeats
+/// and intermediate states, for at most `within`.
+async fn await_state(
+    w: &mut LeaderStream,
+    want: Option<&HolderId>,
+    within: Duration,
+    what: &str,
+) -> Check {
+    let deadline = tokio::time::Instant::now() + within;
+    let mut seen = Vec::new();
+    loop {
+        match tokio::time::timeout_at(deadline, w.next()).await {
+            Err(_) => {
+                return Err(format!(
+                    "watch did not show {what} within {within:?}; saw {seen:?}"
+                ));
+            }
+            Ok(None) => return Err(format!("watch ended while waiting for {what}")),
+            Ok(Some(Err(e))) if e.is_transient() => seen.push(format!("error: {e}")),
+            Ok(Some(Err(e))) => return Err(format!("watch failed waiting for {what}: {e}")),
+            Ok(Some(Ok(leader))) => {
+                let got = leader.as_ref().map(|l| &l.holder);
+                if got == want {
+                    return Ok(());
+                }
+                seen.push(format!("{:?}", got.map(HolderId::as_str)));
+            }
+        }
+    }
+}
+
+/// Item 5: watch starts with the current state and sees acquire, release
+/// and expiry ("no leader").
+async fn watch_sees_acquire_release_and_expiry<H: Harness>(c: &Ctx<'_, H>) -> Check {
+    let mut w = ok("watch", c.store.watch(&c.election).await)?;
+    let within = c.ttl * 2 + c.slack;
+    await_state(&mut w, None, within, "no leader at start").await?;
+    let a = c.win("a").await?;
+    await_state(&mut w, Some(&a.holder), within, "a's acquire").await?;
+    ok("release", c.store.release(&a).await)?;
+    await_state(&mut w, None, within, "a's release").await?;
+    let b = c.win("b").await?;
+    await_state(&mut w, Some(&b.holder), within, "b's acquire").await?;
+    // b never renews: the watch must see it expire without anyone calling.
+    await_state(&mut w, None, within * 2, "b's expiry").await
+}
+
+/// Item 7: garbage on the election's key is an error or "held", never a
+/// win and never a panic.
+async fn garbage_is_never_taken_over<H: Harness>(c: &Ctx<'_, H>) -> Check {
+    c.h.put_garbage(&c.election).await;
+    match c.store.try_acquire(&c.req("a"), None).await {
+        Ok(Acquire::Won(l)) => {
+            return Err(format!(
+                "acquire took over a foreign record (token {})",
+                l.token
+            ));
+        }
+        Ok(Acquire::Held { queued, .. }) => {
+            if let Some(q) = queued {
+                let _ = c.store.release(&q).await;
+            }
+        }
+        Err(e) => ensure!(
+            e.kind() == ErrorKind::Corrupt || !e.is_transient(),
+            "garbage reported as a transient error: {e}"
+        ),
+    }
+    // Reading must not panic either; an error or some answer are both fine.
+    let _ = c.store.current_leader(&c.election).await;
+    Ok(())
+}
+
+/// Item 6: an unreachable engine is a transient error, promptly.
+async fn unreachable_store_is_transient<H: Harness>(c: &Ctx<'_, H>) -> Check {
+    let dead = c.h.unreachable_store().await;
+    let limit = Duration::from_secs(30);
+    match tokio::time::timeout(limit, dead.try_acquire(&c.req("a"), None)).await {
+        Err(_) => Err(format!(
+            "acquire on an unreachable engine hung past {limit:?}"
+        )),
+        Ok(Ok(r)) => Err(format!("acquire on an unreachable engine answered {r:?}")),
+        Ok(Err(e)) => {
+            ensure!(
+                e.is_transient(),
+                "unreachable engine reported as permanent: {e}"
+            );
+            Ok(())
+        }
+    }
+}
+
+/// Queue stores: when the head leaves, the next in line wins with the token
+/// of its queued record; the one behind it stays queued.
+async fn queue_passes_to_next_in_line<H: Harness>(c: &Ctx<'_, H>) -> Check {
+    let a = c.win("a").await?;
+    let mut places = Vec::new();
+    for who in ["b", "c"] {
+        match c.acquire(who).await? {
+            Acquire::Held {
+                queued: Some(q), ..
+            } => places.push(q),
+            other => return Err(format!("{who} should be queued, got {other:?}")),
+        }
+    }
+    ok("release a", c.store.release(&a).await)?;
+    let b = match ok(
+        "acquire by b",
+        c.store.try_acquire(&c.req("b"), Some(&places[0])).await,
+    )? {
+        Acquire::Won(l) => l,
+        other => return Err(format!("b is next in line but got {other:?}")),
+    };
+    ensure!(
+        b.token == places[0].token && b.token > a.token,
+        "b's token {} (queued {}, a {})",
+        b.token,
+        places[0].token,
+        a.token
+    );
+    match ok(
+        "acquire by c",
+        c.store.try_acquire(&c.req("c"), Some(&places[1])).await,
+    )? {
+        Acquire::Held { leader, .. } => ensure!(
+            leader.map(|l| l.holder) == Some(b.holder.clone()),
+            "c must see b lead"
+        ),
+        other => return Err(format!("c is behind b but got {other:?}")),
+    }
+    ok("release b", c.store.release(&b).await)?;
+    ok("release c", c.store.release(&places[1]).await)
+}
+
+/// The [`Harness`] for [`MemoryStore`]: the reference the suite is proven
+/// against.
+#[derive(Debug, Clone)]
+pub struct MemoryHarness {
+    store: MemoryStore,
+}
+
+impl MemoryHarness {
+    /// A harness over a race-style memory store.
+    pub fn race() -> Self {
+        Self {
+            store: MemoryStore::race(),
+        }
+    }
+
+    /// A harness over a queue-style memory store.
+    pub fn queue() -> Self {
+        Self {
+            store: MemoryStore::queue(),
+        }
+    }
+}
+
+impl Harness for MemoryHarness {
+    type Store = MemoryStore;
+
+    async fn store(&self) -> MemoryStore {
+        self.store.clone()
+    }
+
+    async fn unreachable_store(&self) -> MemoryStore {
+        let dead = MemoryStore::new(self.store.info().style);
+        dead.fail_next(u32::MAX);
+        dead
+    }
+
+    fn ttl(&self) -> Duration {
+        Duration::from_secs(2)
+    }
+
+    async fn delete_records(&self, election: &ElectionName) {
+        self.store.delete_records(election);
+    }
+
+    async fn put_garbage(&self, election: &ElectionName) {
+        self.store.put_garbage(election);
+    }
+}

@@ -1,0 +1,387 @@
+//! Campaigning, leadership and failover on paused time with the memory
+//! store: timing of expiry and failover, stepping down on the local clock,
+//! graceful hand-over, status, configuration errors.
+
+use std::time::Duration;
+
+use regent_core::memory::MemoryStore;
+use regent_core::{
+    CampaignError, Candidate, ConfigError, ElectionName, EndReason, ErrorKind, HolderId,
+    LeaseStore, Metadata, Observer, Status,
+};
+use tokio::time::{Instant, sleep};
+
+fn jobs() -> ElectionName {
+    ElectionName::new("jobs").unwrap()
+}
+
+fn id(s: &str) -> HolderId {
+    HolderId::new(s).unwrap()
+}
+
+fn secs(s: u64) -> Duration {
+    Duration::from_secs(s)
+}
+
+/// ttl 10 s, renew every 2 s, step down after 6 s, grace 2 s.
+fn candidate(store: &MemoryStore, who: &str) -> Candidate<MemoryStore> {
+    Candidate::builder(store.clone(), jobs(), id(who))
+        .ttl(secs(10))
+        .build()
+        .unwrap()
+}
+
+#[tokio::test(start_paused = true)]
+async fn crash_failover_waits_for_store_expiry_and_no_longer() {
+    let store = MemoryStore::race();
+    let a = candidate(&store, "a");
+    let b = candidate(&store, "b");
+    let retry = b.timing().retry_every;
+    let la = a.campaign().await.unwrap();
+    let follower = tokio::spawn(async move {
+        let l = b.campaign().await.unwrap();
+        (Instant::now(), l)
+    });
+    sleep(secs(5)).await;
+    // A "crashes": it can no longer reach the store.
+    store.partition(&id("a"));
+    let expires = store.leader_expires_at(&jobs()).unwrap();
+    let (won_at, lb) = follower.await.unwrap();
+    assert!(
+        won_at >= expires,
+        "b won at {won_at:?} before a's lease expired at {expires:?}"
+    );
+    assert!(
+        won_at <= expires + retry,
+        "b won {:?} after expiry; the watch should make it immediate",
+        won_at - expires
+    );
+    assert!(lb.token() > la.token());
+    let ended = la.ended().expect("a stepped down");
+    assert_eq!(ended.reason, EndReason::DeadlinePassed);
+    assert!(ended.at < won_at);
+}
+
+#[tokio::test(start_paused = true)]
+async fn failing_renewals_step_down_before_the_store_can_hand_over() {
+    let store = MemoryStore::race();
+    let a = candidate(&store, "a");
+    let la = a.campaign().await.unwrap();
+    let cancel = la.cancellation();
+    sleep(secs(3)).await; // one renewal, sent at +2 s
+    let state = *la.lease_state().borrow();
+    store.partition(&id("a"));
+    cancel.cancelled().await;
+    let ended = la.ended().unwrap();
+    assert_eq!(ended.reason, EndReason::DeadlinePassed);
+    assert_eq!(
+        ended.at, state.step_down_at,
+        "steps down exactly at the renew deadline"
+    );
+    let expires = store.leader_expires_at(&jobs()).unwrap();
+    let grace = a.timing().grace;
+    assert!(
+        ended.at + grace <= state.deadline && state.deadline < expires,
+        "step down {:?} + grace {grace:?} <= local deadline {:?} < store expiry {:?}",
+        ended.at,
+        state.deadline,
+        expires
+    );
+    assert!(la.check().is_err());
+}
+
+#[tokio::test(start_paused = true)]
+async fn renewal_answered_after_the_deadline_steps_down_although_the_store_said_ok() {
+    let store = MemoryStore::race();
+    let a = candidate(&store, "a");
+    let start = Instant::now();
+    let la = a.campaign().await.unwrap();
+    // The store applies every renewal at once but its answers take 8 s.
+    store.set_reply_delay(secs(8));
+    la.cancellation().cancelled().await;
+    let ended = la.ended().unwrap();
+    assert_eq!(ended.reason, EndReason::DeadlinePassed);
+    assert_eq!(
+        ended.at - start,
+        secs(6),
+        "acquired at 0, step-down deadline 6 s"
+    );
+    // The store did renew (at +2 s, so until +12 s): a still holds it there.
+    assert_eq!(
+        store.leader_expires_at(&jobs()).map(|e| e - start),
+        Some(secs(12))
+    );
+    assert_eq!(
+        la.check().unwrap_err().reason,
+        EndReason::DeadlinePassed,
+        "the guard no longer vouches for leadership"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn deadline_is_measured_from_when_the_renewal_was_sent() {
+    let store = MemoryStore::race();
+    let a = candidate(&store, "a");
+    let start = Instant::now();
+    let la = a.campaign().await.unwrap();
+    store.set_request_delay(secs(1));
+    let mut states = la.lease_state();
+    states.changed().await.unwrap(); // first renewal: sent at +2 s, applied at +3 s
+    let state = *states.borrow();
+    assert_eq!(Instant::now() - start, secs(3));
+    assert_eq!(state.deadline, start + secs(2) + a.timing().usable());
+    assert_eq!(state.step_down_at, start + secs(8));
+    let expires = store.leader_expires_at(&jobs()).unwrap();
+    assert_eq!(expires, start + secs(13));
+    assert!(state.deadline < expires);
+}
+
+#[tokio::test(start_paused = true)]
+async fn resign_hands_over_without_waiting_for_the_ttl() {
+    let store = MemoryStore::race();
+    let a = candidate(&store, "a");
+    let b = candidate(&store, "b");
+    let la = a.campaign().await.unwrap();
+    let follower = tokio::spawn(async move {
+        let l = b.campaign().await.unwrap();
+        (Instant::now(), l)
+    });
+    sleep(secs(7)).await;
+    let resigned_at = Instant::now();
+    la.resign().await.unwrap();
+    let (won_at, lb) = follower.await.unwrap();
+    assert!(
+        won_at - resigned_at < Duration::from_millis(100),
+        "b took {:?} after the resign",
+        won_at - resigned_at
+    );
+    assert!(lb.token().get() > 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn dropping_the_guard_releases_the_lease() {
+    let store = MemoryStore::race();
+    let a = candidate(&store, "a");
+    let la = a.campaign().await.unwrap();
+    drop(la);
+    let b = candidate(&store, "b");
+    let start = Instant::now();
+    let lb = b.campaign().await.unwrap();
+    assert!(Instant::now() - start < Duration::from_millis(100));
+    assert_eq!(lb.token().get(), 2);
+    assert_eq!(store.stats().releases, 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn shutdown_releases_and_stops() {
+    let store = MemoryStore::race();
+    let a = candidate(&store, "a");
+    let status = a.status();
+    let la = a.campaign().await.unwrap();
+    assert!(status.borrow().is_leader());
+    let cancel = la.cancellation();
+    let guard = tokio::spawn(async move {
+        // The work stops on cancellation and drops its guard.
+        la.cancellation().cancelled().await;
+        la.ended().unwrap().reason
+    });
+    a.shutdown().await;
+    assert!(cancel.is_cancelled());
+    assert_eq!(guard.await.unwrap(), EndReason::Shutdown);
+    assert_eq!(*status.borrow(), Status::Stopped);
+    assert_eq!(store.current_leader(&jobs()).await.unwrap(), None);
+    assert!(matches!(a.campaign().await, Err(CampaignError::Shutdown)));
+}
+
+#[tokio::test(start_paused = true)]
+async fn follower_status_names_the_leader() {
+    let store = MemoryStore::race();
+    let a = Candidate::builder(store.clone(), jobs(), id("a"))
+        .metadata(Metadata::from_pairs([("addr", "10.0.0.1:8080")]).unwrap())
+        .build()
+        .unwrap();
+    let b = candidate(&store, "b");
+    let mut status = b.status();
+    assert_eq!(*status.borrow(), Status::Starting);
+    let la = a.campaign().await.unwrap();
+    let follower = tokio::spawn({
+        let b = b.clone();
+        async move { b.campaign().await }
+    });
+    let seen = status
+        .wait_for(|s| matches!(s, Status::Follower { leader: Some(_) }))
+        .await
+        .unwrap()
+        .clone();
+    let leader = seen.leader().unwrap();
+    assert_eq!(leader.holder, id("a"));
+    assert_eq!(leader.token, la.token());
+    assert_eq!(leader.metadata.get("addr"), Some("10.0.0.1:8080"));
+    la.resign().await.unwrap();
+    let lb = follower.await.unwrap().unwrap();
+    assert_eq!(status.borrow().leader().unwrap().token, lb.token());
+    assert!(status.borrow().is_leader());
+}
+
+#[tokio::test(start_paused = true)]
+async fn transient_errors_are_retried_with_backoff() {
+    let store = MemoryStore::race();
+    store.fail_next(6);
+    let a = candidate(&store, "a");
+    let start = Instant::now();
+    let la = a.campaign().await.unwrap();
+    assert_eq!(store.stats().acquires, 7, "6 failures, then a win");
+    let waited = Instant::now() - start;
+    assert!(
+        waited > Duration::ZERO && waited < secs(10),
+        "waited {waited:?}"
+    );
+    la.resign().await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_dead_store_makes_the_campaign_give_up_when_asked() {
+    let store = MemoryStore::race();
+    store.fail_next(u32::MAX);
+    let a = Candidate::builder(store.clone(), jobs(), id("a"))
+        .give_up_after(secs(5))
+        .build()
+        .unwrap();
+    let start = Instant::now();
+    match a.campaign().await {
+        Err(CampaignError::Unavailable { waited, last }) => {
+            assert!(waited >= secs(5));
+            assert!(Instant::now() - start < secs(8));
+            assert!(last.is_transient());
+        }
+        other => panic!("expected Unavailable, got {other:?}"),
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn garbage_in_the_store_is_a_permanent_error() {
+    let store = MemoryStore::race();
+    store.put_garbage(&jobs());
+    let a = candidate(&store, "a");
+    match a.campaign().await {
+        Err(CampaignError::Store(e)) => assert_eq!(e.kind(), ErrorKind::Corrupt),
+        other => panic!("expected a Corrupt store error, got {other:?}"),
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn deleted_record_ends_leadership_as_lost() {
+    let store = MemoryStore::race();
+    let a = candidate(&store, "a");
+    let la = a.campaign().await.unwrap();
+    store.delete_records(&jobs());
+    let ended = la.until_ended().await;
+    assert_eq!(ended.reason, EndReason::Lost);
+    let lb = candidate(&store, "b").campaign().await.unwrap();
+    assert!(lb.token() > la.token());
+}
+
+#[tokio::test(start_paused = true)]
+async fn queued_follower_keeps_its_place_through_a_long_term() {
+    let store = MemoryStore::queue();
+    let a = candidate(&store, "a");
+    let la = a.campaign().await.unwrap();
+    let b = candidate(&store, "b");
+    let fb = tokio::spawn(async move { b.campaign().await.unwrap() });
+    sleep(secs(1)).await;
+    let c = candidate(&store, "c");
+    let fc = tokio::spawn(async move { c.campaign().await.unwrap() });
+    // Six ttls: b's and c's queued records must be kept alive meanwhile.
+    sleep(secs(60)).await;
+    assert!(la.check().is_ok());
+    la.resign().await.unwrap();
+    let lb = fb.await.unwrap();
+    assert_eq!(lb.token().get(), 2, "b keeps the place it queued at");
+    assert!(!fc.is_finished());
+    lb.resign().await.unwrap();
+    let lc = fc.await.unwrap();
+    assert_eq!(lc.token().get(), 3);
+}
+
+#[tokio::test(start_paused = true)]
+async fn observer_follows_changes_including_no_leader() {
+    use futures_util::StreamExt;
+    let store = MemoryStore::race();
+    let observer = Observer::new(store.clone(), jobs());
+    let mut changes = Box::pin(observer.changes());
+    assert_eq!(changes.next().await.unwrap().unwrap(), None);
+    let la = candidate(&store, "a").campaign().await.unwrap();
+    let seen = changes.next().await.unwrap().unwrap().unwrap();
+    assert_eq!((seen.holder.as_str(), seen.token), ("a", la.token()));
+    assert_eq!(observer.current().await.unwrap().unwrap().holder, id("a"));
+    la.resign().await.unwrap();
+    assert_eq!(changes.next().await.unwrap().unwrap(), None);
+    // A crashed leader's expiry is seen too.
+    let lb = candidate(&store, "b").campaign().await.unwrap();
+    assert_eq!(
+        changes.next().await.unwrap().unwrap().unwrap().holder,
+        id("b")
+    );
+    store.partition(&id("b"));
+    let expires = store.leader_expires_at(&jobs()).unwrap();
+    assert_eq!(changes.next().await.unwrap().unwrap(), None);
+    assert_eq!(Instant::now(), expires);
+    drop(lb);
+}
+
+#[test]
+fn config_errors_name_the_rule() {
+    let store = MemoryStore::race();
+    let build = |f: fn(
+        regent_core::CandidateBuilder<MemoryStore>,
+    ) -> regent_core::CandidateBuilder<MemoryStore>| {
+        f(Candidate::builder(store.clone(), jobs(), id("a")))
+            .build()
+            .unwrap_err()
+    };
+    assert!(matches!(
+        build(|b| b.ttl(Duration::ZERO)),
+        ConfigError::Zero { what: "ttl" }
+    ));
+    assert!(matches!(
+        build(|b| b.ttl(secs(10)).renew_deadline(secs(10))),
+        ConfigError::DeadlineNotBelowTtl { .. }
+    ));
+    assert!(matches!(
+        build(|b| b.ttl(secs(10)).renew_every(secs(5))),
+        ConfigError::IntervalNotBelowDeadline { .. }
+    ));
+    assert!(matches!(
+        build(|b| b.ttl(secs(10)).grace(secs(5))),
+        ConfigError::GraceTooLong { .. }
+    ));
+    assert!(matches!(
+        build(|b| b.clock_drift(0.2)),
+        ConfigError::DriftOutOfRange { .. }
+    ));
+    assert!(matches!(
+        build(|b| b.ttl(Duration::from_micros(500))),
+        ConfigError::TtlBelowStoreMinimum {
+            store: "memory",
+            ..
+        }
+    ));
+    let msg = build(|b| b.ttl(secs(10)).renew_every(secs(5))).to_string();
+    assert!(msg.contains("1.2 x renew interval"), "{msg}");
+    assert!(msg.contains("5s"), "{msg}");
+}
+
+#[test]
+fn explain_states_failover_and_budget() {
+    let a = candidate(&MemoryStore::race(), "a");
+    let e = a.explain();
+    assert_eq!(
+        e.crash_failover,
+        secs(10),
+        "notifying store: ttl, no detection delay"
+    );
+    assert_eq!(e.renew_attempts, 3);
+    let text = e.to_string();
+    assert!(text.contains("safety budget"), "{text}");
+    assert!(text.contains("graceful resign"), "{text}");
+}

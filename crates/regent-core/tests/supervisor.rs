@@ -1,0 +1,241 @@
+//! The supervisor: the leader task runs only while leading; task and lease
+//! end each other; the restart policy; the health watchdog.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use regent_core::memory::MemoryStore;
+use regent_core::{
+    BoxError, Candidate, ElectionName, EndReason, HolderId, LeaderContext, Restart, Supervisor,
+    SupervisorExit, TermOutcome,
+};
+use regent_testkit::History;
+use tokio::time::{Instant, sleep};
+
+fn id(s: &str) -> HolderId {
+    HolderId::new(s).unwrap()
+}
+
+fn secs(s: u64) -> Duration {
+    Duration::from_secs(s)
+}
+
+/// ttl 10 s, renew every 2 s, step down after 6 s, grace 2 s.
+fn candidate(store: &MemoryStore, who: &str) -> Candidate<MemoryStore> {
+    Candidate::builder(store.clone(), ElectionName::new("jobs").unwrap(), id(who))
+        .ttl(secs(10))
+        .build()
+        .unwrap()
+}
+
+/// A well-behaved leader task: beats every second until cancelled.
+async fn worker(ctx: LeaderContext) -> Result<(), BoxError> {
+    loop {
+        tokio::select! {
+            () = ctx.cancelled() => return Ok(()),
+            () = sleep(secs(1)) => ctx.heartbeat().beat(),
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn lost_lease_cancels_the_task() {
+    let store = MemoryStore::race();
+    let sup = Supervisor::new(candidate(&store, "a")).restart(Restart::Never);
+    let s = store.clone();
+    let exit = sup
+        .run(|ctx| {
+            let s = s.clone();
+            async move {
+                sleep(secs(3)).await;
+                s.partition(&id("a"));
+                worker(ctx).await
+            }
+        })
+        .await
+        .unwrap();
+    let SupervisorExit::Finished(term) = exit else {
+        panic!("{exit:?}")
+    };
+    assert!(matches!(
+        term.outcome,
+        TermOutcome::LeadershipEnded(EndReason::DeadlinePassed)
+    ));
+    assert!(term.stopped_in_grace);
+}
+
+#[tokio::test(start_paused = true)]
+async fn finished_task_resigns_so_a_follower_takes_over_at_once() {
+    let store = MemoryStore::race();
+    let sup = Supervisor::new(candidate(&store, "a")).restart(Restart::Never);
+    let b = candidate(&store, "b");
+    let done_at = Arc::new(std::sync::Mutex::new(None));
+    let d = done_at.clone();
+    let exit = sup
+        .run(|_ctx| {
+            let d = d.clone();
+            async move {
+                sleep(secs(4)).await;
+                *d.lock().unwrap() = Some(Instant::now());
+                Ok::<_, BoxError>(())
+            }
+        })
+        .await
+        .unwrap();
+    assert!(matches!(
+        exit,
+        SupervisorExit::Finished(ref t) if matches!(t.outcome, TermOutcome::TaskSucceeded)
+    ));
+    let lb = b.campaign().await.unwrap();
+    let done = done_at.lock().unwrap().unwrap();
+    assert!(Instant::now() - done < Duration::from_millis(100));
+    assert_eq!(lb.token().get(), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn on_failure_restarts_until_the_task_succeeds() {
+    let store = MemoryStore::race();
+    let sup = Supervisor::new(candidate(&store, "a")).restart(Restart::OnFailure);
+    let runs = AtomicU32::new(0);
+    let tokens = std::sync::Mutex::new(Vec::new());
+    let exit = sup
+        .run(|ctx| {
+            let n = runs.fetch_add(1, Ordering::SeqCst);
+            tokens.lock().unwrap().push(ctx.token());
+            async move {
+                if n < 2 {
+                    Err::<(), BoxError>("boom".into())
+                } else {
+                    Ok(())
+                }
+            }
+        })
+        .await
+        .unwrap();
+    assert_eq!(runs.load(Ordering::SeqCst), 3);
+    assert!(matches!(
+        exit,
+        SupervisorExit::Finished(ref t) if matches!(t.outcome, TermOutcome::TaskSucceeded)
+    ));
+    let tokens = tokens.into_inner().unwrap();
+    assert!(tokens.windows(2).all(|w| w[0] < w[1]), "{tokens:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn always_restarts_until_shutdown() {
+    let store = MemoryStore::race();
+    let a = candidate(&store, "a");
+    let sup = Supervisor::new(a.clone());
+    let runs = AtomicU32::new(0);
+    let stopper = tokio::spawn(async move {
+        sleep(secs(30)).await;
+        a.shutdown().await;
+    });
+    let exit = sup
+        .run(|_ctx| {
+            runs.fetch_add(1, Ordering::SeqCst);
+            async {
+                sleep(secs(10)).await;
+                Ok::<_, BoxError>(())
+            }
+        })
+        .await
+        .unwrap();
+    stopper.await.unwrap();
+    assert!(matches!(exit, SupervisorExit::Shutdown));
+    assert_eq!(runs.load(Ordering::SeqCst), 3, "terms at 0, 10 and 20 s");
+}
+
+#[tokio::test(start_paused = true)]
+async fn silent_task_makes_the_leader_step_down_and_release() {
+    let store = MemoryStore::race();
+    let sup = Supervisor::new(candidate(&store, "a"))
+        .restart(Restart::Never)
+        .health_timeout(secs(3))
+        .unwrap();
+    let b = candidate(&store, "b");
+    let follower = tokio::spawn(async move {
+        let l = b.campaign().await.unwrap();
+        (Instant::now(), l)
+    });
+    let last_beat = Arc::new(std::sync::Mutex::new(None));
+    let lb2 = last_beat.clone();
+    let exit = sup
+        .run(|ctx| {
+            let lb2 = lb2.clone();
+            async move {
+                for _ in 0..5 {
+                    sleep(secs(1)).await;
+                    ctx.heartbeat().beat();
+                    *lb2.lock().unwrap() = Some(Instant::now());
+                }
+                // Hangs: no more heartbeats, but it does honour cancellation.
+                ctx.cancelled().await;
+                Ok::<_, BoxError>(())
+            }
+        })
+        .await
+        .unwrap();
+    let SupervisorExit::Finished(term) = exit else {
+        panic!("{exit:?}")
+    };
+    assert!(matches!(
+        term.outcome,
+        TermOutcome::LeadershipEnded(EndReason::Unhealthy)
+    ));
+    assert!(term.stopped_in_grace);
+    let (won_at, _) = follower.await.unwrap();
+    let last = last_beat.lock().unwrap().unwrap();
+    assert_eq!(
+        won_at - last,
+        secs(3),
+        "released as soon as the watchdog fired, not a ttl later"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn task_that_ignores_cancellation_is_dropped_after_grace_before_release() {
+    let store = MemoryStore::race();
+    let a = candidate(&store, "a");
+    let grace = a.timing().grace;
+    let sup = Supervisor::new(a)
+        .restart(Restart::Never)
+        .health_timeout(secs(3))
+        .unwrap();
+    let b = candidate(&store, "b");
+    let start = Instant::now();
+    let follower = tokio::spawn(async move {
+        let l = b.campaign().await.unwrap();
+        (Instant::now(), l)
+    });
+    let history = History::new();
+    let h = history.clone();
+    let exit = sup
+        .run(|ctx| {
+            let h = h.clone();
+            async move {
+                h.begin(&ctx.info().holder, ctx.token(), Instant::now());
+                // Records the instant it is dropped: its work ends there.
+                struct Dropped(History, HolderId, regent_core::FencingToken);
+                impl Drop for Dropped {
+                    fn drop(&mut self) {
+                        self.0.end(&self.1, self.2, Instant::now());
+                    }
+                }
+                let _guard = Dropped(h, ctx.info().holder.clone(), ctx.token());
+                std::future::pending::<()>().await;
+                Ok::<_, BoxError>(())
+            }
+        })
+        .await
+        .unwrap();
+    let SupervisorExit::Finished(term) = exit else {
+        panic!("{exit:?}")
+    };
+    assert!(!term.stopped_in_grace);
+    let (won_at, lb) = follower.await.unwrap();
+    assert_eq!(won_at - start, secs(3) + grace);
+    history.begin(lb.holder(), lb.token(), won_at);
+    history.assert_ok();
+}

@@ -334,11 +334,12 @@ async fn keep<S: LeaseStore>(
         };
         match result {
             Ok(Renewal::Renewed) => {
+                // The store started its ttl no earlier than `sent`.
                 basis = sent;
-                next_attempt = sent + t.renew_every;
+                next_attempt = basis + t.renew_every;
                 shared.state.send_modify(|s| {
-                    s.deadline = t.local_deadline(sent);
-                    s.step_down_at = t.step_down_at(sent);
+                    s.deadline = t.local_deadline(basis);
+                    s.step_down_at = t.step_down_at(basis);
                 });
                 tracing::debug!(
                     election = %lease.election, holder = %lease.holder, token = lease.token.get(),

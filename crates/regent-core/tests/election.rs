@@ -134,6 +134,11 @@ async fn deadline_is_measured_from_when_the_renewal_was_sent() {
     let expires = store.leader_expires_at(&jobs()).unwrap();
     assert_eq!(expires, start + secs(13));
     assert!(state.deadline < expires);
+    // And it acts on it: cut off now, it steps down 6 s after the send.
+    store.partition(&id("a"));
+    let ended = la.until_ended().await;
+    assert_eq!(ended.reason, EndReason::DeadlinePassed);
+    assert_eq!(ended.at, start + secs(8));
 }
 
 #[tokio::test(start_paused = true)]

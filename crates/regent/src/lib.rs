@@ -1,1 +1,44 @@
-//! regent
+//! **regent**: leader election for Rust services.
+//!
+//! Several identical instances of a service run; regent makes them agree on
+//! exactly one leader, runs the coordinator work only there, notices when the
+//! leader dies or hangs, and elects another — without two leaders acting on
+//! the same resource, because every term carries a fencing token.
+//!
+//! This crate is the facade: it re-exports [`regent_core`] and, behind one
+//! feature per backend, the store crates as they land.
+//!
+//! ```
+//! use std::time::Duration;
+//! use regent::{Candidate, ElectionName, HolderId, Supervisor, Restart, BoxError};
+//! use regent::memory::MemoryStore;
+//!
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let candidate = Candidate::builder(
+//!     MemoryStore::race(), // a real deployment uses SQLite, etcd, Consul, ...
+//!     ElectionName::new("report-scheduler")?,
+//!     HolderId::new("host-a")?,
+//! )
+//! .ttl(Duration::from_secs(10))
+//! .build()?;
+//! println!("{}", candidate.explain());
+//!
+//! let exit = Supervisor::new(candidate)
+//!     .restart(Restart::Never)
+//!     .run(|leader| async move {
+//!         // Only the leader runs this. Pass the token with every write, and
+//!         // stop when `leader.cancelled()` fires.
+//!         let token = leader.token();
+//!         println!("leading with fencing token {token}");
+//!         Ok::<_, BoxError>(())
+//!     })
+//!     .await?;
+//! # let _ = exit;
+//! # Ok(()) }
+//! ```
+//!
+//! See [`regent_core`] for the safety model, the timing rules and the
+//! fencing contract.
+
+pub use regent_core::*;

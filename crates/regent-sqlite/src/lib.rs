@@ -1,0 +1,1 @@
+//! SQLite store (in progress).

@@ -1,1 +1,64 @@
-fn main() {}
+//! `regent`: the sidecar CLI. `regent run -- CMD` runs CMD only while this
+//! instance leads; `status` and `watch` show the leader; `demo` shows
+//! failovers live on the embedded store. See `regent --help`.
+
+mod cli;
+mod clock;
+mod demo;
+mod error;
+mod run;
+mod shim;
+mod show;
+mod store;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use crate::cli::{Cli, Command};
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    // The shim and the demo task stay single-threaded and runtime-free.
+    match cli.command {
+        Command::Shim(args) => return shim::main(args),
+        Command::DemoTask(args) => return demo::task_main(args),
+        _ => {}
+    }
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("REGENT_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    // One thread: the shim is spawned from the main thread, which lives as
+    // long as the process, so the shim's parent-death signal cannot fire
+    // when some worker thread exits.
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("regent: cannot start the runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let result = runtime.block_on(async move {
+        match cli.command {
+            Command::Run(args) => run::run(args).await,
+            Command::Status(args) => show::status(args).await,
+            Command::Watch(args) => show::watch(args).await,
+            Command::Demo(args) => demo::demo(args).await,
+            Command::Shim(_) | Command::DemoTask(_) => unreachable!("handled above"),
+        }
+    });
+    match result {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            eprintln!("regent: {e}");
+            ExitCode::from(e.code)
+        }
+    }
+}

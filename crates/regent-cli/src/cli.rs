@@ -1,0 +1,305 @@
+//! Flags as the user typed them (clap), and their resolution into checked
+//! settings. Every rule broken is a usage error (exit 2) naming the flag.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+const AFTER_HELP: &str = "\
+Examples:
+  regent run --election nightly-report -- ./report.sh
+  regent run --store sqlite:/var/lib/app/regent.db --election jobs --ttl 5s -- python worker.py
+  regent status --election jobs --json
+  regent watch --election jobs
+  regent demo --candidates 5
+
+Exit codes:
+  0  normal end (or the command's own 0)
+  1  runtime failure after start (store error, command could not be started)
+  2  usage or configuration error; the message names the flag and the rule
+  3  store unreachable at start, after retries
+  N  with --restart never: the command's exit status (128+signal if killed)";
+
+/// regent: run a command on exactly one of several instances, and keep it
+/// that way.
+#[derive(Debug, Parser)]
+#[command(name = "regent", version, about, after_help = AFTER_HELP)]
+pub(crate) struct Cli {
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum Command {
+    /// Run CMD only while this instance leads the election.
+    ///
+    /// CMD runs in its own process group with REGENT_ELECTION,
+    /// REGENT_LEADER_ID and REGENT_FENCING_TOKEN set. When leadership is lost
+    /// the group gets SIGTERM, then SIGKILL after --grace, and regent
+    /// campaigns again. On SIGTERM/SIGINT regent stops CMD the same way,
+    /// releases the lease and exits 0; a second signal exits at once.
+    #[command(after_help = AFTER_HELP)]
+    Run(RunArgs),
+    /// Print who leads the election now.
+    #[command(after_help = AFTER_HELP)]
+    Status(ShowArgs),
+    /// Print who leads, then every change, until interrupted.
+    #[command(after_help = AFTER_HELP)]
+    Watch(ShowArgs),
+    /// Start several candidates on the embedded store, inject failures and
+    /// show every failover.
+    #[command(after_help = AFTER_HELP)]
+    Demo(DemoArgs),
+    /// Internal: the process that owns CMD's process group.
+    #[command(hide = true, name = "__shim")]
+    Shim(crate::shim::ShimArgs),
+    /// Internal: the demo's leader task.
+    #[command(hide = true, name = "__demo-task")]
+    DemoTask(crate::demo::TaskArgs),
+}
+
+/// Where the election lives.
+#[derive(Debug, Args)]
+pub(crate) struct StoreArgs {
+    /// Store URL: sqlite:PATH (default: sqlite:$XDG_STATE_HOME/regent/elections.db,
+    /// else ~/.local/state/regent/elections.db).
+    #[arg(long, value_name = "URL")]
+    pub(crate) store: Option<String>,
+    /// Election name: 1-128 of A-Z a-z 0-9 . _ -, starting with a letter or digit.
+    #[arg(long, value_name = "NAME")]
+    pub(crate) election: String,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct RunArgs {
+    #[command(flatten)]
+    pub(crate) store: StoreArgs,
+    /// This instance's id (default: HOSTNAME-PID). Unique per election.
+    #[arg(long)]
+    pub(crate) id: Option<String>,
+    /// Lease time to live.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub(crate) ttl: Duration,
+    /// Renewal interval (default: ttl/5).
+    #[arg(long, value_parser = parse_duration)]
+    pub(crate) renew_every: Option<Duration>,
+    /// Step down when no renewal succeeded for this long (default: 3*ttl/5).
+    #[arg(long, value_parser = parse_duration)]
+    pub(crate) renew_deadline: Option<Duration>,
+    /// Time CMD gets between SIGTERM and SIGKILL (default: 2s, or less when a
+    /// short ttl leaves less room before the lease could pass on).
+    #[arg(long, value_parser = parse_duration)]
+    pub(crate) grace: Option<Duration>,
+    /// When to campaign again after CMD exits by itself.
+    #[arg(long, value_enum, default_value_t = RestartArg::Always)]
+    pub(crate) restart: RestartArg,
+    /// Step down if CMD writes nothing to $REGENT_HEARTBEAT_FD for this long.
+    #[arg(long, value_parser = parse_duration)]
+    pub(crate) health_timeout: Option<Duration>,
+    /// Internal (demo): shut down gracefully when stdin closes.
+    #[arg(long, hide = true)]
+    pub(crate) lifeline_stdin: bool,
+    /// The command and its arguments.
+    #[arg(last = true, required = true, value_name = "CMD")]
+    pub(crate) cmd: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum RestartArg {
+    /// Campaign again after CMD ends, however it ended.
+    Always,
+    /// Campaign again only if CMD failed (non-zero, or killed).
+    OnFailure,
+    /// Exit with CMD's status when it ends.
+    Never,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ShowArgs {
+    #[command(flatten)]
+    pub(crate) store: StoreArgs,
+    /// Print JSON: {"election": NAME, "leader": null | {"id", "token", "metadata"}}.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct DemoArgs {
+    /// How many candidate processes to start (2-20).
+    #[arg(long, default_value_t = 5)]
+    pub(crate) candidates: usize,
+    /// Store URL (default: a fresh SQLite file in a temporary directory).
+    #[arg(long, value_name = "URL")]
+    pub(crate) store: Option<String>,
+    /// Upper bound on the whole demo.
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    pub(crate) duration: Duration,
+    /// Lease ttl of the candidates.
+    #[arg(long, default_value = "2s", value_parser = parse_duration)]
+    pub(crate) ttl: Duration,
+}
+
+/// Parses `500ms`, `10s`, `1.5s`, `2m`, `1h`. A unit is required.
+pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .ok_or_else(|| format!("'{s}' has no unit; write e.g. 500ms, 10s, 2m or 1h"))?;
+    let (num, unit) = s.split_at(split);
+    if num.is_empty() {
+        return Err(format!("'{s}' does not start with a number"));
+    }
+    let value: f64 = num
+        .parse()
+        .map_err(|_| format!("'{num}' in '{s}' is not a number"))?;
+    let scale = match unit {
+        "ms" => 1e-3,
+        "s" => 1.0,
+        "m" => 60.0,
+        "h" => 3600.0,
+        _ => {
+            return Err(format!("unknown unit '{unit}' in '{s}'; use ms, s, m or h"));
+        }
+    };
+    let secs = value * scale;
+    if !secs.is_finite() || secs > 1e9 {
+        return Err(format!("'{s}' is too long"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+/// A parsed store URL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum StoreUrl {
+    /// `sqlite:PATH`.
+    Sqlite(PathBuf),
+}
+
+/// Schemes regent knows of but this build does not include yet.
+const PLANNED: &[&str] = &["etcd", "consul", "azblob", "zk", "redis", "postgres"];
+
+pub(crate) fn parse_store_url(url: &str) -> Result<StoreUrl, String> {
+    let Some((scheme, rest)) = url.split_once(':') else {
+        return Err(format!(
+            "--store '{url}' has no scheme; expected sqlite:PATH"
+        ));
+    };
+    match scheme {
+        "sqlite" => {
+            let path = rest.strip_prefix("//").unwrap_or(rest);
+            if path.is_empty() {
+                return Err(
+                    "--store sqlite: needs a file path, e.g. sqlite:/var/lib/app/regent.db".into(),
+                );
+            }
+            Ok(StoreUrl::Sqlite(PathBuf::from(path)))
+        }
+        s if PLANNED.contains(&s) => Err(format!(
+            "--store scheme '{s}' is not supported by this build yet; supported: sqlite"
+        )),
+        s => Err(format!(
+            "--store has unknown scheme '{s}'; supported: sqlite"
+        )),
+    }
+}
+
+/// The default store: `$XDG_STATE_HOME/regent/elections.db`, else
+/// `$HOME/.local/state/regent/elections.db`, else
+/// `/tmp/regent-UID/elections.db`.
+pub(crate) fn default_store_path() -> PathBuf {
+    let base = std::env::var_os("XDG_STATE_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .filter(|v| !v.is_empty())
+                .map(|h| PathBuf::from(h).join(".local/state"))
+        });
+    match base {
+        Some(b) => b.join("regent").join("elections.db"),
+        None => std::env::temp_dir()
+            .join(format!("regent-{}", rustix::process::getuid().as_raw()))
+            .join("elections.db"),
+    }
+}
+
+/// The default holder id: `HOSTNAME-PID`.
+pub(crate) fn default_id() -> String {
+    let uname = rustix::system::uname();
+    let host: String = uname
+        .nodename()
+        .to_string_lossy()
+        .chars()
+        .filter(char::is_ascii_graphic)
+        .take(100)
+        .collect();
+    let host = if host.is_empty() { "host".into() } else { host };
+    format!("{host}-{}", std::process::id())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("10s"), Ok(Duration::from_secs(10)));
+        assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("0s"), Ok(Duration::ZERO));
+        assert!(parse_duration("10").unwrap_err().contains("no unit"));
+        assert!(parse_duration("10y").unwrap_err().contains("unknown unit"));
+        assert!(parse_duration("s").unwrap_err().contains("number"));
+        assert!(
+            parse_duration("1.2.3s")
+                .unwrap_err()
+                .contains("not a number")
+        );
+        assert!(parse_duration("-1s").is_err());
+    }
+
+    #[test]
+    fn store_urls() {
+        assert_eq!(
+            parse_store_url("sqlite:/tmp/x.db"),
+            Ok(StoreUrl::Sqlite("/tmp/x.db".into()))
+        );
+        assert_eq!(
+            parse_store_url("sqlite:rel.db"),
+            Ok(StoreUrl::Sqlite("rel.db".into()))
+        );
+        assert_eq!(
+            parse_store_url("sqlite:///abs.db"),
+            Ok(StoreUrl::Sqlite("/abs.db".into()))
+        );
+        assert!(parse_store_url("sqlite:").is_err());
+        assert!(
+            parse_store_url("mongo://x")
+                .unwrap_err()
+                .contains("unknown scheme 'mongo'")
+        );
+        assert!(
+            parse_store_url("etcd://h:1")
+                .unwrap_err()
+                .contains("not supported by this build")
+        );
+        assert!(
+            parse_store_url("nothing")
+                .unwrap_err()
+                .contains("no scheme")
+        );
+    }
+
+    #[test]
+    fn default_id_is_valid() {
+        assert!(regent_core::HolderId::new(default_id()).is_ok());
+    }
+
+    #[test]
+    fn cli_is_consistent() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
+}

@@ -1,0 +1,341 @@
+//! `regent demo`: N `regent run` candidates on one embedded store, each
+//! running a small leader task; then failures — kill -9 of the leader,
+//! SIGTERM of the leader, SIGSTOP of the leader past its ttl — with a live
+//! view of who leads and, at the end, a table of every failover.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{ExitCode, Stdio};
+use std::time::Duration;
+
+use clap::Args;
+use futures_util::StreamExt;
+use regent_core::{ElectionName, LeaderInfo, Observer};
+use rustix::process::{Pid, Signal};
+use tokio::process::{Child, Command};
+use tokio::time::Instant;
+
+use crate::cli::{DemoArgs, StoreArgs};
+use crate::clock::mono_ns;
+use crate::error::CliError;
+use crate::store;
+
+const ELECTION: &str = "demo";
+
+#[derive(Debug, Args)]
+pub(crate) struct TaskArgs {
+    /// Where to append "start ID TOKEN MONO_NS" when the task starts.
+    #[arg(long)]
+    pub(crate) log: PathBuf,
+}
+
+/// The demo's leader task: notes when it started (on CLOCK_MONOTONIC, the
+/// clock the demo measures failures with), then works until stopped.
+pub(crate) fn task_main(args: TaskArgs) -> ExitCode {
+    let id = std::env::var("REGENT_LEADER_ID").unwrap_or_default();
+    let token = std::env::var("REGENT_FENCING_TOKEN").unwrap_or_default();
+    let line = format!("start {id} {token} {}\n", mono_ns());
+    let written = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&args.log)
+        .and_then(|mut f| f.write_all(line.as_bytes()));
+    if let Err(e) = written {
+        eprintln!("demo task: cannot write {}: {e}", args.log.display());
+        return ExitCode::from(1);
+    }
+    loop {
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+struct Start {
+    id: String,
+    token: u64,
+    at_ns: u64,
+}
+
+fn read_starts(log: &Path) -> Vec<Start> {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    text.lines()
+        .filter_map(|l| {
+            let mut parts = l.split_whitespace();
+            (parts.next()? == "start").then_some(())?;
+            Some(Start {
+                id: parts.next()?.to_owned(),
+                token: parts.next()?.parse().ok()?,
+                at_ns: parts.next()?.parse().ok()?,
+            })
+        })
+        .collect()
+}
+
+struct Failover {
+    cause: &'static str,
+    from: (String, u64),
+    to: Option<(String, u64)>,
+    took: Option<Duration>,
+}
+
+struct Demo {
+    exe: PathBuf,
+    dir: PathBuf,
+    url: String,
+    ttl: Duration,
+    log: PathBuf,
+    children: BTreeMap<String, Child>,
+    started: Instant,
+}
+
+impl Demo {
+    fn spawn(&mut self, id: &str) -> Result<(), CliError> {
+        let out = std::fs::File::create(self.dir.join(format!("{id}.log")))
+            .map_err(|e| CliError::failure(format!("demo log: {e}")))?;
+        let err = out
+            .try_clone()
+            .map_err(|e| CliError::failure(format!("demo log: {e}")))?;
+        let child = Command::new(&self.exe)
+            .args([
+                "run",
+                "--store",
+                &self.url,
+                "--election",
+                ELECTION,
+                "--id",
+                id,
+            ])
+            .arg("--ttl")
+            .arg(format!("{}ms", self.ttl.as_millis()))
+            .arg("--lifeline-stdin")
+            .arg("--")
+            .arg(&self.exe)
+            .arg("__demo-task")
+            .arg("--log")
+            .arg(&self.log)
+            .stdin(Stdio::piped())
+            .stdout(out)
+            .stderr(err)
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| CliError::failure(format!("cannot start candidate {id}: {e}")))?;
+        self.children.insert(id.to_owned(), child);
+        Ok(())
+    }
+
+    fn signal(&self, id: &str, sig: Signal) {
+        if let Some(pid) = self.children.get(id).and_then(Child::id) {
+            if let Some(pid) = Pid::from_raw(pid as i32) {
+                let _ = rustix::process::kill_process(pid, sig);
+            }
+        }
+    }
+
+    fn say(&self, what: &str) {
+        println!("[{:>6.2}s] {what}", self.started.elapsed().as_secs_f64());
+    }
+
+    /// Waits for a leader task with a token above `above` to start.
+    async fn next_start(&self, above: u64, within: Duration) -> Option<Start> {
+        let until = Instant::now() + within;
+        while Instant::now() < until {
+            if let Some(s) = read_starts(&self.log).into_iter().find(|s| s.token > above) {
+                return Some(s);
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        None
+    }
+
+    async fn stop_all(&mut self) {
+        for child in self.children.values_mut() {
+            // Closing the lifeline asks for a graceful stop.
+            drop(child.stdin.take());
+        }
+        let until = Instant::now() + Duration::from_secs(5);
+        for child in self.children.values_mut() {
+            if let Some(pid) = child.id().and_then(|p| Pid::from_raw(p as i32)) {
+                let _ = rustix::process::kill_process(pid, Signal::CONT);
+            }
+            if tokio::time::timeout_at(until, child.wait()).await.is_err() {
+                let _ = child.start_kill();
+                let _ = child.wait().await;
+            }
+        }
+        self.children.clear();
+    }
+}
+
+pub(crate) async fn demo(args: DemoArgs) -> Result<u8, CliError> {
+    if !(2..=20).contains(&args.candidates) {
+        return Err(CliError::usage(format!(
+            "--candidates must be between 2 and 20, not {}",
+            args.candidates
+        )));
+    }
+    let tmp = tempfile::Builder::new()
+        .prefix("regent-demo-")
+        .tempdir()
+        .map_err(|e| CliError::failure(format!("temporary directory: {e}")))?;
+    let url = args
+        .store
+        .clone()
+        .unwrap_or_else(|| format!("sqlite:{}", tmp.path().join("demo.db").display()));
+    let store_args = StoreArgs {
+        store: Some(url.clone()),
+        election: ELECTION.into(),
+    };
+    let election = ElectionName::new(ELECTION).expect("valid name");
+    let store = store::open(&store_args, &election).await?;
+    let mut demo = Demo {
+        exe: std::env::current_exe()
+            .map_err(|e| CliError::failure(format!("cannot find regent's own binary: {e}")))?,
+        dir: tmp.path().to_owned(),
+        url,
+        ttl: args.ttl,
+        log: tmp.path().join("starts.log"),
+        children: BTreeMap::new(),
+        started: Instant::now(),
+    };
+    println!(
+        "regent demo: {} candidates on {}, election '{ELECTION}', ttl {:?}",
+        args.candidates, demo.url, args.ttl
+    );
+    for k in 1..=args.candidates {
+        demo.spawn(&format!("demo-{k}"))?;
+    }
+    let result = tokio::time::timeout(args.duration, scenario(&mut demo, store)).await;
+    demo.stop_all().await;
+    let failovers = match result {
+        Ok(r) => r?,
+        Err(_) => {
+            return Err(CliError::failure(format!(
+                "the demo did not finish within --duration {:?}",
+                args.duration
+            )));
+        }
+    };
+    print_table(&failovers);
+    let complete = failovers.iter().all(|f| f.took.is_some());
+    println!(
+        "all candidate processes stopped; removed {}",
+        tmp.path().display()
+    );
+    Ok(if complete { 0 } else { 1 })
+}
+
+async fn scenario(
+    demo: &mut Demo,
+    store: regent_core::BoxStore,
+) -> Result<Vec<Failover>, CliError> {
+    let observer = Observer::new(store, ElectionName::new(ELECTION).expect("valid"));
+    let mut changes = Box::pin(observer.changes());
+    let mut current: Option<LeaderInfo> = None;
+    let within = demo.ttl * 4 + Duration::from_secs(10);
+    // The live view runs alongside every step.
+    macro_rules! follow_for {
+        ($d:expr) => {{
+            let until = Instant::now() + $d;
+            loop {
+                match tokio::time::timeout_at(until, changes.next()).await {
+                    Err(_) => break,
+                    Ok(Some(Ok(l))) => {
+                        match &l {
+                            Some(l) => {
+                                demo.say(&format!("leader {} (token {})", l.holder, l.token))
+                            }
+                            None => demo.say("no leader"),
+                        }
+                        current = l;
+                    }
+                    Ok(Some(Err(e))) => demo.say(&format!("store: {e}")),
+                    Ok(None) => break,
+                }
+            }
+        }};
+    }
+    let first = demo
+        .next_start(0, within)
+        .await
+        .ok_or_else(|| CliError::failure("no candidate became leader"))?;
+    follow_for!(Duration::from_millis(1500));
+    let _ = first;
+    let mut failovers = Vec::new();
+    for (cause, sig) in [
+        ("kill -9 of the leader", Signal::KILL),
+        ("SIGTERM of the leader", Signal::TERM),
+        ("SIGSTOP of the leader past its ttl", Signal::STOP),
+    ] {
+        let Some(leader) = current.clone() else {
+            follow_for!(demo.ttl * 2);
+            continue;
+        };
+        let id = leader.holder.to_string();
+        let token = leader.token.get();
+        demo.say(&format!("-> {cause}: {id}"));
+        let at = mono_ns();
+        demo.signal(&id, sig);
+        let next = demo.next_start(token, within).await;
+        let took = next
+            .as_ref()
+            .map(|s| Duration::from_nanos(s.at_ns.saturating_sub(at)));
+        if let Some(s) = &next {
+            demo.say(&format!(
+                "   {}'s task started with token {} after {:.2}s",
+                s.id,
+                s.token,
+                took.unwrap_or_default().as_secs_f64()
+            ));
+        }
+        follow_for!(Duration::from_millis(500));
+        match sig {
+            Signal::STOP => {
+                // Keep it stopped past its ttl, then let it go on: it must
+                // come back as a follower, not as a second leader.
+                follow_for!(demo.ttl * 2);
+                demo.signal(&id, Signal::CONT);
+                demo.say(&format!("-> SIGCONT: {id} resumes and follows"));
+                follow_for!(demo.ttl);
+            }
+            _ => {
+                if let Some(mut child) = demo.children.remove(&id) {
+                    let _ = child.wait().await;
+                }
+                demo.spawn(&id)?;
+                demo.say(&format!("   restarted {id} as a follower"));
+                follow_for!(Duration::from_millis(500));
+            }
+        }
+        failovers.push(Failover {
+            cause,
+            from: (id, token),
+            to: next.map(|s| (s.id, s.token)),
+            took,
+        });
+    }
+    Ok(failovers)
+}
+
+fn print_table(failovers: &[Failover]) {
+    println!();
+    println!(
+        "{:<36} {:<18} {:<18} failure -> next task start",
+        "failure", "old leader", "new leader"
+    );
+    for f in failovers {
+        let to =
+            f.to.as_ref()
+                .map_or("none".to_owned(), |(id, t)| format!("{id} ({t})"));
+        let took = f.took.map_or("did not happen".to_owned(), |d| {
+            format!("{:.2}s", d.as_secs_f64())
+        });
+        println!(
+            "{:<36} {:<18} {:<18} {took}",
+            f.cause,
+            format!("{} ({})", f.from.0, f.from.1),
+            to
+        );
+    }
+    println!();
+    println!("Tokens only grow: every new leader's token is above the one it replaced.");
+}

@@ -1,0 +1,248 @@
+//! The shim: a tiny single-threaded process (this binary, hidden mode
+//! `__shim`) that is the parent of CMD and owns its process group.
+//!
+//! Why a separate process: nothing of the leader's work may outlive
+//! `regent`, even a SIGKILLed one, and nothing may run past the lease while
+//! `regent` is stopped or hung.
+//!
+//! * CMD runs as the leader of a new process group; the shim is a child
+//!   subreaper, so the group's orphaned background jobs become its children
+//!   and are reaped.
+//! * `regent` holds the write end of the shim's stdin. When `regent` dies,
+//!   however it dies, the kernel closes it and the shim reads EOF; as a
+//!   second line of defence the shim asks for `PR_SET_PDEATHSIG(SIGTERM)`
+//!   and catches it. (`regent` spawns the shim from its main thread, whose
+//!   exit is the process's exit, so the death signal cannot fire early when
+//!   some other thread ends.) Either way the shim kills the whole group:
+//!   SIGTERM, `grace`, SIGKILL.
+//! * Dead-man's switch: `regent` sends `D <ns>` after every renewal — its
+//!   step-down instant on CLOCK_MONOTONIC, the clock all processes share. If
+//!   that instant passes with no newer one (regent paused, hung, starved),
+//!   the shim stops the group by itself; the timing rules make SIGKILL land
+//!   before the lease could pass on. `S` asks for the same stop.
+//!
+//! Exit status: CMD's own (128+signal if killed) when it ended by itself;
+//! [`STOPPED_BY_SHIM`] when the shim stopped it.
+
+use std::io::Read;
+use std::os::unix::process::CommandExt;
+use std::process::{Command, ExitCode, Stdio};
+use std::time::Duration;
+
+use clap::Args;
+use rustix::event::{PollFd, PollFlags, Timespec, poll};
+use rustix::process::{Pid, Signal, WaitOptions};
+
+use crate::clock::mono_ns;
+
+/// The shim's exit status when it stopped CMD itself (deadline passed,
+/// regent gone, or asked to stop).
+pub(crate) const STOPPED_BY_SHIM: u8 = 254;
+
+#[derive(Debug, Args)]
+pub(crate) struct ShimArgs {
+    /// Time between SIGTERM and SIGKILL, in milliseconds.
+    #[arg(long)]
+    pub(crate) grace_ms: u64,
+    /// The first deadline, CLOCK_MONOTONIC nanoseconds.
+    #[arg(long)]
+    pub(crate) deadline_ns: u64,
+    /// regent's pid: if the shim's parent is already another, regent died
+    /// before the death signal was armed.
+    #[arg(long)]
+    pub(crate) parent: i32,
+    /// The command.
+    #[arg(last = true, required = true)]
+    pub(crate) cmd: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stop {
+    Asked,
+    ParentGone,
+    Deadline,
+    Signal,
+}
+
+pub(crate) fn main(args: ShimArgs) -> ExitCode {
+    match run(&args) {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            eprintln!("regent shim: {e}");
+            ExitCode::from(STOPPED_BY_SHIM)
+        }
+    }
+}
+
+fn run(args: &ShimArgs) -> std::io::Result<u8> {
+    let grace = Duration::from_millis(args.grace_ms);
+    let signals = SignalPipe::new()?;
+    rustix::process::set_parent_process_death_signal(Some(Signal::TERM))?;
+    if rustix::process::getppid()
+        .map(Pid::as_raw_nonzero)
+        .map(|p| p.get())
+        != Some(args.parent)
+    {
+        // regent died before the death signal was armed.
+        return Ok(STOPPED_BY_SHIM);
+    }
+    rustix::process::set_child_subreaper(Some(rustix::process::getpid()))?;
+
+    let (program, rest) = args.cmd.split_first().expect("clap requires CMD");
+    let child = match Command::new(program)
+        .args(rest)
+        .process_group(0)
+        .stdin(Stdio::null())
+        .spawn()
+    {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("regent: cannot start '{program}': {e}");
+            return Ok(127);
+        }
+    };
+    let pgid = Pid::from_child(&child);
+    // From here on the shim reaps every child itself (CMD and orphans), so
+    // std's handle is not used to wait.
+    drop(child);
+
+    let mut deadline = args.deadline_ns;
+    let mut stdin = std::io::stdin().lock();
+    let mut line = Vec::new();
+    let stop = 'wait: loop {
+        if let Some(status) = reap(pgid) {
+            // CMD ended by itself; its background jobs go with it.
+            stop_group(pgid, grace);
+            return Ok(status);
+        }
+        let now = mono_ns();
+        if now >= deadline {
+            break 'wait Stop::Deadline;
+        }
+        // Wake at least every 50 ms to reap children.
+        let wait = Duration::from_nanos(deadline - now).min(Duration::from_millis(50));
+        let timeout = Timespec {
+            tv_sec: 0,
+            tv_nsec: i64::from(wait.subsec_nanos()),
+        };
+        let stdin_fd = std::io::stdin();
+        let mut fds = [
+            PollFd::new(&signals.read, PollFlags::IN),
+            PollFd::new(&stdin_fd, PollFlags::IN),
+        ];
+        match poll(&mut fds, Some(&timeout)) {
+            Ok(_) | Err(rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(e.into()),
+        }
+        let signalled = !fds[0].revents().is_empty();
+        let stdin_ready = !fds[1].revents().is_empty();
+        if signalled {
+            break 'wait Stop::Signal;
+        }
+        if stdin_ready {
+            let mut buf = [0u8; 256];
+            match stdin.read(&mut buf) {
+                Ok(0) | Err(_) => {
+                    break 'wait Stop::ParentGone;
+                }
+                Ok(n) => {
+                    line.extend_from_slice(&buf[..n]);
+                    while let Some(pos) = line.iter().position(|b| *b == b'\n') {
+                        let cmd: Vec<u8> = line.drain(..=pos).collect();
+                        match parse_control(&cmd) {
+                            Some(Control::Deadline(ns)) => deadline = ns,
+                            Some(Control::Stop) => break 'wait Stop::Asked,
+                            None => {}
+                        }
+                    }
+                }
+            }
+        }
+    };
+    match stop {
+        Stop::Deadline => eprintln!(
+            "regent: no lease renewal reached the command's supervisor before the step-down deadline; stopping the command"
+        ),
+        Stop::ParentGone | Stop::Signal => {
+            eprintln!("regent: regent went away; stopping the command")
+        }
+        Stop::Asked => {}
+    }
+    stop_group(pgid, grace);
+    let _ = reap(pgid);
+    Ok(STOPPED_BY_SHIM)
+}
+
+enum Control {
+    Deadline(u64),
+    Stop,
+}
+
+fn parse_control(line: &[u8]) -> Option<Control> {
+    let text = std::str::from_utf8(line).ok()?.trim();
+    if text == "S" {
+        return Some(Control::Stop);
+    }
+    let ns = text.strip_prefix("D ")?.parse().ok()?;
+    Some(Control::Deadline(ns))
+}
+
+/// Reaps every exited child; returns CMD's status if CMD was among them.
+fn reap(cmd: Pid) -> Option<u8> {
+    let mut status = None;
+    while let Ok(Some((pid, st))) = rustix::process::wait(WaitOptions::NOHANG) {
+        if pid == cmd {
+            status = Some(match (st.exit_status(), st.terminating_signal()) {
+                (Some(code), _) => u8::try_from(code & 0xff).unwrap_or(1),
+                (None, Some(sig)) => u8::try_from(128 + (sig & 0x7f)).unwrap_or(255),
+                _ => 1,
+            });
+        }
+    }
+    status
+}
+
+/// SIGTERM to the group, up to `grace` for it to empty, then SIGKILL.
+fn stop_group(pgid: Pid, grace: Duration) {
+    let gone = || rustix::process::test_kill_process_group(pgid).is_err();
+    if rustix::process::kill_process_group(pgid, Signal::TERM).is_err() {
+        return;
+    }
+    let start = std::time::Instant::now();
+    while start.elapsed() < grace {
+        let _ = reap(pgid);
+        if gone() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let _ = rustix::process::kill_process_group(pgid, Signal::KILL);
+    let start = std::time::Instant::now();
+    while start.elapsed() < Duration::from_secs(2) {
+        let _ = reap(pgid);
+        if gone() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// SIGTERM, SIGINT and SIGHUP, delivered as readable bytes on a pipe.
+struct SignalPipe {
+    read: std::os::unix::net::UnixStream,
+}
+
+impl SignalPipe {
+    fn new() -> std::io::Result<Self> {
+        let (read, write) = std::os::unix::net::UnixStream::pair()?;
+        read.set_nonblocking(true)?;
+        for sig in [
+            signal_hook::consts::SIGTERM,
+            signal_hook::consts::SIGINT,
+            signal_hook::consts::SIGHUP,
+        ] {
+            signal_hook::low_level::pipe::register(sig, write.try_clone()?)?;
+        }
+        Ok(Self { read })
+    }
+}

@@ -1,0 +1,614 @@
+//! The blocking half: the schema, the SQL of every operation and the
+//! validation of every row read back. Everything here runs on a
+//! `spawn_blocking` thread with the connection's mutex held.
+
+use std::path::Path;
+use std::time::Duration;
+
+use regent_core::{
+    Acquire, AcquireRequest, ElectionName, ErrorKind, FencingToken, HolderId, LeaderInfo, Lease,
+    LeaseHandle, MAX_TTL, Metadata, Renewal, StoreError,
+};
+use rusqlite::types::Value;
+use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension, TransactionBehavior};
+
+use crate::clock::monotonic_now_ns;
+use crate::error::db_error;
+
+/// The version of the schema this build writes and reads.
+pub(crate) const SCHEMA_VERSION: i64 = 1;
+
+/// The schema. `regent_fencing` is apart from `regent_lease` so that the
+/// counter outlives the lease row: release, expiry and deletion of the row
+/// never reset it.
+const SCHEMA: &str = "
+CREATE TABLE regent_meta (
+    key   TEXT PRIMARY KEY NOT NULL,
+    value TEXT NOT NULL
+);
+CREATE TABLE regent_fencing (
+    election   TEXT PRIMARY KEY NOT NULL,
+    last_token INTEGER NOT NULL
+);
+CREATE TABLE regent_lease (
+    election      TEXT PRIMARY KEY NOT NULL,
+    holder        TEXT NOT NULL,
+    token         INTEGER NOT NULL,
+    expires_at_ns INTEGER NOT NULL,
+    ttl_ms        INTEGER NOT NULL,
+    boot_id       TEXT NOT NULL,
+    metadata      TEXT NOT NULL
+);
+";
+
+/// What an operation needs besides the connection: where the file is, for
+/// error messages, and which boot this process runs in.
+#[derive(Debug)]
+pub(crate) struct Site {
+    pub(crate) path: std::path::PathBuf,
+    pub(crate) boot_id: String,
+}
+
+impl Site {
+    fn context(&self, op: &str, election: &ElectionName) -> String {
+        format!(
+            "sqlite store '{}': {op} election '{election}'",
+            self.path.display()
+        )
+    }
+
+    fn corrupt(&self, election: &ElectionName, what: impl std::fmt::Display) -> StoreError {
+        StoreError::corrupt(format!(
+            "sqlite store '{}': the lease row of election '{election}' was not written by regent: {what}",
+            self.path.display()
+        ))
+    }
+}
+
+// ---------------------------------------------------------------- opening
+
+/// Opens (creating if missing) the database file, sets the connection up
+/// and makes sure it holds regent's schema.
+pub(crate) fn open(path: &Path, busy_timeout: Duration) -> Result<Connection, StoreError> {
+    let at = |what: &str| format!("sqlite store '{}': {what}", path.display());
+    let open_error = |what: &str, e: rusqlite::Error| match e.sqlite_error_code() {
+        Some(ErrorCode::CannotOpen) => StoreError::new(
+            ErrorKind::Config,
+            at(&format!("{what}: {}", why_cannot_open(path))),
+        )
+        .with_source(e),
+        Some(ErrorCode::NotADatabase | ErrorCode::DatabaseCorrupt) => StoreError::corrupt(at(
+            &format!("{what}: the file is not a SQLite database, or it is damaged"),
+        ))
+        .with_source(e),
+        _ => db_error(at(what), e),
+    };
+    // No URI interpretation: the path is a path. No SQLite-level mutex: the
+    // store's own mutex serialises access to the connection.
+    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+        | OpenFlags::SQLITE_OPEN_CREATE
+        | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let mut conn = Connection::open_with_flags(path, flags).map_err(|e| open_error("open", e))?;
+    conn.busy_timeout(busy_timeout)
+        .map_err(|e| open_error("set the busy timeout", e))?;
+    let mode: String = conn
+        .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
+        .map_err(|e| open_error("switch to WAL journal mode", e))?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(StoreError::new(
+            ErrorKind::Config,
+            at(&format!(
+                "the database stays in journal mode '{mode}' instead of WAL (is it on a file system without shared memory, or read-only?)"
+            )),
+        ));
+    }
+    // FULL: every commit is fsynced before it returns. A token bump lost to
+    // a power cut could hand out that token again.
+    conn.execute_batch("PRAGMA synchronous = FULL")
+        .map_err(|e| open_error("set synchronous = FULL", e))?;
+    ensure_schema(&mut conn, path).map_err(|e| match e {
+        SchemaError::Db(what, e) => open_error(what, e),
+        SchemaError::Foreign(what) => StoreError::new(ErrorKind::Config, at(&what)),
+    })?;
+    Ok(conn)
+}
+
+/// Names the likely cause of SQLITE_CANTOPEN, which SQLite itself does not.
+fn why_cannot_open(path: &Path) -> String {
+    if path.is_dir() {
+        return "the path is a directory, not a file".into();
+    }
+    match path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        Some(dir) if !dir.is_dir() => {
+            format!("its directory '{}' does not exist", dir.display())
+        }
+        _ => "cannot open or create the file, or its -wal and -shm files beside it (check the permissions of the file and its directory)".into(),
+    }
+}
+
+enum SchemaError {
+    Db(&'static str, rusqlite::Error),
+    Foreign(String),
+}
+
+enum SchemaState {
+    Current,
+    Empty,
+}
+
+fn ensure_schema(conn: &mut Connection, path: &Path) -> Result<(), SchemaError> {
+    // Most opens find the schema in place: check with a read, so that a
+    // store opens while another connection holds the write lock.
+    if let SchemaState::Current = schema_state(conn)? {
+        return Ok(());
+    }
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(|e| SchemaError::Db("create the schema", e))?;
+    // Another process may have created it while we waited for the lock.
+    if let SchemaState::Empty = schema_state(&tx)? {
+        tx.execute_batch(SCHEMA)
+            .map_err(|e| SchemaError::Db("create the schema", e))?;
+        tx.execute(
+            "INSERT INTO regent_meta (key, value) VALUES ('schema_version', ?1)",
+            [SCHEMA_VERSION.to_string()],
+        )
+        .map_err(|e| SchemaError::Db("create the schema", e))?;
+        tracing::info!(path = %path.display(), "created the regent schema");
+    }
+    tx.commit()
+        .map_err(|e| SchemaError::Db("create the schema", e))
+}
+
+fn schema_state(conn: &Connection) -> Result<SchemaState, SchemaError> {
+    let db = |e| SchemaError::Db("read the schema", e);
+    let mut stmt = conn
+        .prepare(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY name",
+        )
+        .map_err(db)?;
+    let tables = stmt
+        .query_map([], |r| r.get::<_, String>(0))
+        .map_err(db)?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(db)?;
+    if tables.is_empty() {
+        return Ok(SchemaState::Empty);
+    }
+    if !tables.iter().any(|t| t == "regent_meta") {
+        return Err(SchemaError::Foreign(format!(
+            "the database has tables ({}) but not regent's schema: it is not a regent store",
+            tables.join(", ")
+        )));
+    }
+    let version: Option<Value> = conn
+        .query_row(
+            "SELECT value FROM regent_meta WHERE key = 'schema_version'",
+            [],
+            |r| r.get(0),
+        )
+        .optional()
+        .map_err(db)?;
+    let version = match version {
+        Some(Value::Text(v)) => v.parse::<i64>().ok(),
+        Some(Value::Integer(v)) => Some(v),
+        _ => None,
+    };
+    match version {
+        Some(SCHEMA_VERSION) => {}
+        Some(v) => {
+            return Err(SchemaError::Foreign(format!(
+                "the database holds regent schema version {v}; this build reads version {SCHEMA_VERSION}"
+            )));
+        }
+        None => {
+            return Err(SchemaError::Foreign(
+                "regent_meta holds no valid schema_version: not a regent store, or a damaged one"
+                    .into(),
+            ));
+        }
+    }
+    for table in ["regent_fencing", "regent_lease"] {
+        if !tables.iter().any(|t| t == table) {
+            return Err(SchemaError::Foreign(format!(
+                "regent schema version {SCHEMA_VERSION} without its table {table}: it was dropped"
+            )));
+        }
+    }
+    Ok(SchemaState::Current)
+}
+
+// ---------------------------------------------------------------- rows
+
+/// A lease row that passed validation.
+#[derive(Debug)]
+struct LeaseRow {
+    holder: HolderId,
+    token: i64,
+    expires_at_ns: i64,
+    ttl_ms: i64,
+    boot_id: String,
+    metadata: Metadata,
+}
+
+impl LeaseRow {
+    fn leader(&self) -> LeaderInfo {
+        LeaderInfo {
+            holder: self.holder.clone(),
+            token: token_of(self.token),
+            metadata: self.metadata.clone(),
+        }
+    }
+}
+
+/// Tokens in the database are positive i64s (checked on read).
+fn token_of(t: i64) -> FencingToken {
+    FencingToken::new(t.unsigned_abs())
+}
+
+fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "NULL",
+        Value::Integer(_) => "an integer",
+        Value::Real(_) => "a real",
+        Value::Text(_) => "text",
+        Value::Blob(_) => "a blob",
+    }
+}
+
+const MAX_TTL_MS: i64 = MAX_TTL.as_millis() as i64;
+
+/// Reads and validates `election`'s lease row and its fencing counter.
+fn read_row(
+    conn: &Connection,
+    site: &Site,
+    op: &str,
+    election: &ElectionName,
+) -> Result<Option<LeaseRow>, StoreError> {
+    let raw = conn
+        .query_row(
+            "SELECT l.holder, l.token, l.expires_at_ns, l.ttl_ms, l.boot_id, l.metadata, f.last_token
+             FROM regent_lease l LEFT JOIN regent_fencing f ON f.election = l.election
+             WHERE l.election = ?1",
+            [election.as_str()],
+            |r| {
+                Ok([
+                    r.get(0)?,
+                    r.get(1)?,
+                    r.get(2)?,
+                    r.get(3)?,
+                    r.get(4)?,
+                    r.get(5)?,
+                    r.get(6)?,
+                ])
+            },
+        )
+        .optional()
+        .map_err(|e| db_error(site.context(op, election), e))?;
+    raw.map(|raw| validate(site, election, raw)).transpose()
+}
+
+fn validate(site: &Site, election: &ElectionName, raw: [Value; 7]) -> Result<LeaseRow, StoreError> {
+    let bad = |what: String| site.corrupt(election, what);
+    let [
+        holder,
+        token,
+        expires_at_ns,
+        ttl_ms,
+        boot_id,
+        metadata,
+        counter,
+    ] = raw;
+    let holder = match holder {
+        Value::Text(s) => {
+            HolderId::new(&s).map_err(|e| bad(format!("holder {s:?} is not a holder id ({e})")))?
+        }
+        v => return Err(bad(format!("holder is {}, not text", type_name(&v)))),
+    };
+    let token = match token {
+        Value::Integer(t) if t > 0 => t,
+        Value::Integer(t) => return Err(bad(format!("token {t} is not positive"))),
+        v => return Err(bad(format!("token is {}, not an integer", type_name(&v)))),
+    };
+    match counter {
+        Value::Integer(c) if c >= token => {}
+        Value::Integer(c) => {
+            return Err(bad(format!(
+                "its token {token} is above the election's fencing counter {c}"
+            )));
+        }
+        Value::Null => {
+            return Err(bad(format!(
+                "its token is {token} but the election has no fencing counter in regent_fencing"
+            )));
+        }
+        v => {
+            return Err(bad(format!(
+                "the fencing counter is {}, not an integer",
+                type_name(&v)
+            )));
+        }
+    }
+    let expires_at_ns = match expires_at_ns {
+        Value::Integer(e) => e,
+        v => {
+            return Err(bad(format!(
+                "expires_at_ns is {}, not an integer",
+                type_name(&v)
+            )));
+        }
+    };
+    let ttl_ms = match ttl_ms {
+        Value::Integer(t) if (1..=MAX_TTL_MS).contains(&t) => t,
+        v => {
+            return Err(bad(format!(
+                "ttl_ms is {v:?}, not an integer in 1..={MAX_TTL_MS}"
+            )));
+        }
+    };
+    let boot_id = match boot_id {
+        Value::Text(b) if !b.is_empty() => b,
+        v => return Err(bad(format!("boot_id is {v:?}, not a boot id"))),
+    };
+    let metadata = match metadata {
+        Value::Text(m) => parse_metadata(&m).map_err(bad)?,
+        v => return Err(bad(format!("metadata is {}, not text", type_name(&v)))),
+    };
+    Ok(LeaseRow {
+        holder,
+        token,
+        expires_at_ns,
+        ttl_ms,
+        boot_id,
+        metadata,
+    })
+}
+
+fn parse_metadata(json: &str) -> Result<Metadata, String> {
+    let value: serde_json::Value =
+        serde_json::from_str(json).map_err(|e| format!("metadata is not JSON ({e})"))?;
+    let serde_json::Value::Object(map) = value else {
+        return Err(format!("metadata {json:?} is not a JSON object"));
+    };
+    let mut pairs = Vec::with_capacity(map.len());
+    for (k, v) in map {
+        match v {
+            serde_json::Value::String(s) => pairs.push((k, s)),
+            other => return Err(format!("metadata value of {k:?} is {other}, not a string")),
+        }
+    }
+    Metadata::from_pairs(pairs).map_err(|e| format!("metadata is too large ({e})"))
+}
+
+fn metadata_json(m: &Metadata) -> String {
+    let map: serde_json::Map<String, serde_json::Value> = m
+        .iter()
+        .map(|(k, v)| (k.to_owned(), serde_json::Value::String(v.to_owned())))
+        .collect();
+    serde_json::Value::Object(map).to_string()
+}
+
+/// Whether `row` holds the election at `now`. A row from another boot is
+/// dead: its holders died with that boot, and its clock readings mean
+/// nothing on this one.
+fn is_live(
+    site: &Site,
+    election: &ElectionName,
+    row: &LeaseRow,
+    now: i64,
+) -> Result<bool, StoreError> {
+    if row.boot_id != site.boot_id {
+        return Ok(false);
+    }
+    // Invariant: a row is written at some `t <= now` (same clock, read
+    // under the write lock) with `expires_at = t + ttl`, so it can never
+    // expire more than its ttl from now. One that does was not written by
+    // regent on this host's clock, and would otherwise hold the election
+    // for as long as its number says.
+    let remaining = i128::from(row.expires_at_ns) - i128::from(now);
+    if remaining > i128::from(row.ttl_ms) * 1_000_000 {
+        return Err(site.corrupt(
+            election,
+            format!(
+                "it expires {remaining} ns from now, beyond its ttl of {} ms: not written with this host's clock",
+                row.ttl_ms
+            ),
+        ));
+    }
+    Ok(remaining > 0)
+}
+
+// ---------------------------------------------------------------- operations
+
+/// The whole milliseconds to store for `ttl`, rounded up: a store never
+/// grants less than asked.
+pub(crate) fn ttl_ms(ttl: Duration) -> i64 {
+    let ms = ttl.as_nanos().div_ceil(1_000_000);
+    i64::try_from(ms).unwrap_or(i64::MAX)
+}
+
+/// `try_acquire`: takes the election if its row is missing, expired or from
+/// another boot; bumps the fencing counter in the same transaction.
+pub(crate) fn acquire(
+    conn: &mut Connection,
+    site: &Site,
+    req: &AcquireRequest,
+    ttl_ms: i64,
+) -> Result<Acquire, StoreError> {
+    const OP: &str = "acquire";
+    let election = &req.election;
+    let err = |e| db_error(site.context(OP, election), e);
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(err)?;
+    // Read under the write lock: every writer reads the clock after the one
+    // before it committed, so expiry decisions follow commit order.
+    let now = monotonic_now_ns();
+    if let Some(row) = read_row(&tx, site, OP, election)? {
+        if is_live(site, election, &row, now)? {
+            return Ok(Acquire::Held {
+                leader: Some(row.leader()),
+                queued: None,
+            });
+        }
+    }
+    let counter: Option<Value> = tx
+        .query_row(
+            "SELECT last_token FROM regent_fencing WHERE election = ?1",
+            [election.as_str()],
+            |r| r.get(0),
+        )
+        .optional()
+        .map_err(err)?;
+    let last = match counter {
+        None => 0,
+        Some(Value::Integer(c)) if c >= 0 => c,
+        Some(v) => {
+            return Err(StoreError::corrupt(format!(
+                "sqlite store '{}': the fencing counter of election '{election}' is {v:?}, not a non-negative integer",
+                site.path.display()
+            )));
+        }
+    };
+    let token = last.checked_add(1).ok_or_else(|| {
+        StoreError::corrupt(format!(
+            "sqlite store '{}': the fencing counter of election '{election}' is exhausted",
+            site.path.display()
+        ))
+    })?;
+    let expires_at_ns = now.saturating_add(ttl_ms.saturating_mul(1_000_000));
+    tx.execute(
+        "INSERT INTO regent_fencing (election, last_token) VALUES (?1, ?2)
+         ON CONFLICT (election) DO UPDATE SET last_token = excluded.last_token",
+        (election.as_str(), token),
+    )
+    .map_err(err)?;
+    tx.execute(
+        "INSERT INTO regent_lease (election, holder, token, expires_at_ns, ttl_ms, boot_id, metadata)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+         ON CONFLICT (election) DO UPDATE SET
+             holder = excluded.holder, token = excluded.token,
+             expires_at_ns = excluded.expires_at_ns, ttl_ms = excluded.ttl_ms,
+             boot_id = excluded.boot_id, metadata = excluded.metadata",
+        (
+            election.as_str(),
+            req.holder.as_str(),
+            token,
+            expires_at_ns,
+            ttl_ms,
+            site.boot_id.as_str(),
+            metadata_json(&req.metadata),
+        ),
+    )
+    .map_err(err)?;
+    tx.commit().map_err(err)?;
+    Ok(Acquire::Won(Lease {
+        election: election.clone(),
+        holder: req.holder.clone(),
+        token: token_of(token),
+        ttl: Duration::from_millis(ttl_ms.unsigned_abs()),
+        handle: LeaseHandle::new(format!("sqlite-{token}")),
+    }))
+}
+
+/// `renew`: extends the row by its ttl if it is still ours and live.
+pub(crate) fn renew(
+    conn: &mut Connection,
+    site: &Site,
+    lease: &Lease,
+) -> Result<Renewal, StoreError> {
+    const OP: &str = "renew";
+    let election = &lease.election;
+    let err = |e| db_error(site.context(OP, election), e);
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(err)?;
+    let now = monotonic_now_ns();
+    let Some(row) = read_row(&tx, site, OP, election)? else {
+        return Ok(Renewal::Lost);
+    };
+    let ours = row.holder == lease.holder && token_of(row.token) == lease.token;
+    // An expired row of ours is not revived: the holder has stepped down
+    // by its own clock by now, and a follower may be acting on the expiry.
+    if !ours || !is_live(site, election, &row, now)? {
+        return Ok(Renewal::Lost);
+    }
+    let expires_at_ns = now.saturating_add(row.ttl_ms.saturating_mul(1_000_000));
+    tx.execute(
+        "UPDATE regent_lease SET expires_at_ns = ?2 WHERE election = ?1 AND token = ?3",
+        (election.as_str(), expires_at_ns, row.token),
+    )
+    .map_err(err)?;
+    tx.commit().map_err(err)?;
+    Ok(Renewal::Renewed)
+}
+
+/// `release`: deletes the row if it is ours (same holder and token).
+/// Returns whether a row was deleted.
+pub(crate) fn release(
+    conn: &mut Connection,
+    site: &Site,
+    lease: &Lease,
+) -> Result<bool, StoreError> {
+    let Ok(token) = i64::try_from(lease.token.get()) else {
+        // No row can hold this token.
+        return Ok(false);
+    };
+    let n = conn
+        .execute(
+            "DELETE FROM regent_lease WHERE election = ?1 AND holder = ?2 AND token = ?3",
+            (lease.election.as_str(), lease.holder.as_str(), token),
+        )
+        .map_err(|e| db_error(site.context("release", &lease.election), e))?;
+    Ok(n > 0)
+}
+
+/// `current_leader`: the live row's holder, if any.
+pub(crate) fn leader(
+    conn: &Connection,
+    site: &Site,
+    election: &ElectionName,
+) -> Result<Option<LeaderInfo>, StoreError> {
+    let row = read_row(conn, site, "read the leader of", election)?;
+    // Read after the row: a row written after the clock was read would look
+    // as if it expired beyond its ttl.
+    let now = monotonic_now_ns();
+    match row {
+        Some(row) if is_live(site, election, &row, now)? => Ok(Some(row.leader())),
+        _ => Ok(None),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ttl_rounds_up_to_whole_milliseconds() {
+        assert_eq!(ttl_ms(Duration::from_millis(10)), 10);
+        assert_eq!(ttl_ms(Duration::from_micros(10_001)), 11);
+        assert_eq!(ttl_ms(Duration::from_nanos(1)), 1);
+    }
+
+    #[test]
+    fn metadata_round_trips_through_json() {
+        let m = Metadata::from_pairs([("addr", "10.0.0.1:80"), ("q\"uote", "é\n")]).unwrap();
+        assert_eq!(parse_metadata(&metadata_json(&m)).unwrap(), m);
+        assert_eq!(parse_metadata("{}").unwrap(), Metadata::new());
+    }
+
+    #[test]
+    fn metadata_that_is_not_an_object_of_strings_is_refused() {
+        for bad in [
+            "",
+            "[]",
+            "\"x\"",
+            "{\"a\":1}",
+            "{\"a\":null}",
+            "{\"a\":{}}",
+            "{",
+        ] {
+            assert!(parse_metadata(bad).is_err(), "{bad:?}");
+        }
+    }
+}

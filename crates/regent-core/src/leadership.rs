@@ -91,9 +91,10 @@ struct Shared {
 /// without a renewal, on [`resign`](Self::resign), on drop, or when the
 /// candidate shuts down. At that instant the [cancellation
 /// token](Self::cancellation) fires. The lease is released (unless it was
-/// lost) once the guard is dropped or resigned, or `grace` after the end,
-/// whichever comes first: work that stops on cancellation and then drops the
-/// guard lets a successor start at once, never before the work has stopped.
+/// lost) once the guard is dropped or resigned — the sign that the work has
+/// stopped — so a successor can start at once, but never before the work
+/// has stopped. A guard still held at the local lease deadline is not
+/// released at all: the lease then expires by its ttl.
 ///
 /// There is no `is_leader() -> bool`: [`check`](Self::check) answers with
 /// the token or with why leadership ended.
@@ -251,10 +252,11 @@ impl Leadership {
         }
     }
 
-    /// Ends leadership with `reason` (the cancellation token fires), but
-    /// keeps the lease record until [`finish`](Self::finish), the guard's
-    /// drop, or `grace` has passed, so the work can stop first.
+    /// Ends leadership with `reason` now (the cancellation token fires), but
+    /// keeps the lease record until [`finish`](Self::finish) or the guard's
+    /// drop, so the work can stop first.
     pub(crate) fn end(&mut self, reason: EndReason) {
+        mark_ended(&self.shared, reason);
         if let Some(stop) = self.stop.take() {
             // The task may have ended already; then the send fails harmlessly.
             let _ = stop.send(reason);
@@ -287,16 +289,38 @@ impl Leadership {
     ///
     /// # Cancel safety
     ///
-    /// Cancel safe in effect: leadership has ended once this is first
-    /// polled, and the release completes in the background.
+    /// Cancel safe in effect: leadership has ended (the cancellation token
+    /// has fired) once this is first polled, and the release completes in
+    /// the background.
     pub async fn resign(self) -> Result<(), StoreError> {
         self.finish(EndReason::Resigned).await
     }
 }
 
+/// Marks the end of leadership, once: publishes it and fires the
+/// cancellation token. Returns the end that stands (the first one).
+fn mark_ended(shared: &Shared, reason: EndReason) -> Ended {
+    let mut ended = Ended {
+        reason,
+        at: Instant::now(),
+    };
+    shared.state.send_if_modified(|s| match s.ended {
+        Some(first) => {
+            ended = first;
+            false
+        }
+        None => {
+            s.ended = Some(ended);
+            true
+        }
+    });
+    shared.cancel.cancel();
+    ended
+}
+
 /// Renews the lease until leadership ends, then publishes the end, fires the
-/// cancellation token, waits until the work has stopped (at most `grace`) and
-/// releases the lease.
+/// cancellation token, waits until the work has stopped and releases the
+/// lease.
 async fn keep<S: LeaseStore>(
     store: Arc<S>,
     shared: Arc<Shared>,
@@ -361,11 +385,7 @@ async fn keep<S: LeaseStore>(
             }
         }
     };
-    let at = Instant::now();
-    shared
-        .state
-        .send_modify(|s| s.ended = Some(Ended { reason, at }));
-    shared.cancel.cancel();
+    let reason = mark_ended(&shared, reason).reason;
     status.send_replace(if reason == EndReason::Shutdown {
         Status::Stopped
     } else {
@@ -384,10 +404,20 @@ async fn keep<S: LeaseStore>(
     if reason == EndReason::Lost {
         return Ok(());
     }
-    // Release only once the work has stopped (the guard was dropped or
-    // finished), or after `grace`: by then it must have stopped, and
-    // releasing at `step_down + grace` is still before the local deadline.
-    let _ = tokio::time::timeout(t.grace, work_stopped).await;
+    // Release only once the work has stopped: the guard was dropped or
+    // finished. Work still running at the local deadline keeps the record;
+    // the store expires it by its ttl, never earlier than that deadline.
+    let deadline = shared.state.borrow().deadline;
+    if tokio::time::timeout_at(deadline, work_stopped)
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            election = %lease.election, holder = %lease.holder, token = lease.token.get(),
+            "the guard is still held at the lease deadline; not releasing, the lease expires by its ttl"
+        );
+        return Ok(());
+    }
     // Someone else may hold the election by now; release frees only our own
     // record (contract item 4), so trying is always safe.
     match tokio::time::timeout(t.renew_deadline, store.release(lease)).await {

@@ -15,6 +15,7 @@ use tokio::sync::watch;
 use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
 
+use crate::backoff::Backoff;
 use crate::candidate::Candidate;
 use crate::error::{BoxError, CampaignError, ConfigError};
 use crate::leadership::{EndReason, LeaseState};
@@ -201,9 +202,23 @@ impl<S: LeaseStore> Supervisor<S> {
         Fut: Future<Output = Result<(), E>>,
         E: Into<BoxError>,
     {
+        let timing = *self.candidate.timing();
+        // Failed terms that end quickly must not make a hot loop of
+        // acquire, fail, release.
+        let mut backoff = Backoff::new(
+            (timing.retry_every / 20).max(Duration::from_millis(1)),
+            timing.ttl,
+        );
         loop {
             let term = match self.candidate.campaign().await {
-                Ok(leadership) => self.run_term(leadership, &mut task).await,
+                Ok(leadership) => {
+                    let started = Instant::now();
+                    let term = self.run_term(leadership, &mut task).await;
+                    if started.elapsed() >= timing.ttl {
+                        backoff.reset();
+                    }
+                    term
+                }
                 Err(CampaignError::Shutdown) => return Ok(SupervisorExit::Shutdown),
                 Err(e) => return Err(e),
             };
@@ -221,6 +236,14 @@ impl<S: LeaseStore> Supervisor<S> {
             };
             if !again {
                 return Ok(SupervisorExit::Finished(term));
+            }
+            if term.is_failure() {
+                let delay = backoff.next_delay();
+                tracing::debug!(?delay, "term failed; campaigning again after a backoff");
+                tokio::select! {
+                    () = self.candidate.shutdown_token().cancelled_owned() => return Ok(SupervisorExit::Shutdown),
+                    () = tokio::time::sleep(delay) => {}
+                }
             }
         }
     }
@@ -245,12 +268,19 @@ impl<S: LeaseStore> Supervisor<S> {
         enum First<E> {
             Task(Result<(), E>),
             Lease(EndReason),
+            EndedWithTask(EndReason),
             Unhealthy,
         }
+        // Biased: a task that returns because leadership ended (its token
+        // fired) must count as "leadership ended", not as a finished task.
         let first = tokio::select! {
-            r = &mut fut => First::Task(r),
+            biased;
             ended = leadership.until_ended() => First::Lease(ended.reason),
             () = watchdog(&heartbeat, self.health_timeout) => First::Unhealthy,
+            r = &mut fut => match leadership.ended() {
+                Some(ended) => First::EndedWithTask(ended.reason),
+                None => First::Task(r),
+            },
         };
         let (outcome, stopped_in_grace) = match first {
             First::Task(r) => {
@@ -261,6 +291,7 @@ impl<S: LeaseStore> Supervisor<S> {
                 (outcome, true)
             }
             First::Lease(reason) => (TermOutcome::LeadershipEnded(reason), false),
+            First::EndedWithTask(reason) => (TermOutcome::LeadershipEnded(reason), true),
             First::Unhealthy => {
                 tracing::warn!(
                     election = %leadership.election(), holder = %leadership.holder(),

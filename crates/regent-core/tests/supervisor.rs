@@ -239,3 +239,91 @@ async fn task_that_ignores_cancellation_is_dropped_after_grace_before_release() 
     history.begin(lb.holder(), lb.token(), won_at);
     history.assert_ok();
 }
+
+/// Regression: a task that returns as soon as its lost lease cancels it was
+/// sometimes counted as "task succeeded", so `OnFailure` stopped for good
+/// after a lost lease.
+#[tokio::test(start_paused = true)]
+async fn on_failure_campaigns_again_after_a_lost_lease() {
+    for _ in 0..20 {
+        let store = MemoryStore::race();
+        let a = candidate(&store, "a");
+        let sup = Supervisor::new(a.clone()).restart(Restart::OnFailure);
+        let terms = AtomicU32::new(0);
+        let s = store.clone();
+        let stopper = tokio::spawn(async move {
+            sleep(secs(60)).await;
+            a.shutdown().await;
+        });
+        let exit = sup
+            .run(|ctx| {
+                let first = terms.fetch_add(1, Ordering::SeqCst) == 0;
+                let s = s.clone();
+                async move {
+                    if first {
+                        sleep(secs(3)).await;
+                        s.partition(&id("a"));
+                        let r = worker(ctx).await;
+                        s.heal(&id("a"));
+                        r
+                    } else {
+                        ctx.cancelled().await;
+                        Ok(())
+                    }
+                }
+            })
+            .await
+            .unwrap();
+        stopper.await.unwrap();
+        assert!(matches!(exit, SupervisorExit::Shutdown), "{exit:?}");
+        assert!(terms.load(Ordering::SeqCst) >= 2, "never campaigned again");
+    }
+}
+
+/// Regression: a task that fails at once made a hot loop of acquire, fail,
+/// release with no time passing.
+#[tokio::test(start_paused = true)]
+async fn failing_terms_back_off() {
+    let store = MemoryStore::race();
+    let a = candidate(&store, "a");
+    let sup = Supervisor::new(a.clone()).restart(Restart::OnFailure);
+    let stopper = tokio::spawn(async move {
+        sleep(secs(60)).await;
+        a.shutdown().await;
+    });
+    let terms = AtomicU32::new(0);
+    sup.run(|_ctx| {
+        let n = terms.fetch_add(1, Ordering::SeqCst);
+        assert!(n < 1000, "hot loop: {n} terms without time passing");
+        async { Err::<(), BoxError>("fails at once".into()) }
+    })
+    .await
+    .unwrap();
+    stopper.await.unwrap();
+    let n = terms.load(Ordering::SeqCst);
+    assert!((3..=40).contains(&n), "{n} terms in 60 s");
+}
+
+/// Regression: the lease was released `grace` after the end even while the
+/// guard (and so, possibly, the work) was still held, letting a successor
+/// start next to the running work.
+#[tokio::test(start_paused = true)]
+async fn a_held_guard_is_not_released_behind_the_works_back() {
+    let store = MemoryStore::race();
+    let a = candidate(&store, "a");
+    let b = candidate(&store, "b");
+    let start = Instant::now();
+    let la = a.campaign().await.unwrap();
+    store.partition(&id("a")); // its renewals fail from now on
+    let follower = tokio::spawn(async move {
+        let l = b.campaign().await.unwrap();
+        (Instant::now(), l)
+    });
+    let (won_at, _lb) = follower.await.unwrap();
+    // a steps down at 6 s but still holds its guard: its record is kept and
+    // b must wait for the store's expiry at 10 s.
+    assert_eq!(la.ended().unwrap().at - start, secs(6));
+    assert_eq!(won_at - start, secs(10));
+    assert_eq!(store.stats().releases, 0);
+    drop(la);
+}

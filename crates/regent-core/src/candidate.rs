@@ -352,17 +352,41 @@ impl<S: LeaseStore> Candidate<S> {
         if matches!(*c.status.borrow(), Status::Starting | Status::Stopped) {
             c.status.send_replace(Status::Starting);
         }
-        let result = loop {
+        let result = 'campaign: loop {
             if c.shutdown.is_cancelled() {
                 break Err(CampaignError::Shutdown);
             }
             let sent = Instant::now();
-            let place = queued.as_ref().map(|q| &q.lease);
-            let attempt = tokio::select! {
+            let place = queued.as_ref().map(|q| q.lease.clone());
+            // The call runs as a task so that, when we stop waiting for it
+            // (timeout, shutdown), whatever it won can still be given back.
+            let mut call = self.spawn_acquire(place.clone());
+            enum Outcome {
+                Done(Result<Acquire, StoreError>),
+                TimedOut,
+                Shutdown,
+            }
+            let outcome = tokio::select! {
                 biased;
-                () = c.shutdown.cancelled() => break Err(CampaignError::Shutdown),
-                r = timeout(t.renew_deadline, c.store.try_acquire(&c.req, place)) => {
-                    r.unwrap_or_else(|_| Err(timed_out("acquire", &c.req.election, t.renew_deadline)))
+                () = c.shutdown.cancelled() => Outcome::Shutdown,
+                r = timeout(t.renew_deadline, &mut call) => match r {
+                    Ok(Ok(r)) => Outcome::Done(r),
+                    Ok(Err(join)) => Outcome::Done(Err(StoreError::new(
+                        ErrorKind::Protocol,
+                        format!("acquire task failed: {join}"),
+                    ))),
+                    Err(_) => Outcome::TimedOut,
+                },
+            };
+            let attempt = match outcome {
+                Outcome::Done(r) => r,
+                Outcome::TimedOut => {
+                    self.abandon(call, place);
+                    Err(timed_out("acquire", &c.req.election, t.renew_deadline))
+                }
+                Outcome::Shutdown => {
+                    self.abandon(call, place);
+                    break Err(CampaignError::Shutdown);
                 }
             };
             match attempt {
@@ -439,22 +463,83 @@ impl<S: LeaseStore> Candidate<S> {
                         election = %c.req.election, holder = %c.req.holder,
                         error = %e, retry_in = ?delay, "acquire failed"
                     );
-                    tokio::select! {
-                        () = c.shutdown.cancelled() => break Err(CampaignError::Shutdown),
-                        () = tokio::time::sleep(delay) => {}
+                    // Keep our place in line alive while backing off.
+                    let wake = Instant::now() + delay;
+                    loop {
+                        let renew_at = queued.as_ref().map(|q| q.next_renew);
+                        tokio::select! {
+                            biased;
+                            () = c.shutdown.cancelled() => break 'campaign Err(CampaignError::Shutdown),
+                            () = sleep_until(wake) => break,
+                            () = sleep_until_some(renew_at) => {
+                                self.keep_queued(&mut queued).await;
+                            }
+                        }
                     }
                 }
                 Err(e) => break Err(CampaignError::Store(e)),
             }
         };
-        // Leaving without leadership: take our place out of the line.
+        // Leaving without leadership: take our place out of the line (a
+        // tracked task, so that shutdown waits for it).
         if let Some(q) = queued {
-            let _ = timeout(t.renew_deadline, c.store.release(&q.lease)).await;
+            let store = c.store.clone();
+            let bound = t.renew_deadline;
+            c.tracker.spawn(async move {
+                let _ = timeout(bound, store.release(&q.lease)).await;
+            });
         }
         if matches!(result, Err(CampaignError::Shutdown)) {
             c.status.send_replace(Status::Stopped);
         }
         result
+    }
+
+    /// Starts one acquire as a tracked task, bounded by the ttl (after which
+    /// anything it won has expired anyway).
+    fn spawn_acquire(
+        &self,
+        queued: Option<Lease>,
+    ) -> tokio::task::JoinHandle<Result<Acquire, StoreError>> {
+        let c = &*self.core;
+        let store = c.store.clone();
+        let req = c.req.clone();
+        let ttl = c.timing.ttl;
+        c.tracker.spawn(async move {
+            match timeout(ttl, store.try_acquire(&req, queued.as_ref())).await {
+                Ok(r) => r,
+                Err(_) => Err(timed_out("acquire", &req.election, ttl)),
+            }
+        })
+    }
+
+    /// Stops waiting for an acquire: if it still wins, or queues a new
+    /// place, give that back at once instead of leaving it to expire (and,
+    /// meanwhile, following ourselves).
+    fn abandon(
+        &self,
+        call: tokio::task::JoinHandle<Result<Acquire, StoreError>>,
+        place: Option<Lease>,
+    ) {
+        let c = &*self.core;
+        let store = c.store.clone();
+        let bound = c.timing.renew_deadline;
+        c.tracker.spawn(async move {
+            let won = match call.await {
+                Ok(Ok(Acquire::Won(lease))) => Some(lease),
+                Ok(Ok(Acquire::Held {
+                    queued: Some(q), ..
+                })) if place.as_ref().is_none_or(|p| p.token != q.token) => Some(q),
+                _ => None,
+            };
+            if let Some(lease) = won {
+                tracing::debug!(
+                    election = %lease.election, holder = %lease.holder, token = lease.token.get(),
+                    "releasing what an abandoned acquire won"
+                );
+                let _ = timeout(bound, store.release(&lease)).await;
+            }
+        });
     }
 
     /// Waits until trying again makes sense: the watch shows a different

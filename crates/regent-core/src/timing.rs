@@ -153,6 +153,7 @@ impl Timing {
             crash_failover: self.ttl + store.expiry_slack + detect,
             detect,
             renew_attempts: attempts(self.renew_deadline, self.renew_every),
+            retry_every: (self.renew_every / 4).max(Duration::from_millis(1)),
             safety_budget: self
                 .usable()
                 .saturating_sub(self.renew_deadline + self.grace),
@@ -166,12 +167,14 @@ fn usable(ttl: Duration, drift: f64, margin: Duration) -> Duration {
         .saturating_sub(margin)
 }
 
+/// Attempts at `every`, then every `every/4`, strictly before `deadline`.
 fn attempts(deadline: Duration, every: Duration) -> u32 {
-    if every.is_zero() {
+    let retry = (every / 4).max(Duration::from_millis(1));
+    if every >= deadline {
         return 0;
     }
-    let n = deadline.as_nanos().div_ceil(every.as_nanos());
-    u32::try_from(n).unwrap_or(u32::MAX)
+    let after_first = (deadline - every).as_nanos().saturating_sub(1) / retry.as_nanos();
+    u32::try_from(1 + after_first).unwrap_or(u32::MAX)
 }
 
 /// Worst cases and safety budget of a [`Timing`] on one store, in numbers.
@@ -188,8 +191,12 @@ pub struct Explanation {
     /// How late a follower sees a change: zero for notifying stores, the
     /// poll interval (capped at `retry_every`) otherwise.
     pub detect: Duration,
-    /// Renewal attempts (at `renew_every`) before the leader steps down.
+    /// Renewal attempts before the leader steps down, when every attempt
+    /// fails at once: the first at `renew_every`, then one every
+    /// [`retry_every`](Self::retry_every).
     pub renew_attempts: u32,
+    /// How soon a failed renewal is retried: `renew_every / 4`.
+    pub retry_every: Duration,
     /// Time between the leader task's latest stop and the local lease
     /// deadline: `ttl*(1-drift) - margin - renew_deadline - grace`.
     pub safety_budget: Duration,
@@ -208,8 +215,8 @@ impl fmt::Display for Explanation {
         )?;
         writeln!(
             f,
-            "- a leader that cannot renew steps down {:?} after its last successful renewal was sent, after {} attempts; its task then has {:?} to stop",
-            t.renew_deadline, self.renew_attempts, t.grace
+            "- a leader that cannot renew retries every {:?} and steps down {:?} after its last successful renewal was sent, after {} attempts; its task then has {:?} to stop",
+            self.retry_every, t.renew_deadline, self.renew_attempts, t.grace
         )?;
         writeln!(
             f,
@@ -323,7 +330,8 @@ mod tests {
         };
         let e = t.explain(&info);
         assert_eq!(e.crash_failover, secs(10.25));
-        assert_eq!(e.renew_attempts, 3);
+        // At 2 s, then every 0.5 s strictly before 6 s: 2, 2.5, ... 5.5.
+        assert_eq!(e.renew_attempts, 8);
         assert_eq!(e.safety_budget, t.usable() - secs(8.0));
         let text = e.to_string();
         assert!(text.contains("worst-case failover"), "{text}");

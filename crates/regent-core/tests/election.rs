@@ -385,8 +385,54 @@ fn explain_states_failover_and_budget() {
         secs(10),
         "notifying store: ttl, no detection delay"
     );
-    assert_eq!(e.renew_attempts, 3);
+    assert_eq!(e.renew_attempts, 8);
     let text = e.to_string();
     assert!(text.contains("safety budget"), "{text}");
     assert!(text.contains("graceful resign"), "{text}");
+}
+
+/// Regression: an acquire that timed out but won on the store left the
+/// candidate following itself until its own orphaned lease expired.
+#[tokio::test(start_paused = true)]
+async fn timed_out_acquire_that_won_is_given_back() {
+    let store = MemoryStore::race();
+    // The first acquire is answered after 7 s, beyond the 6 s renew
+    // deadline; later calls are answered at once.
+    store.set_reply_delay(secs(7));
+    let s = store.clone();
+    tokio::spawn(async move {
+        sleep(Duration::from_millis(1)).await;
+        s.set_reply_delay(Duration::ZERO);
+    });
+    let a = candidate(&store, "a");
+    let start = Instant::now();
+    let la = a.campaign().await.unwrap();
+    let took = Instant::now() - start;
+    assert!(
+        took < secs(8),
+        "won after {took:?}: the orphaned lease was not released"
+    );
+    assert_eq!(la.token().get(), 2, "the first, abandoned win had token 1");
+}
+
+/// Regression: shutting down during an acquire that then won left the lease
+/// to expire by its ttl instead of releasing it.
+#[tokio::test(start_paused = true)]
+async fn shutdown_during_an_acquire_releases_what_it_won() {
+    let store = MemoryStore::race();
+    store.set_reply_delay(secs(1));
+    let a = candidate(&store, "a");
+    let campaign = tokio::spawn({
+        let a = a.clone();
+        async move { a.campaign().await }
+    });
+    sleep(Duration::from_millis(500)).await;
+    a.shutdown().await;
+    assert!(matches!(
+        campaign.await.unwrap(),
+        Err(CampaignError::Shutdown)
+    ));
+    store.set_reply_delay(Duration::ZERO);
+    assert_eq!(store.current_leader(&jobs()).await.unwrap(), None);
+    assert_eq!(store.stats().releases, 1);
 }

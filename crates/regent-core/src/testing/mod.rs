@@ -35,8 +35,9 @@ pub trait Harness: Send + Sync {
     /// same data.
     fn store(&self) -> impl Future<Output = Self::Store> + Send;
 
-    /// A store configured for an engine that cannot be reached (a closed
-    /// port): its calls must fail with a transient error.
+    /// A store whose engine cannot be reached or answers "busy" (a closed
+    /// port, a file locked by another process): its acquire must fail with a
+    /// transient error.
     fn unreachable_store(&self) -> impl Future<Output = Self::Store> + Send;
 
     /// The ttl the checks use: at least the store's minimum, as short as the
@@ -186,6 +187,8 @@ pub async fn run_checks<H: Harness>(h: &H) -> Vec<Failure> {
     check!(token_grows_across_release_expiry_and_deletion);
     check!(renew_extends_own_lease);
     check!(renew_after_loss_reports_lost);
+    check!(lease_lasts_the_full_ttl);
+    check!(expired_lease_is_not_revived_by_renew);
     check!(release_frees_only_own_lease);
     check!(concurrent_acquires_have_one_winner);
     check!(watch_sees_acquire_release_and_expiry);
@@ -194,6 +197,7 @@ pub async fn run_checks<H: Harness>(h: &H) -> Vec<Failure> {
     let style = ctx(h, "style").await.store.info().style;
     if style == StoreStyle::Queue {
         check!(queue_passes_to_next_in_line);
+        check!(queue_win_restarts_the_ttl);
     }
     failures
 }
@@ -356,6 +360,69 @@ async fn renew_after_loss_reports_lost<H: Harness>(c: &Ctx<'_, H>) -> Check {
     let r = ok("renew of d", c.store.renew(&d).await)?;
     ensure!(r == Renewal::Lost, "renew after deletion: {r:?}");
     ok("release d", c.store.release(&d).await)
+}
+
+/// The timing contract: a lease holds for its whole ttl after the acquire
+/// or renewal (the holder's deadline depends on it).
+async fn lease_lasts_the_full_ttl<H: Harness>(c: &Ctx<'_, H>) -> Check {
+    let a = c.win("a").await?;
+    for what in ["acquire", "renewal"] {
+        tokio::time::sleep(c.ttl.mul_f64(0.9)).await;
+        match c.acquire("b").await? {
+            Acquire::Won(_) => return Err(format!("b won 0.9 ttl after a's {what}")),
+            Acquire::Held { queued, .. } => {
+                if let Some(q) = queued {
+                    ok("release", c.store.release(&q).await)?;
+                }
+            }
+        }
+        let r = ok("renew", c.store.renew(&a).await)?;
+        ensure!(
+            r == Renewal::Renewed,
+            "a's lease was gone 0.9 ttl after its {what}: {r:?}"
+        );
+    }
+    ok("release", c.store.release(&a).await)
+}
+
+/// Item 3: renewing a lease that expired, even if nobody took over, is
+/// lost: an expired lease is never revived.
+async fn expired_lease_is_not_revived_by_renew<H: Harness>(c: &Ctx<'_, H>) -> Check {
+    let a = c.win("a").await?;
+    c.wait_expiry().await;
+    let r = ok("renew", c.store.renew(&a).await)?;
+    ensure!(r == Renewal::Lost, "renew of an expired lease: {r:?}");
+    ensure!(c.leader().await?.is_none(), "an expired lease still leads");
+    let _ = c.store.release(&a).await;
+    Ok(())
+}
+
+/// Queue stores: a `Won` for a queued place restarts its ttl in the same
+/// call, as the contract requires (the holder measures from that call).
+async fn queue_win_restarts_the_ttl<H: Harness>(c: &Ctx<'_, H>) -> Check {
+    let a = c.win("a").await?;
+    let Acquire::Held {
+        queued: Some(qb), ..
+    } = c.acquire("b").await?
+    else {
+        return Err("b was not queued".into());
+    };
+    tokio::time::sleep(c.ttl.mul_f64(0.6)).await;
+    ok("release a", c.store.release(&a).await)?;
+    let Acquire::Won(b) = ok(
+        "acquire by b",
+        c.store.try_acquire(&c.req("b"), Some(&qb)).await,
+    )?
+    else {
+        return Err("b did not win after a left".into());
+    };
+    tokio::time::sleep(c.ttl.mul_f64(0.6)).await;
+    let r = ok("renew b", c.store.renew(&b).await)?;
+    ensure!(
+        r == Renewal::Renewed,
+        "b's lease lapsed 1.2 ttl after queueing: Won did not restart the ttl"
+    );
+    ok("release b", c.store.release(&b).await)
 }
 
 /// Item 4: release frees only the caller's own lease, and twice is harmless.

@@ -6,7 +6,8 @@
 //! the same resource, because every term carries a fencing token.
 //!
 //! This crate is the facade: it re-exports [`regent_core`] and, behind one
-//! feature per backend, the store crates as they land.
+//! feature per backend, the store crates: `sqlite` (default) as
+//! [`sqlite`]; etcd, Consul, ZooKeeper and Azure Blob as they land.
 //!
 //! ```
 //! use std::time::Duration;
@@ -16,7 +17,7 @@
 //! # #[tokio::main(flavor = "current_thread", start_paused = true)]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let candidate = Candidate::builder(
-//!     MemoryStore::race(), // a real deployment uses SQLite, etcd, Consul, ...
+//!     MemoryStore::race(), // in production: regent::sqlite::SqliteStore, etcd, ...
 //!     ElectionName::new("report-scheduler")?,
 //!     HolderId::new("host-a")?,
 //! )
@@ -42,3 +43,8 @@
 //! fencing contract.
 
 pub use regent_core::*;
+
+/// The embedded default store (feature `sqlite`, on by default): leases in
+/// one SQLite file shared by the processes of one host.
+#[cfg(feature = "sqlite")]
+pub use regent_sqlite as sqlite;

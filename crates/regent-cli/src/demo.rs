@@ -25,29 +25,68 @@ const ELECTION: &str = "demo";
 
 #[derive(Debug, Args)]
 pub(crate) struct TaskArgs {
-    /// Where to append "start ID TOKEN MONO_NS" when the task starts.
+    /// Where to append "start ID TOKEN MONO_NS PID" when the task starts.
     #[arg(long)]
     pub(crate) log: PathBuf,
+    /// Also append "stop ID TOKEN MONO_NS PID" when SIGTERM arrives, then
+    /// die by it. The end-to-end tests use it to time the stop of a term.
+    #[arg(long)]
+    pub(crate) log_stop: bool,
 }
 
 /// The demo's leader task: notes when it started (on CLOCK_MONOTONIC, the
 /// clock the demo measures failures with), then works until stopped.
+///
+/// The log lines are `EVENT ID TOKEN MONO_NS PID`; readers take the fields
+/// they know from the left (the demo reads the first four of "start").
 pub(crate) fn task_main(args: TaskArgs) -> ExitCode {
     let id = std::env::var("REGENT_LEADER_ID").unwrap_or_default();
     let token = std::env::var("REGENT_FENCING_TOKEN").unwrap_or_default();
-    let line = format!("start {id} {token} {}\n", mono_ns());
-    let written = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&args.log)
-        .and_then(|mut f| f.write_all(line.as_bytes()));
-    if let Err(e) = written {
+    let pid = std::process::id();
+    // Armed before the start line is written: a SIGTERM that follows the
+    // start at once must still be logged.
+    let stops = if args.log_stop {
+        match signal_hook::iterator::Signals::new([signal_hook::consts::SIGTERM]) {
+            Ok(s) => Some(s),
+            Err(e) => {
+                eprintln!("demo task: cannot catch SIGTERM: {e}");
+                return ExitCode::from(1);
+            }
+        }
+    } else {
+        None
+    };
+    if let Err(e) = append(
+        &args.log,
+        &format!("start {id} {token} {} {pid}\n", mono_ns()),
+    ) {
         eprintln!("demo task: cannot write {}: {e}", args.log.display());
         return ExitCode::from(1);
     }
-    loop {
-        std::thread::sleep(Duration::from_millis(200));
+    match stops {
+        Some(mut stops) => {
+            if stops.forever().next().is_some() {
+                let line = format!("stop {id} {token} {} {pid}\n", mono_ns());
+                if let Err(e) = append(&args.log, &line) {
+                    eprintln!("demo task: cannot write {}: {e}", args.log.display());
+                }
+                let _ =
+                    signal_hook::low_level::emulate_default_handler(signal_hook::consts::SIGTERM);
+            }
+            ExitCode::from(128 + 15)
+        }
+        None => loop {
+            std::thread::sleep(Duration::from_millis(200));
+        },
     }
+}
+
+fn append(log: &Path, line: &str) -> std::io::Result<()> {
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+        .and_then(|mut f| f.write_all(line.as_bytes()))
 }
 
 struct Start {
@@ -338,4 +377,34 @@ fn print_table(failovers: &[Failover]) {
     }
     println!();
     println!("Tokens only grow: every new leader's token is above the one it replaced.");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The task's log lines grew a PID field and "stop" lines; the demo
+    /// must still read the starts, old format or new.
+    #[test]
+    fn read_starts_takes_old_and_new_lines_and_skips_stops() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("starts.log");
+        std::fs::write(
+            &log,
+            "start a 1 100\nstart b 2 200 4242\nstop b 2 300 4242\nstart c 3 400 77\n",
+        )
+        .unwrap();
+        let starts: Vec<_> = read_starts(&log)
+            .into_iter()
+            .map(|s| (s.id, s.token, s.at_ns))
+            .collect();
+        assert_eq!(
+            starts,
+            [
+                ("a".to_owned(), 1, 100),
+                ("b".to_owned(), 2, 200),
+                ("c".to_owned(), 3, 400)
+            ]
+        );
+    }
 }

@@ -31,6 +31,9 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
         )
         .with_writer(std::io::stderr)
+        // Colour only for a person at a terminal: escape codes would litter
+        // log files and the journal.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     // One thread: the shim is spawned from the main thread, which lives as
     // long as the process, so the shim's parent-death signal cannot fire

@@ -2,15 +2,19 @@
 //! when leadership ends, campaign again.
 
 use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::process::ExitStatusExt;
 use std::process::Stdio;
 use std::time::Duration;
 
 use regent_core::{
-    BoxStore, CampaignError, Candidate, CandidateBuilder, EndReason, HolderId, Leadership,
-    LeaseStore,
+    BoxStore, CampaignError, Candidate, CandidateBuilder, ConfigError, EndReason, HolderId,
+    Leadership, LeaseStore,
 };
+use rustix::process::Pid;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::process::{Child, ChildStdin, Command};
+use tokio::net::UnixStream;
+use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::process::{Child, Command};
 use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio::time::{Instant, sleep_until};
 
@@ -91,11 +95,7 @@ pub(crate) async fn run(args: RunArgs) -> Result<u8, CliError> {
         &args,
     )
     .build()
-    .map_err(|e| {
-        CliError::usage(format!(
-            "invalid timing (--ttl, --renew-every, --renew-deadline, --grace): {e}"
-        ))
-    })?;
+    .map_err(|e| timing_error(&e, &args))?;
 
     let mut stops = Stops::new(args.lifeline_stdin)?;
     let store = tokio::select! {
@@ -104,7 +104,7 @@ pub(crate) async fn run(args: RunArgs) -> Result<u8, CliError> {
     };
     let candidate = configure(Candidate::builder(store, election, holder), &args)
         .build()
-        .map_err(|e| CliError::usage(format!("invalid timing: {e}")))?;
+        .map_err(|e| timing_error(&e, &args))?;
     tracing::info!("{}", candidate.explain());
 
     loop {
@@ -149,6 +149,47 @@ fn configure<S: LeaseStore>(builder: CandidateBuilder<S>, args: &RunArgs) -> Can
     builder
 }
 
+/// A broken timing rule as a usage error that starts with the flags the
+/// rule involves, each with its value or "default", so that the user knows
+/// which flag to change even when the other side of the rule is a default
+/// derived from --ttl.
+fn timing_error(e: &ConfigError, args: &RunArgs) -> CliError {
+    // Debug prints zero as "0ns"; the user typed "0s" or "0ms".
+    let show = |d: Duration| {
+        if d.is_zero() {
+            "0s".to_owned()
+        } else {
+            format!("{d:?}")
+        }
+    };
+    let ttl = format!("--ttl {}", show(args.ttl));
+    let flag = |name: &str, given: Option<Duration>, default: &str| match given {
+        Some(d) => format!("{name} {}", show(d)),
+        None => format!("{name} (default {default})"),
+    };
+    let every = || flag("--renew-every", args.renew_every, "ttl/5");
+    let deadline = || flag("--renew-deadline", args.renew_deadline, "3*ttl/5");
+    let flags = match e {
+        ConfigError::Zero { what: "ttl" } => ttl,
+        ConfigError::Zero {
+            what: "renew interval" | "retry interval",
+        } => every(),
+        ConfigError::Zero {
+            what: "renew deadline",
+        } => deadline(),
+        ConfigError::DeadlineNotBelowTtl { .. } => format!("{}, {ttl}", deadline()),
+        ConfigError::IntervalNotBelowDeadline { .. } => format!("{}, {}", every(), deadline()),
+        ConfigError::GraceTooLong { .. } => format!(
+            "{}, {}, {ttl}",
+            flag("--grace", args.grace, "2s or what fits"),
+            deadline()
+        ),
+        ConfigError::TtlTooLong { .. } | ConfigError::TtlBelowStoreMinimum { .. } => ttl,
+        _ => "invalid timing (--ttl, --renew-every, --renew-deadline, --grace)".to_owned(),
+    };
+    CliError::usage(format!("{flags}: {e}"))
+}
+
 /// One term: CMD runs under the shim until it exits, leadership ends, the
 /// task goes silent, or a signal arrives.
 async fn lead(
@@ -164,7 +205,7 @@ async fn lead(
         Some(_) => Some(heartbeat_pipe()?),
         None => None,
     };
-    let mut shim = spawn_shim(
+    let (mut shim, control) = spawn_shim(
         candidate,
         &leadership,
         args,
@@ -179,17 +220,27 @@ async fn lead(
         ),
         None => None,
     };
-    let mut control = shim.stdin.take();
+    let (reports, control) = control.into_split();
+    let mut control = Some(control);
     let mut last_beat = Instant::now();
     let health = args.health_timeout;
     let end = loop {
         let silent_at = health.map(|h| last_beat + h);
         tokio::select! {
             status = shim.wait() => {
-                let code = match status {
-                    Ok(s) => exit_code(s),
-                    Err(e) => return Err(CliError::failure(format!("waiting for the command: {e}"))),
-                };
+                let status = status
+                    .map_err(|e| CliError::failure(format!("waiting for the command: {e}")))?;
+                if status.signal().is_some() {
+                    // The shim died without stopping CMD (it stops it before
+                    // any exit of its own): CMD's group runs on, orphaned.
+                    eprintln!("regent: the command's supervisor died ({status}); stopping the command");
+                    match cmd_group(&reports) {
+                        Some(pgid) => stop_orphaned_group(pgid, grace).await,
+                        None => eprintln!("regent: the supervisor never reported the command's process group"),
+                    }
+                    break TermEnd::Lost;
+                }
+                let code = exit_code(status);
                 if code == STOPPED_BY_SHIM && leadership.check().is_err() {
                     // The dead-man's switch fired while regent was stalled.
                     break TermEnd::Lost;
@@ -227,7 +278,17 @@ async fn lead(
         // signal exits at once (the shim then cleans up on its own).
         let bound = grace + Duration::from_secs(3);
         tokio::select! {
-            _ = tokio::time::timeout(bound, shim.wait()) => {}
+            r = tokio::time::timeout(bound, shim.wait()) => if r.is_err() {
+                // The shim is stuck (stopped, hung): CMD may still run, and
+                // the lease must not go before it stops. End both here.
+                eprintln!("regent: the command's supervisor did not stop the command within {bound:?}; killing both");
+                let _ = shim.start_kill();
+                match cmd_group(&reports) {
+                    Some(pgid) => stop_orphaned_group(pgid, Duration::ZERO).await,
+                    None => eprintln!("regent: the supervisor never reported the command's process group"),
+                }
+                let _ = shim.wait().await;
+            },
             () = stops.next() => std::process::exit(130),
         }
     }
@@ -239,7 +300,43 @@ async fn lead(
     Ok(end)
 }
 
-async fn send(control: &mut Option<ChildStdin>, line: &str) {
+/// CMD's process group, as the shim reported it (`G <pgid>`) on the
+/// control socket; read without waiting, after the shim has exited.
+fn cmd_group(reports: &OwnedReadHalf) -> Option<Pid> {
+    let mut text = Vec::new();
+    let mut buf = [0u8; 256];
+    while let Ok(n) = reports.try_read(&mut buf) {
+        if n == 0 {
+            break;
+        }
+        text.extend_from_slice(&buf[..n]);
+    }
+    String::from_utf8_lossy(&text)
+        .lines()
+        .find_map(|l| l.strip_prefix("G ")?.trim().parse().ok())
+        .and_then(Pid::from_raw)
+}
+
+/// What the shim would have done: SIGTERM to the group, `grace` for it to
+/// empty, then SIGKILL.
+async fn stop_orphaned_group(pgid: Pid, grace: Duration) {
+    use rustix::process::{Signal, kill_process_group, test_kill_process_group};
+    let gone = || test_kill_process_group(pgid).is_err();
+    if kill_process_group(pgid, Signal::TERM).is_err() {
+        return;
+    }
+    let until = Instant::now() + grace;
+    while Instant::now() < until && !gone() {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let until = Instant::now() + Duration::from_secs(2);
+    while Instant::now() < until && !gone() {
+        let _ = kill_process_group(pgid, Signal::KILL);
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+async fn send(control: &mut Option<OwnedWriteHalf>, line: &str) {
     if let Some(c) = control {
         if c.write_all(line.as_bytes()).await.is_err() {
             *control = None;
@@ -277,17 +374,44 @@ fn heartbeat_pipe() -> Result<(OwnedFd, OwnedFd), CliError> {
     Ok((read, write))
 }
 
+/// The binary to start the shim from: the running image itself, through
+/// `/proc/self/exe` (the forked child resolves it to the same image). The
+/// path `current_exe()` names stops existing when the file is replaced —
+/// as any package upgrade does — and every running `regent run` then failed
+/// at its next term; a newer binary there might not speak this one's shim
+/// protocol anyway.
+fn own_exe() -> Result<std::path::PathBuf, CliError> {
+    let running = std::path::Path::new("/proc/self/exe");
+    if running.exists() {
+        return Ok(running.to_owned());
+    }
+    std::env::current_exe()
+        .map_err(|e| CliError::failure(format!("cannot find regent's own binary: {e}")))
+}
+
+/// Starts the shim for one term; returns it and regent's end of the
+/// control socket (the shim's stdin).
 fn spawn_shim(
     candidate: &Candidate<BoxStore>,
     leadership: &Leadership,
     args: &RunArgs,
     deadline_ns: u64,
     heartbeat: Option<&OwnedFd>,
-) -> Result<Child, CliError> {
-    let exe = std::env::current_exe()
-        .map_err(|e| CliError::failure(format!("cannot find regent's own binary: {e}")))?;
+) -> Result<(Child, UnixStream), CliError> {
+    let (ours, theirs) = std::os::unix::net::UnixStream::pair()
+        .map_err(|e| CliError::failure(format!("control socket: {e}")))?;
+    ours.set_nonblocking(true)
+        .map_err(|e| CliError::failure(format!("control socket: {e}")))?;
+    let ours = UnixStream::from_std(ours)
+        .map_err(|e| CliError::failure(format!("control socket: {e}")))?;
     let grace_ms = u64::try_from(candidate.timing().grace.as_millis()).unwrap_or(u64::MAX);
-    let mut cmd = Command::new(exe);
+    let mut cmd = Command::new(own_exe()?);
+    // What `ps` shows, instead of /proc/self/exe.
+    cmd.arg0(
+        std::env::args_os()
+            .next()
+            .unwrap_or_else(|| "regent".into()),
+    );
     cmd.arg("__shim")
         .arg("--grace-ms")
         .arg(grace_ms.to_string())
@@ -300,17 +424,26 @@ fn spawn_shim(
         .env("REGENT_ELECTION", leadership.election().as_str())
         .env("REGENT_LEADER_ID", leadership.holder().as_str())
         .env("REGENT_FENCING_TOKEN", leadership.token().to_string())
-        .stdin(Stdio::piped())
+        .stdin(Stdio::from(OwnedFd::from(theirs)))
+        // The shim leads a process group of its own. Sharing regent's would
+        // let one job-control stop (Ctrl-Z, `kill -STOP -PGID`) freeze both
+        // regent and its dead-man's switch while CMD, in its own group, runs
+        // on past the lease; and a terminal's Ctrl-C would reach the shim
+        // as well as regent, which alone decides how CMD stops.
+        .process_group(0)
         .kill_on_drop(false);
     if let Some(fd) = heartbeat {
         cmd.env("REGENT_HEARTBEAT_FD", fd.as_raw_fd().to_string());
     }
-    cmd.spawn()
-        .map_err(|e| CliError::failure(format!("cannot start the supervisor shim: {e}")))
+    let shim = cmd
+        .spawn()
+        .map_err(|e| CliError::failure(format!("cannot start the supervisor shim: {e}")))?;
+    // `cmd` drops here with the shim's end: once regent's end closes, the
+    // shim reads EOF.
+    Ok((shim, ours))
 }
 
 fn exit_code(status: std::process::ExitStatus) -> u8 {
-    use std::os::unix::process::ExitStatusExt;
     match (status.code(), status.signal()) {
         (Some(c), _) => u8::try_from(c & 0xff).unwrap_or(1),
         (None, Some(sig)) => u8::try_from(128 + (sig & 0x7f)).unwrap_or(255),

@@ -6,9 +6,17 @@
 //! `regent` is stopped or hung.
 //!
 //! * CMD runs as the leader of a new process group; the shim is a child
-//!   subreaper, so the group's orphaned background jobs become its children
-//!   and are reaped.
-//! * `regent` holds the write end of the shim's stdin. When `regent` dies,
+//!   subreaper, so orphaned background jobs become its children and are
+//!   reaped. Stopping CMD stops the group and every such child, even a job
+//!   that left the group (`setsid`).
+//! * The shim leads a process group of its own, apart from regent's: a
+//!   job-control stop of regent's group must not freeze the dead-man's
+//!   switch too.
+//! * The shim's stdin is one end of a socket pair whose other end `regent`
+//!   holds. The shim writes `G <pgid>` (CMD's process group) on it once CMD
+//!   runs, so that `regent` can stop the group itself if the shim dies
+//!   without doing so (SIGKILL, a crash).
+//! * When `regent` dies,
 //!   however it dies, the kernel closes it and the shim reads EOF; as a
 //!   second line of defence the shim asks for `PR_SET_PDEATHSIG(SIGTERM)`
 //!   and catches it. (`regent` spawns the shim from its main thread, whose
@@ -102,6 +110,14 @@ fn run(args: &ShimArgs) -> std::io::Result<u8> {
         }
     };
     let pgid = Pid::from_child(&child);
+    // Tell regent CMD's process group, on the control socket that is also
+    // the shim's stdin: should the shim die without stopping the group
+    // (SIGKILL, a crash), regent stops it. Nothing to do if this fails:
+    // the shim is then the group's only guard, as before.
+    let _ = rustix::io::write(
+        std::io::stdin(),
+        format!("G {}\n", pgid.as_raw_nonzero()).as_bytes(),
+    );
     // From here on the shim reaps every child itself (CMD and orphans), so
     // std's handle is not used to wait.
     drop(child);
@@ -202,29 +218,81 @@ fn reap(cmd: Pid) -> Option<u8> {
     status
 }
 
-/// SIGTERM to the group, up to `grace` for it to empty, then SIGKILL.
+/// Stops CMD's work: SIGTERM to CMD's group and to every other child the
+/// shim has, up to `grace` for all of them to go, then SIGKILL.
+///
+/// "Every other child": jobs that left the group (`setsid`, a daemon's
+/// double fork) are still CMD's work, and as a child subreaper the shim
+/// inherits them as soon as their parent exits. They get their signals at
+/// the same moments as the group, so that the whole stop still fits within
+/// `grace` (the timing rules count on it); whatever is reparented to the
+/// shim meanwhile joins at once.
 fn stop_group(pgid: Pid, grace: Duration) {
-    let gone = || rustix::process::test_kill_process_group(pgid).is_err();
-    if rustix::process::kill_process_group(pgid, Signal::TERM).is_err() {
-        return;
-    }
+    let group_gone = || rustix::process::test_kill_process_group(pgid).is_err();
+    let mut termed = Vec::new();
     let start = std::time::Instant::now();
-    while start.elapsed() < grace {
+    let _ = rustix::process::kill_process_group(pgid, Signal::TERM);
+    loop {
         let _ = reap(pgid);
-        if gone() {
+        let orphans = children();
+        for &child in &orphans {
+            // Members of CMD's group had their SIGTERM: a second one would
+            // read as "exit at once" to a command that, like regent, gives
+            // a second signal that meaning.
+            let in_group = rustix::process::getpgid(Some(child)).is_ok_and(|g| g == pgid);
+            if !in_group && !termed.contains(&child) {
+                kill_with_group(child, Signal::TERM);
+                termed.push(child);
+            }
+        }
+        if group_gone() && orphans.is_empty() {
             return;
+        }
+        if start.elapsed() >= grace {
+            break;
         }
         std::thread::sleep(Duration::from_millis(10));
     }
-    let _ = rustix::process::kill_process_group(pgid, Signal::KILL);
     let start = std::time::Instant::now();
     while start.elapsed() < Duration::from_secs(2) {
+        let _ = rustix::process::kill_process_group(pgid, Signal::KILL);
+        for child in children() {
+            kill_with_group(child, Signal::KILL);
+        }
         let _ = reap(pgid);
-        if gone() {
+        if group_gone() && children().is_empty() {
             return;
         }
         std::thread::sleep(Duration::from_millis(10));
     }
+}
+
+/// Signals `pid`, and the process group it leads if it leads one (a job
+/// that called `setsid` takes its own children along).
+fn kill_with_group(pid: Pid, sig: Signal) {
+    if rustix::process::getpgid(Some(pid)).is_ok_and(|g| g == pid) {
+        let _ = rustix::process::kill_process_group(pid, sig);
+    }
+    let _ = rustix::process::kill_process(pid, sig);
+}
+
+/// The shim's live (not yet exited) children, found through /proc: CMD
+/// and the orphans it inherited as a subreaper.
+fn children() -> Vec<Pid> {
+    let me = rustix::process::getpid().as_raw_nonzero().get();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|entry| {
+        let pid: i32 = entry.ok()?.file_name().to_str()?.parse().ok()?;
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        // Fields after the command name, which may hold ") ": state ppid ...
+        let mut fields = stat.get(stat.rfind(')')? + 1..)?.split_whitespace();
+        let state = fields.next()?;
+        let ppid: i32 = fields.next()?.parse().ok()?;
+        (ppid == me && state != "Z" && state != "X").then(|| Pid::from_raw(pid))?
+    })
+    .collect()
 }
 
 /// SIGTERM, SIGINT and SIGHUP, delivered as readable bytes on a pipe.

@@ -1,0 +1,572 @@
+//! Fixtures for the end-to-end tests of the `regent` binary: a sandbox
+//! directory per test, `regent` processes that are killed with everything
+//! they started when the fixture drops (by PID and process group, never by
+//! name), the leader task's start/stop log, and bounded waits that fail with
+//! the evidence.
+//!
+//! The leader command of most tests is
+//! `sh -c 'sleep 1000 & echo $! > DIR/bg.ID.TOKEN; exec regent __demo-task --log DIR/tasks.log --log-stop'`:
+//! a background job whose death the tests check, and the hidden demo task,
+//! which appends `start ID TOKEN MONO_NS PID` when it starts and
+//! `stop ID TOKEN MONO_NS PID` when SIGTERM reaches it (CLOCK_MONOTONIC, the
+//! clock [`mono_ns`] reads here).
+
+#![allow(dead_code, unreachable_pub)] // Each test file uses a part.
+
+use std::collections::BTreeSet;
+use std::fmt::Write as _;
+use std::io::Read;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use rustix::process::{Pid, Signal};
+
+/// The binary under test.
+pub const REGENT: &str = env!("CARGO_BIN_EXE_regent");
+
+/// The election every test uses (each test has its own store file).
+pub const ELECTION: &str = "e";
+
+/// CLOCK_MONOTONIC now, in nanoseconds: the clock of the task log.
+pub fn mono_ns() -> u64 {
+    let ts = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+    u64::try_from(ts.tv_sec).unwrap() * 1_000_000_000 + u64::try_from(ts.tv_nsec).unwrap()
+}
+
+/// Nanoseconds as seconds, for messages.
+pub fn secs(ns: u64) -> f64 {
+    ns as f64 / 1e9
+}
+
+/// Polls `probe` every 10 ms until it yields a value or `within` passes;
+/// then panics with `what` and the evidence `context` gives.
+pub fn wait_for<T>(
+    within: Duration,
+    what: &str,
+    mut probe: impl FnMut() -> Option<T>,
+    context: impl FnOnce() -> String,
+) -> T {
+    let until = Instant::now() + within;
+    loop {
+        if let Some(v) = probe() {
+            return v;
+        }
+        if Instant::now() >= until {
+            panic!(
+                "timed out after {within:?} waiting for {what}\n{}",
+                context()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+// ------------------------------------------------------------------ /proc
+
+/// The fields of `/proc/PID/stat` the tests need.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stat {
+    pub state: char,
+    pub ppid: i32,
+    pub pgrp: i32,
+    /// Start time in clock ticks since boot: with the pid, it names one
+    /// process even if the pid is reused.
+    pub start: u64,
+}
+
+pub fn stat(pid: i32) -> Option<Stat> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name may hold spaces and parentheses: the fields after
+    // it start after the last ')'.
+    let rest = &text[text.rfind(')')? + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    Some(Stat {
+        state: f.first()?.chars().next()?,
+        ppid: f.get(1)?.parse().ok()?,
+        pgrp: f.get(2)?.parse().ok()?,
+        start: f.get(19)?.parse().ok()?,
+    })
+}
+
+/// The command line of `pid`, arguments joined by spaces.
+pub fn cmdline(pid: i32) -> String {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .map(|b| String::from_utf8_lossy(&b).replace('\0', " "))
+        .unwrap_or_default()
+}
+
+/// Whether `pid` is a live `regent __demo-task` (not merely a process whose
+/// arguments mention it, like the shim or `sh -c`).
+pub fn is_task(pid: i32) -> bool {
+    alive(pid)
+        && std::fs::read(format!("/proc/{pid}/cmdline"))
+            .is_ok_and(|b| b.split(|c| *c == 0).nth(1) == Some(b"__demo-task".as_slice()))
+}
+
+/// Whether `pid` exists and has not exited (zombies count as gone).
+pub fn alive(pid: i32) -> bool {
+    stat(pid).is_some_and(|s| !matches!(s.state, 'Z' | 'X' | 'x'))
+}
+
+/// Whether `pid` is alive and its command line contains `needle` (guards
+/// against a recycled pid).
+pub fn alive_as(pid: i32, needle: &str) -> bool {
+    alive(pid) && cmdline(pid).contains(needle)
+}
+
+/// Whether `pid` is stopped (SIGSTOP).
+pub fn stopped(pid: i32) -> bool {
+    stat(pid).is_some_and(|s| s.state == 'T')
+}
+
+fn all_pids() -> Vec<i32> {
+    std::fs::read_dir("/proc")
+        .map(|d| {
+            d.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Live (non-zombie) processes in process group `pgid`.
+pub fn group_members(pgid: i32) -> Vec<i32> {
+    all_pids()
+        .into_iter()
+        .filter(|&p| stat(p).is_some_and(|s| s.pgrp == pgid && !matches!(s.state, 'Z' | 'X')))
+        .collect()
+}
+
+/// Every descendant of `root` now (not `root` itself), by parent links.
+pub fn descendants(root: i32) -> Vec<i32> {
+    let table: Vec<(i32, i32)> = all_pids()
+        .into_iter()
+        .filter_map(|p| Some((p, stat(p)?.ppid)))
+        .collect();
+    let mut found = vec![root];
+    let mut i = 0;
+    while i < found.len() {
+        let parent = found[i];
+        found.extend(
+            table
+                .iter()
+                .filter(|(_, pp)| *pp == parent)
+                .map(|(p, _)| *p),
+        );
+        i += 1;
+    }
+    found.remove(0);
+    found
+}
+
+pub fn signal(pid: i32, sig: Signal) {
+    if let Some(p) = Pid::from_raw(pid) {
+        let _ = rustix::process::kill_process(p, sig);
+    }
+}
+
+pub fn signal_group(pgid: i32, sig: Signal) {
+    if let Some(p) = Pid::from_raw(pgid) {
+        let _ = rustix::process::kill_process_group(p, sig);
+    }
+}
+
+/// SIGKILLs `root`'s descendants, the process groups they lead or belong
+/// to (which reaches background jobs whose parent already died), and
+/// `root` itself. Never this test process's own group.
+pub fn kill_tree(root: i32) {
+    let own_group = rustix::process::getpgid(None).map_or(0, |p| p.as_raw_nonzero().get());
+    let mut pids = descendants(root);
+    pids.push(root);
+    let groups: BTreeSet<i32> = pids
+        .iter()
+        .filter_map(|&p| stat(p).map(|s| s.pgrp))
+        .filter(|&g| g != own_group && g > 1)
+        .collect();
+    for g in groups {
+        signal_group(g, Signal::KILL);
+    }
+    for p in pids {
+        signal(p, Signal::KILL);
+    }
+}
+
+// ------------------------------------------------------------------ task log
+
+/// A line of the task log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Event {
+    /// "start" or "stop".
+    pub kind: String,
+    pub id: String,
+    pub token: u64,
+    pub mono_ns: u64,
+    pub pid: i32,
+}
+
+pub fn read_events(log: &Path) -> Vec<Event> {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    text.lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            Some(Event {
+                kind: f.first()?.to_string(),
+                id: f.get(1)?.to_string(),
+                token: f.get(2)?.parse().ok()?,
+                mono_ns: f.get(3)?.parse().ok()?,
+                pid: f.get(4)?.parse().ok()?,
+            })
+        })
+        .collect()
+}
+
+// ------------------------------------------------------------------ sandbox
+
+/// A temporary directory with a store, a task log and the candidates
+/// started in it. Dropping it kills every candidate's process tree.
+pub struct Sandbox {
+    dir: tempfile::TempDir,
+    regents: Vec<Regent>,
+}
+
+impl Sandbox {
+    pub fn new() -> Self {
+        Self {
+            dir: tempfile::Builder::new()
+                .prefix("regent-e2e-")
+                .tempdir()
+                .expect("temporary directory"),
+            regents: Vec::new(),
+        }
+    }
+
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// `sqlite:DIR/e.db`.
+    pub fn store(&self) -> String {
+        format!("sqlite:{}", self.path("e.db").display())
+    }
+
+    pub fn log(&self) -> PathBuf {
+        self.path("tasks.log")
+    }
+
+    pub fn events(&self) -> Vec<Event> {
+        read_events(&self.log())
+    }
+
+    pub fn starts(&self) -> Vec<Event> {
+        self.events()
+            .into_iter()
+            .filter(|e| e.kind == "start")
+            .collect()
+    }
+
+    /// The stop line of the term `(id, token)`, if written.
+    pub fn stop_of(&self, id: &str, token: u64) -> Option<Event> {
+        self.events()
+            .into_iter()
+            .find(|e| e.kind == "stop" && e.id == id && e.token == token)
+    }
+
+    /// The first start with a token above `token`.
+    pub fn start_after(&self, token: u64) -> Option<Event> {
+        self.starts().into_iter().find(|e| e.token > token)
+    }
+
+    /// The pid of the background job the term `(id, token)` started.
+    pub fn bg_pid(&self, id: &str, token: u64) -> i32 {
+        let f = self.path(&format!("bg.{id}.{token}"));
+        std::fs::read_to_string(&f)
+            .unwrap_or_else(|e| panic!("{}: {e}", f.display()))
+            .trim()
+            .parse()
+            .expect("a pid")
+    }
+
+    /// The leader command: a background job, then the demo task.
+    pub fn task_cmd(&self) -> Vec<String> {
+        let script = format!(
+            "sleep 1000 & echo $! > '{dir}'/bg.$REGENT_LEADER_ID.$REGENT_FENCING_TOKEN; \
+             exec '{REGENT}' __demo-task --log '{log}' --log-stop",
+            dir = self.dir.path().display(),
+            log = self.log().display(),
+        );
+        vec!["sh".into(), "-c".into(), script]
+    }
+
+    /// Starts `regent run --id ID --ttl TTL [extra] -- task_cmd`.
+    pub fn candidate(&mut self, id: &str, ttl: &str, extra: &[&str]) -> usize {
+        let mut args: Vec<String> = [
+            "run",
+            "--store",
+            &self.store(),
+            "--election",
+            ELECTION,
+            "--id",
+            id,
+            "--ttl",
+            ttl,
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        args.extend(extra.iter().map(|s| s.to_string()));
+        args.push("--".into());
+        args.extend(self.task_cmd());
+        self.spawn(id, &args)
+    }
+
+    /// Starts `regent ARGS` as the fixture `name` (its output goes to
+    /// DIR/NAME.out and DIR/NAME.err). Returns its index for [`Self::regent`].
+    pub fn spawn(&mut self, name: &str, args: &[String]) -> usize {
+        self.spawn_from(name, Path::new(REGENT), args)
+    }
+
+    /// [`Self::spawn`] with another copy of the binary.
+    pub fn spawn_from(&mut self, name: &str, program: &Path, args: &[String]) -> usize {
+        let r = Regent::spawn(name, program, self.dir.path(), args);
+        self.regents.push(r);
+        self.regents.len() - 1
+    }
+
+    pub fn regent(&mut self, i: usize) -> &mut Regent {
+        &mut self.regents[i]
+    }
+
+    /// The fixture whose id is `id`.
+    pub fn by_id(&mut self, id: &str) -> &mut Regent {
+        self.regents
+            .iter_mut()
+            .find(|r| r.name == id)
+            .unwrap_or_else(|| panic!("no candidate {id}"))
+    }
+
+    /// Waits for the first leader task to start.
+    pub fn first_start(&self, within: Duration) -> Event {
+        wait_for(
+            within,
+            "a leader task to start",
+            || self.starts().into_iter().next(),
+            || self.report(),
+        )
+    }
+
+    /// Everything a failing test should show: the task log and each
+    /// candidate's stderr.
+    pub fn report(&self) -> String {
+        let mut s = format!(
+            "--- task log (now {:.3}s)\n{}",
+            secs(mono_ns()),
+            std::fs::read_to_string(self.log()).unwrap_or_default()
+        );
+        for r in &self.regents {
+            let _ = write!(s, "--- {} (pid {}) stderr\n{}", r.name, r.pid, r.stderr());
+        }
+        s
+    }
+
+    /// `regent status --json` on this sandbox's store.
+    pub fn status(&self) -> serde_json::Value {
+        let out = run_bounded(
+            &[
+                "status",
+                "--store",
+                &self.store(),
+                "--election",
+                ELECTION,
+                "--json",
+            ],
+            Duration::from_secs(15),
+        );
+        assert_eq!(out.code, Some(0), "regent status failed: {}", out.stderr);
+        serde_json::from_str(out.stdout.trim())
+            .unwrap_or_else(|e| panic!("status printed {:?}: {e}", out.stdout))
+    }
+}
+
+impl Drop for Sandbox {
+    fn drop(&mut self) {
+        // Regents drop first (kill their trees); then any task group from
+        // the log that outlived its regent, if it is still a demo task.
+        self.regents.clear();
+        for e in self.events() {
+            if is_task(e.pid) && stat(e.pid).is_some_and(|s| s.pgrp == e.pid) {
+                signal_group(e.pid, Signal::KILL);
+            }
+        }
+    }
+}
+
+// ------------------------------------------------------------------ regent
+
+/// A `regent` process started in its own process group. Dropping it kills
+/// its whole tree.
+pub struct Regent {
+    pub name: String,
+    pub pid: i32,
+    child: Child,
+    err: PathBuf,
+    status: Option<ExitStatus>,
+}
+
+impl Regent {
+    fn spawn(name: &str, program: &Path, dir: &Path, args: &[String]) -> Self {
+        let out = std::fs::File::create(dir.join(format!("{name}.out"))).expect("out file");
+        let err_path = dir.join(format!("{name}.err"));
+        let err = std::fs::File::create(&err_path).expect("err file");
+        let child = Command::new(program)
+            .args(args)
+            .env("REGENT_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .process_group(0)
+            .spawn()
+            .expect("spawn regent");
+        Self {
+            name: name.to_owned(),
+            pid: i32::try_from(child.id()).unwrap(),
+            child,
+            err: err_path,
+            status: None,
+        }
+    }
+
+    pub fn stderr(&self) -> String {
+        std::fs::read_to_string(&self.err).unwrap_or_default()
+    }
+
+    pub fn signal(&self, sig: Signal) {
+        signal(self.pid, sig);
+    }
+
+    /// The shim this regent runs now, if any.
+    pub fn shim(&self) -> Option<i32> {
+        descendants(self.pid)
+            .into_iter()
+            .find(|&p| stat(p).is_some_and(|s| s.ppid == self.pid) && cmdline(p).contains("__shim"))
+    }
+
+    /// The exit status if the process has exited (reaping it).
+    pub fn try_status(&mut self) -> Option<ExitStatus> {
+        if self.status.is_none() {
+            self.status = self.child.try_wait().expect("try_wait");
+        }
+        self.status
+    }
+
+    pub fn running(&mut self) -> bool {
+        self.try_status().is_none()
+    }
+
+    /// Waits up to `within` for the process to exit.
+    pub fn wait_exit(&mut self, within: Duration) -> ExitStatus {
+        let name = self.name.clone();
+        let err = self.err.clone();
+        wait_for(
+            within,
+            &format!("regent {name} to exit"),
+            || self.try_status(),
+            || {
+                format!(
+                    "--- {name} stderr\n{}",
+                    std::fs::read_to_string(err).unwrap_or_default()
+                )
+            },
+        )
+    }
+}
+
+impl Drop for Regent {
+    fn drop(&mut self) {
+        if self.try_status().is_none() {
+            kill_tree(self.pid);
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+// ------------------------------------------------------------------ one-shot runs
+
+/// What a bounded run of `regent` produced.
+#[derive(Debug)]
+pub struct Output {
+    pub code: Option<i32>,
+    pub signal: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+    pub took: Duration,
+}
+
+/// Runs `regent ARGS` to its end, or kills its tree after `within` and
+/// panics.
+pub fn run_bounded(args: &[&str], within: Duration) -> Output {
+    run_bounded_env(args, &[], within)
+}
+
+pub fn run_bounded_env(args: &[&str], env: &[(&str, &str)], within: Duration) -> Output {
+    use std::io::{Seek, SeekFrom};
+    use std::os::unix::process::ExitStatusExt;
+    // Files, not pipes: a process that outlives regent (the very thing some
+    // tests look for) would hold a pipe open and hang the reader.
+    let mut out = tempfile::tempfile().expect("stdout file");
+    let mut err = tempfile::tempfile().expect("stderr file");
+    let started = Instant::now();
+    let mut child = Command::new(REGENT)
+        .args(args)
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .stdout(out.try_clone().expect("clone"))
+        .stderr(err.try_clone().expect("clone"))
+        .process_group(0)
+        .spawn()
+        .expect("spawn regent");
+    let pid = i32::try_from(child.id()).unwrap();
+    let read_back = |f: &mut std::fs::File| {
+        let mut s = String::new();
+        f.seek(SeekFrom::Start(0)).expect("seek");
+        f.read_to_string(&mut s).expect("read output");
+        s
+    };
+    let status = loop {
+        if let Some(st) = child.try_wait().expect("try_wait") {
+            break st;
+        }
+        if started.elapsed() > within {
+            kill_tree(pid);
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "regent {args:?} did not finish within {within:?}; stderr:\n{}",
+                read_back(&mut err)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let took = started.elapsed();
+    Output {
+        code: status.code(),
+        signal: status.signal(),
+        stdout: read_back(&mut out),
+        stderr: read_back(&mut err),
+        took,
+    }
+}
+
+/// Asserts the strict growth of fencing tokens in the order the tasks
+/// started.
+pub fn assert_tokens_increase(starts: &[Event], report: &str) {
+    for w in starts.windows(2) {
+        assert!(
+            w[1].token > w[0].token,
+            "fencing tokens did not strictly increase: {} then {}\n{report}",
+            w[0].token,
+            w[1].token
+        );
+    }
+}

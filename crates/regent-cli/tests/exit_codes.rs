@@ -1,0 +1,163 @@
+//! `regent run`'s exit status: the command's own with `--restart never`
+//! (128+signal if killed, 127 if it cannot start), 0 after a clean end or a
+//! stop signal.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::*;
+use rustix::process::Signal;
+
+/// `regent run --store sqlite:DIR/e.db --election e --ttl 2s EXTRA -- CMD`.
+fn run_args(dir: &tempfile::TempDir, extra: &[&str], cmd: &[&str]) -> Vec<String> {
+    let mut args: Vec<String> = [
+        "run",
+        "--store",
+        &format!("sqlite:{}", dir.path().join("e.db").display()),
+        "--election",
+        ELECTION,
+        "--ttl",
+        "2s",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    args.extend(extra.iter().map(|s| s.to_string()));
+    args.push("--".into());
+    args.extend(cmd.iter().map(|s| s.to_string()));
+    args
+}
+
+fn run(extra: &[&str], cmd: &[&str]) -> Output {
+    let dir = tempfile::tempdir().unwrap();
+    let args = run_args(&dir, extra, cmd);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = run_bounded(&args, Duration::from_secs(15));
+    assert!(!out.stderr.contains("panicked"), "{}", out.stderr);
+    out
+}
+
+#[test]
+fn restart_never_exits_with_the_commands_status() {
+    let out = run(&["--restart", "never"], &["sh", "-c", "exit 7"]);
+    assert_eq!(out.code, Some(7), "{}", out.stderr);
+}
+
+#[test]
+fn restart_never_exits_128_plus_the_signal_that_killed_the_command() {
+    let out = run(&["--restart", "never"], &["sh", "-c", "kill -9 $$"]);
+    assert_eq!(out.code, Some(128 + 9), "{}", out.stderr);
+    let out = run(&["--restart", "never"], &["sh", "-c", "kill -TERM $$"]);
+    assert_eq!(out.code, Some(128 + 15), "{}", out.stderr);
+}
+
+#[test]
+fn restart_on_failure_ends_with_0_after_a_clean_exit() {
+    let out = run(&["--restart", "on-failure"], &["true"]);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+}
+
+#[test]
+fn a_command_that_does_not_exist_exits_127_naming_it() {
+    let out = run(&["--restart", "never"], &["/nonexistent/regent-e2e-cmd"]);
+    assert_eq!(out.code, Some(127), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("/nonexistent/regent-e2e-cmd"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn restart_on_failure_runs_a_failing_command_again() {
+    let mut sb = Sandbox::new();
+    let runs = sb.path("runs");
+    let script = format!("echo $REGENT_FENCING_TOKEN >> '{}'; exit 3", runs.display());
+    let store = sb.store();
+    let i = sb.spawn(
+        "c1",
+        &[
+            "run",
+            "--store",
+            &store,
+            "--election",
+            ELECTION,
+            "--ttl",
+            "2s",
+            "--restart",
+            "on-failure",
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ]
+        .map(String::from),
+    );
+    let tokens: Vec<u64> = wait_for(
+        Duration::from_secs(10),
+        "three runs of the failing command",
+        || {
+            let t: Vec<u64> = std::fs::read_to_string(&runs)
+                .unwrap_or_default()
+                .lines()
+                .filter_map(|l| l.trim().parse().ok())
+                .collect();
+            (t.len() >= 3).then_some(t)
+        },
+        || sb.report(),
+    );
+    // Each run is a new term with a new token.
+    assert!(tokens.windows(2).all(|w| w[1] > w[0]), "tokens {tokens:?}");
+    sb.regent(i).signal(Signal::TERM);
+    let status = sb.regent(i).wait_exit(Duration::from_secs(5));
+    assert_eq!(status.code(), Some(0));
+}
+
+/// On SIGTERM regent stops the command (SIGTERM, grace, SIGKILL); a second
+/// signal makes it exit at once, and the shim still finishes the stop.
+#[test]
+fn a_second_signal_exits_at_once_and_the_command_still_dies() {
+    let mut sb = Sandbox::new();
+    let store = sb.store();
+    let log = sb.log();
+    // The task ignores SIGTERM (inherited SIG_IGN), so only SIGKILL after
+    // the grace of 2 s ends it.
+    let script = format!(
+        "trap '' TERM; exec '{REGENT}' __demo-task --log '{}'",
+        log.display()
+    );
+    let i = sb.spawn(
+        "c1",
+        &[
+            "run",
+            "--store",
+            &store,
+            "--election",
+            ELECTION,
+            "--ttl",
+            "10s",
+            "--grace",
+            "2s",
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ]
+        .map(String::from),
+    );
+    let task = sb.first_start(Duration::from_secs(10));
+    sb.regent(i).signal(Signal::TERM);
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(sb.regent(i).running(), "regent did not wait for the grace");
+    let second = Instant::now();
+    sb.regent(i).signal(Signal::TERM);
+    sb.regent(i).wait_exit(Duration::from_millis(800));
+    eprintln!("second signal: exit after {:?}", second.elapsed());
+    wait_for(
+        Duration::from_secs(4),
+        "the task that ignores SIGTERM to be SIGKILLed after the grace",
+        || (!alive(task.pid) && group_members(task.pid).is_empty()).then_some(()),
+        || sb.report(),
+    );
+}

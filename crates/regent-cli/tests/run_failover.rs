@@ -1,0 +1,318 @@
+//! `regent run` with several real candidates on one SQLite store: one runs
+//! the command; kill -9, SIGTERM and SIGSTOP of the leader hand the command
+//! over, and nothing of the old term outlives it.
+//!
+//! ttl 2s gives (core defaults) renew every 400 ms, step down 1.2 s after the
+//! last renewal was sent, grace 775 ms.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use rustix::process::Signal;
+
+const TTL: &str = "2s";
+const TTL_NS: u64 = 2_000_000_000;
+const RENEW_EVERY_NS: u64 = 400_000_000;
+const RENEW_DEADLINE_NS: u64 = 1_200_000_000;
+
+/// Starts `n` candidates c1..cn and waits for the first task to start.
+fn elect(sb: &mut Sandbox, n: usize) -> Event {
+    for k in 1..=n {
+        sb.candidate(&format!("c{k}"), TTL, &[]);
+    }
+    sb.first_start(Duration::from_secs(10))
+}
+
+/// Waits until the term's task process and its whole process group (the
+/// background job included) are gone.
+fn wait_term_gone(sb: &Sandbox, term: &Event, within: Duration) {
+    let bg = sb.bg_pid(&term.id, term.token);
+    wait_for(
+        within,
+        &format!(
+            "{}'s task (pid {}), its background job (pid {bg}) and its process group to die",
+            term.id, term.pid
+        ),
+        || {
+            (!alive(term.pid) && !alive_as(bg, "sleep") && group_members(term.pid).is_empty())
+                .then_some(())
+        },
+        || sb.report(),
+    );
+}
+
+#[test]
+fn exactly_one_of_three_candidates_runs_the_command_and_status_names_it() {
+    let mut sb = Sandbox::new();
+    let first = elect(&mut sb, 3);
+    // Several renewal and retry rounds: no second task may start.
+    std::thread::sleep(Duration::from_millis(1500));
+    let starts = sb.starts();
+    assert_eq!(starts.len(), 1, "more than one task ran\n{}", sb.report());
+    let tasks: Vec<i32> = ["c1", "c2", "c3"]
+        .iter()
+        .flat_map(|id| descendants(sb.by_id(id).pid))
+        .filter(|&p| is_task(p))
+        .collect();
+    assert_eq!(
+        tasks,
+        [first.pid],
+        "the running tasks are not exactly the leader's\n{}",
+        sb.report()
+    );
+    let status = sb.status();
+    assert_eq!(status["election"], ELECTION);
+    assert_eq!(status["leader"]["id"], first.id.as_str(), "{status}");
+    assert_eq!(status["leader"]["token"], first.token, "{status}");
+}
+
+#[test]
+fn kill_9_of_the_leader_kills_its_whole_group_and_a_follower_takes_over_within_ttl() {
+    let mut sb = Sandbox::new();
+    let old = elect(&mut sb, 3);
+    let killed_at = mono_ns();
+    sb.by_id(&old.id).signal(Signal::KILL);
+
+    // The shim sees regent's end (EOF on its control pipe, or the death
+    // signal) and kills the group at once: the task, and the background job
+    // `sh` left behind, which PR_SET_PDEATHSIG alone would not reach.
+    wait_term_gone(&sb, &old, Duration::from_secs(2));
+
+    let bound = TTL_NS + RENEW_EVERY_NS + 1_000_000_000;
+    let next = wait_for(
+        Duration::from_secs(8),
+        "a new leader's task",
+        || sb.start_after(old.token),
+        || sb.report(),
+    );
+    let took = next.mono_ns - killed_at;
+    eprintln!("kill -9 failover: {:.3}s", secs(took));
+    assert_ne!(next.id, old.id);
+    assert!(
+        took <= bound,
+        "the new task started {:.3}s after kill -9, later than ttl + renew interval + 1s ({:.3}s)\n{}",
+        secs(took),
+        secs(bound),
+        sb.report()
+    );
+    let stop = sb.stop_of(&old.id, old.token).unwrap_or_else(|| {
+        panic!(
+            "the old task never saw SIGTERM (was it SIGKILLed?)\n{}",
+            sb.report()
+        )
+    });
+    assert!(
+        stop.mono_ns < next.mono_ns,
+        "old task stopped after the new one started\n{}",
+        sb.report()
+    );
+    assert_tokens_increase(&sb.starts(), &sb.report());
+}
+
+#[test]
+fn sigterm_of_the_leader_releases_at_once_and_regent_exits_0() {
+    let mut sb = Sandbox::new();
+    let old = elect(&mut sb, 2);
+    let termed_at = mono_ns();
+    sb.by_id(&old.id).signal(Signal::TERM);
+    let next = wait_for(
+        Duration::from_secs(8),
+        "a new leader's task",
+        || sb.start_after(old.token),
+        || sb.report(),
+    );
+    let took = next.mono_ns - termed_at;
+    eprintln!("SIGTERM failover: {:.3}s", secs(took));
+    assert!(
+        took <= 1_000_000_000,
+        "the new task started {:.3}s after SIGTERM: the lease was not released, it expired\n{}",
+        secs(took),
+        sb.report()
+    );
+    let status = sb.by_id(&old.id).wait_exit(Duration::from_secs(5));
+    assert_eq!(status.code(), Some(0), "{}", sb.report());
+    let stop = sb
+        .stop_of(&old.id, old.token)
+        .unwrap_or_else(|| panic!("the old task got no SIGTERM\n{}", sb.report()));
+    assert!(
+        stop.mono_ns < next.mono_ns,
+        "the lease was released before the command stopped\n{}",
+        sb.report()
+    );
+    wait_term_gone(&sb, &old, Duration::from_secs(1));
+    assert_tokens_increase(&sb.starts(), &sb.report());
+}
+
+/// The whole instance pauses — regent, the shim and the command's group —
+/// as under a cgroup freeze or a paused container: nothing of it can act,
+/// so nothing can stop the command in time, and only fencing tokens protect
+/// the resources (the new leader's token is above the old one). After
+/// SIGCONT the old instance must stop its command and follow, not lead.
+#[test]
+fn whole_instance_paused_past_its_ttl_stops_its_command_and_follows_after_sigcont() {
+    let mut sb = Sandbox::new();
+    let old = elect(&mut sb, 2);
+    let regent = sb.by_id(&old.id).pid;
+    let shim = sb
+        .by_id(&old.id)
+        .shim()
+        .unwrap_or_else(|| panic!("no shim under {regent}\n{}", sb.report()));
+    signal(regent, Signal::STOP);
+    signal(shim, Signal::STOP);
+    signal_group(old.pid, Signal::STOP);
+    let paused_at = mono_ns();
+
+    let next = wait_for(
+        Duration::from_secs(8),
+        "another candidate's task while the leader is paused",
+        || sb.start_after(old.token),
+        || sb.report(),
+    );
+    eprintln!(
+        "whole pause: new task {:.3}s after the pause",
+        secs(next.mono_ns - paused_at)
+    );
+    assert!(
+        stopped(regent) && stopped(old.pid),
+        "the paused processes ran on\n{}",
+        sb.report()
+    );
+
+    // Command first: it must be running to log the SIGTERM the resumed
+    // shim sends it (a stopped task would be SIGKILLed unlogged).
+    signal_group(old.pid, Signal::CONT);
+    signal(shim, Signal::CONT);
+    signal(regent, Signal::CONT);
+    let resumed_at = mono_ns();
+    wait_for(
+        Duration::from_secs(3),
+        "the resumed instance to stop its command",
+        || sb.stop_of(&old.id, old.token),
+        || sb.report(),
+    );
+    wait_term_gone(&sb, &old, Duration::from_secs(3));
+    // It follows: still running, not leading, no new term of its own.
+    std::thread::sleep(Duration::from_millis(1200));
+    assert!(
+        sb.by_id(&old.id).running(),
+        "the resumed regent exited\n{}",
+        sb.report()
+    );
+    let late: Vec<Event> = sb
+        .starts()
+        .into_iter()
+        .filter(|e| e.id == old.id && e.mono_ns > resumed_at)
+        .collect();
+    assert!(
+        late.is_empty(),
+        "the resumed regent led again: {late:?}\n{}",
+        sb.report()
+    );
+    let status = sb.status();
+    assert_eq!(status["leader"]["id"], next.id.as_str(), "{status}");
+    assert_eq!(status["leader"]["token"], next.token, "{status}");
+    assert_tokens_increase(&sb.starts(), &sb.report());
+}
+
+/// SIGSTOP of regent alone: the shim's dead-man's switch stops the command
+/// at the step-down deadline, before the lease can pass on.
+#[test]
+fn sigstop_of_regent_alone_trips_the_shims_dead_mans_switch_before_failover() {
+    let mut sb = Sandbox::new();
+    let old = elect(&mut sb, 2);
+    let stopped_at = mono_ns();
+    sb.by_id(&old.id).signal(Signal::STOP);
+    let stop = wait_for(
+        Duration::from_secs(4),
+        "the shim to stop the command of the stopped regent",
+        || sb.stop_of(&old.id, old.token),
+        || sb.report(),
+    );
+    let next = wait_for(
+        Duration::from_secs(8),
+        "another candidate's task",
+        || sb.start_after(old.token),
+        || sb.report(),
+    );
+    eprintln!(
+        "SIGSTOP of regent: command stopped {:.3}s after SIGSTOP, new task {:.3}s after SIGSTOP ({:.3}s after the stop)",
+        secs(stop.mono_ns - stopped_at),
+        secs(next.mono_ns - stopped_at),
+        secs(next.mono_ns - stop.mono_ns),
+    );
+    // The last renewal was sent before SIGSTOP, so the deadline the shim
+    // holds is at most renew_deadline after it; 300 ms covers the SIGTERM's
+    // delivery on a loaded machine.
+    assert!(
+        stop.mono_ns - stopped_at <= RENEW_DEADLINE_NS + 300_000_000,
+        "the shim stopped the command {:.3}s after regent stopped, past the step-down deadline\n{}",
+        secs(stop.mono_ns - stopped_at),
+        sb.report()
+    );
+    assert!(
+        stop.mono_ns < next.mono_ns,
+        "the new leader's task started while the old one still ran\n{}",
+        sb.report()
+    );
+    wait_term_gone(&sb, &old, Duration::from_secs(2));
+    assert!(stopped(sb.by_id(&old.id).pid));
+
+    sb.by_id(&old.id).signal(Signal::CONT);
+    let resumed_at = mono_ns();
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(
+        sb.by_id(&old.id).running(),
+        "the resumed regent exited\n{}",
+        sb.report()
+    );
+    assert!(
+        !sb.starts()
+            .iter()
+            .any(|e| e.id == old.id && e.mono_ns > resumed_at),
+        "the resumed regent led again\n{}",
+        sb.report()
+    );
+    let status = sb.status();
+    assert_eq!(status["leader"]["id"], next.id.as_str(), "{status}");
+    assert_tokens_increase(&sb.starts(), &sb.report());
+}
+
+/// Regression: the shim shared regent's process group, so a job-control
+/// stop of regent's group (Ctrl-Z in a terminal, `kill -STOP -PGID`) froze
+/// the dead-man's switch along with regent while the command, in a group of
+/// its own, ran on past the lease next to the new leader's. The shim now
+/// leads a process group of its own.
+#[test]
+fn job_control_stop_of_regents_process_group_still_stops_the_command_before_failover() {
+    let mut sb = Sandbox::new();
+    let old = elect(&mut sb, 2);
+    let regent = sb.by_id(&old.id).pid;
+    // Spawned with process_group(0): regent leads its group.
+    assert_eq!(stat(regent).map(|s| s.pgrp), Some(regent));
+    let stopped_at = mono_ns();
+    signal_group(regent, Signal::STOP);
+    let next = wait_for(
+        Duration::from_secs(8),
+        "another candidate's task",
+        || sb.start_after(old.token),
+        || sb.report(),
+    );
+    let stop = sb.stop_of(&old.id, old.token);
+    signal_group(regent, Signal::CONT);
+    let stop = stop.unwrap_or_else(|| {
+        panic!(
+            "the command ran on while regent's process group was stopped and another leader started\n{}",
+            sb.report()
+        )
+    });
+    eprintln!(
+        "SIGSTOP of regent's group: command stopped {:.3}s after, new task {:.3}s after",
+        secs(stop.mono_ns - stopped_at),
+        secs(next.mono_ns - stopped_at)
+    );
+    assert!(stop.mono_ns < next.mono_ns, "{}", sb.report());
+    wait_term_gone(&sb, &old, Duration::from_secs(2));
+    assert_tokens_increase(&sb.starts(), &sb.report());
+}

@@ -1,0 +1,262 @@
+//! The shim between regent and the command: the command's environment, and
+//! nothing the command started outlives its term, even when the command
+//! ends by itself.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+
+/// `regent run --ttl 2s --restart never -- sh -c SCRIPT` in `sb`, to its end.
+fn run_script(sb: &Sandbox, script: &str) -> Output {
+    let store = sb.store();
+    let out = run_bounded(
+        &[
+            "run",
+            "--store",
+            &store,
+            "--election",
+            ELECTION,
+            "--id",
+            "c1",
+            "--ttl",
+            "2s",
+            "--restart",
+            "never",
+            "--",
+            "sh",
+            "-c",
+            script,
+        ],
+        Duration::from_secs(10),
+    );
+    assert!(!out.stderr.contains("panicked"), "{}", out.stderr);
+    out
+}
+
+fn read_pid(path: &std::path::Path) -> i32 {
+    std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+#[test]
+fn the_command_gets_the_election_its_id_and_its_fencing_token() {
+    let sb = Sandbox::new();
+    let env = sb.path("env");
+    let out = run_script(
+        &sb,
+        &format!(
+            "echo \"$REGENT_ELECTION $REGENT_LEADER_ID $REGENT_FENCING_TOKEN\" > '{}'",
+            env.display()
+        ),
+    );
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert_eq!(std::fs::read_to_string(&env).unwrap(), "e c1 1\n");
+}
+
+#[test]
+fn background_jobs_die_when_the_command_exits_by_itself() {
+    let sb = Sandbox::new();
+    let bg = sb.path("bg");
+    let out = run_script(
+        &sb,
+        &format!("sleep 1000 & echo $! > '{}'; exit 0", bg.display()),
+    );
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let pid = read_pid(&bg);
+    wait_for(
+        Duration::from_secs(1),
+        "the background job to be gone",
+        || (!alive_as(pid, "sleep")).then_some(()),
+        || format!("pid {pid}: {}", cmdline(pid)),
+    );
+    eprintln!("regent ended {:?} after start", out.took);
+}
+
+#[test]
+fn background_jobs_that_ignore_sigterm_are_killed_after_the_grace() {
+    let sb = Sandbox::new();
+    let bg = sb.path("bg");
+    let out = run_script(
+        &sb,
+        &format!(
+            "trap '' TERM; sleep 1000 & echo $! > '{}'; exit 0",
+            bg.display()
+        ),
+    );
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let pid = read_pid(&bg);
+    wait_for(
+        Duration::from_secs(1),
+        "the background job to be gone",
+        || (!alive_as(pid, "sleep")).then_some(()),
+        || format!("pid {pid}: {}", cmdline(pid)),
+    );
+}
+
+/// A job that left the command's process group (`setsid`) is still the
+/// command's work: the shim, a child subreaper, inherits it when its parent
+/// exits, and must not leave it behind.
+#[test]
+fn background_jobs_that_left_the_process_group_die_too() {
+    let sb = Sandbox::new();
+    let bg = sb.path("bg");
+    let out = run_script(
+        &sb,
+        &format!(
+            // Give it time to leave the group before the command exits.
+            "setsid sleep 1000 & echo $! > '{}'; sleep 0.3; exit 0",
+            bg.display()
+        ),
+    );
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let pid = read_pid(&bg);
+    let left = alive_as(pid, "sleep");
+    if left {
+        signal(pid, rustix::process::Signal::KILL);
+    }
+    assert!(!left, "the setsid job {pid} outlived the command");
+}
+
+/// Regression: when the shim itself was SIGKILLed, nothing stopped the
+/// command — it ran on, orphaned, and regent (restart always) started a
+/// second copy next to it. The shim now reports CMD's process group to
+/// regent, which stops the group itself when the shim dies.
+#[test]
+fn sigkill_of_the_shim_still_stops_the_command_and_its_jobs() {
+    let mut sb = Sandbox::new();
+    let i = sb.candidate("c1", "2s", &[]);
+    let first = sb.first_start(Duration::from_secs(10));
+    let bg = sb.bg_pid(&first.id, first.token);
+    let shim = sb
+        .regent(i)
+        .shim()
+        .unwrap_or_else(|| panic!("no shim\n{}", sb.report()));
+    signal(shim, rustix::process::Signal::KILL);
+    wait_for(
+        Duration::from_secs(3),
+        "the orphaned command, its background job and its group to die",
+        || {
+            (!alive(first.pid) && !alive_as(bg, "sleep") && group_members(first.pid).is_empty())
+                .then_some(())
+        },
+        || sb.report(),
+    );
+    let stop = sb
+        .stop_of(&first.id, first.token)
+        .unwrap_or_else(|| panic!("the command got no SIGTERM\n{}", sb.report()));
+    // regent campaigns again and runs a new term, after the old one ended.
+    let next = wait_for(
+        Duration::from_secs(5),
+        "the next term",
+        || sb.start_after(first.token),
+        || sb.report(),
+    );
+    assert!(stop.mono_ns < next.mono_ns, "{}", sb.report());
+    assert!(sb.regent(i).running());
+}
+
+/// Regression: if the shim did not finish stopping the command (here it
+/// is SIGSTOPped), regent gave up waiting after grace + 3 s, released the
+/// lease and campaigned again — and started a second shim and command next
+/// to the first, which ran on. regent now kills the stuck shim and the
+/// command's group before it lets the lease go.
+///
+/// Setup: regent and its shim are stopped past the step-down deadline, then
+/// regent alone resumes; it finds its leadership over and asks the (still
+/// stopped) shim to stop the command.
+#[test]
+fn a_stuck_shim_is_killed_with_the_command_before_regent_leads_again() {
+    let mut sb = Sandbox::new();
+    let c1 = sb.candidate("c1", "2s", &[]);
+    let first = sb.first_start(Duration::from_secs(10));
+    let shim = sb
+        .regent(c1)
+        .shim()
+        .unwrap_or_else(|| panic!("no shim\n{}", sb.report()));
+    signal(shim, rustix::process::Signal::STOP);
+    sb.regent(c1).signal(rustix::process::Signal::STOP);
+    std::thread::sleep(Duration::from_millis(1500));
+    sb.regent(c1).signal(rustix::process::Signal::CONT);
+    let next = wait_for(
+        Duration::from_secs(10),
+        "c1's next term",
+        || sb.start_after(first.token),
+        || sb.report(),
+    );
+    let task_alive = alive(first.pid);
+    let group = group_members(first.pid);
+    signal(shim, rustix::process::Signal::CONT);
+    assert!(
+        !task_alive && group.is_empty(),
+        "term {} started while term {}'s command ran on (alive: {task_alive}, group {group:?})\n{}",
+        next.token,
+        first.token,
+        sb.report()
+    );
+    assert!(!alive(shim), "the stuck shim was left behind");
+    assert!(sb.regent(c1).running(), "{}", sb.report());
+}
+
+/// Regression: the shim was started from `current_exe()`, a path that no
+/// longer exists once the binary is replaced on disk (any package upgrade),
+/// so every running `regent run` exited 1 at its next term: "cannot start
+/// the supervisor shim: No such file or directory".
+#[test]
+fn replacing_the_binary_on_disk_does_not_stop_a_running_regent() {
+    let mut sb = Sandbox::new();
+    let bin = sb.path("regent-copy");
+    std::fs::copy(REGENT, &bin).unwrap();
+    let terms = sb.path("terms");
+    let script = format!(
+        "echo $REGENT_FENCING_TOKEN >> '{}'; sleep 0.1",
+        terms.display()
+    );
+    let store = sb.store();
+    let count = || {
+        std::fs::read_to_string(&terms)
+            .unwrap_or_default()
+            .lines()
+            .count()
+    };
+    let i = sb.spawn_from(
+        "copy",
+        &bin,
+        &[
+            "run",
+            "--store",
+            &store,
+            "--election",
+            ELECTION,
+            "--ttl",
+            "2s",
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ]
+        .map(String::from),
+    );
+    wait_for(
+        Duration::from_secs(10),
+        "a first term",
+        || (count() >= 1).then_some(()),
+        || sb.report(),
+    );
+    // Replace the file as an upgrade does: a new file renamed over it.
+    let new = sb.path("regent-copy.new");
+    std::fs::copy(REGENT, &new).unwrap();
+    std::fs::rename(&new, &bin).unwrap();
+    let before = count();
+    wait_for(
+        Duration::from_secs(10),
+        "two more terms after the binary was replaced",
+        || (count() >= before + 2).then_some(()),
+        || sb.report(),
+    );
+    assert!(sb.regent(i).running(), "regent exited\n{}", sb.report());
+}

@@ -1,0 +1,144 @@
+//! `regent status --json` and `regent watch --json` print the documented
+//! objects: `{"election": NAME, "leader": null | {"id", "token", "metadata"}}`.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use common::*;
+use rustix::process::Signal;
+use serde_json::{Value, json};
+
+fn leader_object(id: &str, token: u64) -> Value {
+    json!({"election": ELECTION, "leader": {"id": id, "token": token, "metadata": {}}})
+}
+
+#[test]
+fn status_json_without_then_with_a_leader() {
+    let mut sb = Sandbox::new();
+    let out = run_bounded(
+        &[
+            "status",
+            "--store",
+            &sb.store(),
+            "--election",
+            ELECTION,
+            "--json",
+        ],
+        Duration::from_secs(10),
+    );
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert_eq!(out.stdout, "{\"election\":\"e\",\"leader\":null}\n");
+
+    sb.candidate("c1", "2s", &[]);
+    let start = sb.first_start(Duration::from_secs(10));
+    assert_eq!(sb.status(), leader_object("c1", start.token));
+
+    let human = run_bounded(
+        &["status", "--store", &sb.store(), "--election", ELECTION],
+        Duration::from_secs(10),
+    );
+    assert_eq!(
+        human.stdout,
+        format!("election e: leader c1 (token {})\n", start.token)
+    );
+}
+
+/// A `regent watch --json` whose stdout lines arrive on a channel; killed
+/// with its tree on drop.
+struct Watch {
+    child: std::process::Child,
+    lines: mpsc::Receiver<String>,
+}
+
+impl Watch {
+    fn start(store: &str) -> Self {
+        let mut child = Command::new(REGENT)
+            .args(["watch", "--store", store, "--election", ELECTION, "--json"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .spawn()
+            .expect("spawn regent watch");
+        let (tx, lines) = mpsc::channel();
+        let stdout = child.stdout.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Self { child, lines }
+    }
+
+    fn next(&self, within: Duration, what: &str) -> Value {
+        let line = self
+            .lines
+            .recv_timeout(within)
+            .unwrap_or_else(|e| panic!("watch printed no {what} within {within:?}: {e}"));
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("watch printed {line:?}: {e}"))
+    }
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        if self.child.try_wait().ok().flatten().is_none() {
+            kill_tree(i32::try_from(self.child.id()).unwrap());
+            let _ = self.child.wait();
+        }
+    }
+}
+
+#[test]
+fn watch_json_prints_one_object_per_change() {
+    let mut sb = Sandbox::new();
+    let mut watch = Watch::start(&sb.store());
+    let none = json!({"election": ELECTION, "leader": null});
+    assert_eq!(watch.next(Duration::from_secs(10), "first object"), none);
+
+    let c1 = sb.candidate("c1", "2s", &[]);
+    let start = sb.first_start(Duration::from_secs(10));
+    assert_eq!(
+        watch.next(Duration::from_secs(3), "leader object"),
+        leader_object("c1", start.token)
+    );
+
+    sb.regent(c1).signal(Signal::TERM);
+    assert_eq!(
+        watch.next(Duration::from_secs(3), "no-leader object after release"),
+        none
+    );
+    let exit = sb.regent(c1).wait_exit(Duration::from_secs(5));
+    assert_eq!(exit.code(), Some(0));
+
+    // Nothing changes from here: nothing more may be printed.
+    std::thread::sleep(Duration::from_millis(600));
+    signal(i32::try_from(watch.child.id()).unwrap(), Signal::TERM);
+    let mut status = None;
+    for _ in 0..500 {
+        status = watch.child.try_wait().unwrap();
+        if status.is_some() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let status = status.expect("watch did not exit within 5 s of SIGTERM");
+    assert_eq!(status.code(), Some(0));
+    // The reader ends at EOF, which the exit brought.
+    let mut extra = Vec::new();
+    loop {
+        match watch.lines.recv_timeout(Duration::from_secs(5)) {
+            Ok(line) => extra.push(line),
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            Err(mpsc::RecvTimeoutError::Timeout) => panic!("watch's stdout stayed open"),
+        }
+    }
+    assert!(extra.is_empty(), "watch printed more: {extra:?}");
+}

@@ -1,0 +1,196 @@
+//! Usage and configuration errors: exit 2, a message that names the flag
+//! and the rule, no store touched, no panic.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+
+/// Runs `regent ARGS` and checks exit 2, no panic, and that stderr contains
+/// every one of `expected`.
+fn usage_error(args: &[&str], expected: &[&str]) {
+    let out = run_bounded(args, Duration::from_secs(10));
+    assert_eq!(
+        out.code,
+        Some(2),
+        "regent {args:?}: expected exit 2, got {:?}; stderr:\n{}",
+        out.code,
+        out.stderr
+    );
+    assert!(
+        !out.stderr.contains("panicked"),
+        "regent {args:?} panicked:\n{}",
+        out.stderr
+    );
+    for e in expected {
+        assert!(
+            out.stderr.contains(e),
+            "regent {args:?}: stderr does not name {e:?}:\n{}",
+            out.stderr
+        );
+    }
+    // A usage error is reported before any store is opened or retried.
+    assert!(
+        out.took < Duration::from_secs(2),
+        "regent {args:?} took {:?}",
+        out.took
+    );
+}
+
+/// `regent run --store sqlite:DIR/e.db --election e EXTRA -- true`.
+fn run_with(dir: &tempfile::TempDir, extra: &[&str], expected: &[&str]) {
+    let store = format!("sqlite:{}", dir.path().join("e.db").display());
+    let mut args = vec!["run", "--store", &store, "--election", "e"];
+    args.extend_from_slice(extra);
+    args.extend_from_slice(&["--", "true"]);
+    usage_error(&args, expected);
+    assert!(
+        !dir.path().join("e.db").exists(),
+        "regent {args:?} created the store before failing"
+    );
+}
+
+#[test]
+fn zero_ttl() {
+    let dir = tempfile::tempdir().unwrap();
+    run_with(&dir, &["--ttl", "0s"], &["--ttl 0s", "greater than zero"]);
+}
+
+/// Regression: timing errors named all four timing flags, and a rule
+/// broken against a default (the renew deadline of 3*ttl/5) did not say it
+/// was one. Each now starts with the flags involved.
+#[test]
+fn renew_interval_not_below_ttl() {
+    let dir = tempfile::tempdir().unwrap();
+    for every in ["2s", "3s"] {
+        run_with(
+            &dir,
+            &["--ttl", "2s", "--renew-every", every],
+            &[
+                &format!("regent: --renew-every {every}, --renew-deadline (default 3*ttl/5)"),
+                "must exceed 1.2 x renew interval",
+            ],
+        );
+    }
+    run_with(
+        &dir,
+        &["--ttl", "2s", "--renew-deadline", "2s"],
+        &[
+            "regent: --renew-deadline 2s, --ttl 2s",
+            "must be shorter than ttl",
+        ],
+    );
+    run_with(
+        &dir,
+        &["--ttl", "2s", "--grace", "2s"],
+        &["regent: --grace 2s", "does not fit"],
+    );
+}
+
+#[test]
+fn duration_without_unit() {
+    let dir = tempfile::tempdir().unwrap();
+    run_with(&dir, &["--ttl", "10"], &["--ttl", "'10' has no unit"]);
+    run_with(&dir, &["--ttl", "10y"], &["--ttl", "unknown unit 'y'"]);
+}
+
+#[test]
+fn unknown_store_scheme() {
+    usage_error(
+        &["run", "--store", "foo:x", "--election", "e", "--", "true"],
+        &["--store", "unknown scheme 'foo'", "supported: sqlite"],
+    );
+    usage_error(
+        &["status", "--store", "nothing", "--election", "e"],
+        &["--store", "no scheme"],
+    );
+}
+
+#[test]
+fn planned_but_unsupported_scheme() {
+    usage_error(
+        &[
+            "run",
+            "--store",
+            "etcd://127.0.0.1:2379",
+            "--election",
+            "e",
+            "--",
+            "true",
+        ],
+        &["--store", "'etcd' is not supported by this build"],
+    );
+}
+
+#[test]
+fn empty_election() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = format!("sqlite:{}", dir.path().join("e.db").display());
+    usage_error(
+        &["run", "--store", &store, "--election", "", "--", "true"],
+        &["--election", "must not be empty"],
+    );
+}
+
+#[test]
+fn bad_election_characters() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = format!("sqlite:{}", dir.path().join("e.db").display());
+    for bad in ["a b", "a/b", "jobs:1"] {
+        usage_error(
+            &["run", "--store", &store, "--election", bad, "--", "true"],
+            &["--election", "allowed are"],
+        );
+        usage_error(
+            &["status", "--store", &store, "--election", bad],
+            &["--election", "allowed are"],
+        );
+    }
+}
+
+#[test]
+fn bad_id() {
+    let dir = tempfile::tempdir().unwrap();
+    run_with(&dir, &["--id", ""], &["--id", "must not be empty"]);
+    run_with(&dir, &["--id", "a b"], &["--id", "contains ' '"]);
+}
+
+#[test]
+fn missing_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = format!("sqlite:{}", dir.path().join("e.db").display());
+    usage_error(
+        &["run", "--store", &store, "--election", "e"],
+        &["<CMD>", "required"],
+    );
+    usage_error(
+        &["run", "--store", &store, "--election", "e", "--"],
+        &["<CMD>", "required"],
+    );
+}
+
+#[test]
+fn demo_with_one_candidate() {
+    usage_error(
+        &["demo", "--candidates", "1"],
+        &["--candidates", "between 2 and 20"],
+    );
+    usage_error(
+        &["demo", "--candidates", "21"],
+        &["--candidates", "between 2 and 20"],
+    );
+}
+
+#[test]
+fn bad_start_retry_variable() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = format!("sqlite:{}", dir.path().join("e.db").display());
+    let out = run_bounded_env(
+        &["status", "--store", &store, "--election", "e"],
+        &[("REGENT_START_RETRY", "5")],
+        Duration::from_secs(10),
+    );
+    assert_eq!(out.code, Some(2), "{}", out.stderr);
+    assert!(out.stderr.contains("REGENT_START_RETRY"), "{}", out.stderr);
+}

@@ -19,6 +19,7 @@ Exit codes:
   1  runtime failure after start (store error, command could not be started)
   2  usage or configuration error; the message names the flag and the rule
   3  store unreachable at start, after retries
+  130  a second SIGTERM/SIGINT cut the graceful stop short
   N  with --restart never: the command's exit status (128+signal if killed)";
 
 /// regent: run a command on exactly one of several instances, and keep it

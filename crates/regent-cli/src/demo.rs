@@ -227,8 +227,7 @@ pub(crate) async fn demo(args: DemoArgs) -> Result<u8, CliError> {
     let election = ElectionName::new(ELECTION).expect("valid name");
     let store = store::open(&store_args, &election).await?;
     let mut demo = Demo {
-        exe: std::env::current_exe()
-            .map_err(|e| CliError::failure(format!("cannot find regent's own binary: {e}")))?,
+        exe: crate::run::own_exe()?,
         dir: tmp.path().to_owned(),
         url,
         ttl: args.ttl,

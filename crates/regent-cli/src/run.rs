@@ -107,6 +107,10 @@ pub(crate) async fn run(args: RunArgs) -> Result<u8, CliError> {
         .map_err(|e| timing_error(&e, &args))?;
     tracing::info!("{}", candidate.explain());
 
+    // Terms that end quickly (a command that fails at once, a store that
+    // keeps losing the lease) must not make a hot loop of campaigns.
+    let first_delay = Duration::from_millis(100);
+    let mut delay = first_delay;
     loop {
         let leadership = tokio::select! {
             r = candidate.campaign() => match r {
@@ -114,23 +118,38 @@ pub(crate) async fn run(args: RunArgs) -> Result<u8, CliError> {
                 Err(CampaignError::Shutdown) => return Ok(0),
                 Err(e) => return Err(CliError::failure(format!("campaign failed: {}", chain(&e)))),
             },
-            () = stops.next() => {
-                candidate.shutdown().await;
-                return Ok(0);
-            }
+            () = stops.next() => return Ok(shut_down(&candidate, &mut stops).await),
         };
+        let started = Instant::now();
         match lead(&candidate, leadership, &args, &mut stops).await? {
             TermEnd::Lost => {}
-            TermEnd::Shutdown => {
-                candidate.shutdown().await;
-                return Ok(0);
-            }
+            TermEnd::Shutdown => return Ok(shut_down(&candidate, &mut stops).await),
             TermEnd::Exited(code) => match args.restart {
                 RestartArg::Never => return Ok(code),
                 RestartArg::OnFailure if code == 0 => return Ok(0),
                 _ => {}
             },
         }
+        if started.elapsed() >= args.ttl {
+            delay = first_delay;
+            continue;
+        }
+        let wait = delay.mul_f64(0.5 + fastrand::f64() * 0.5);
+        delay = (delay * 2).min(args.ttl);
+        tracing::info!(?wait, "short term; campaigning again after a backoff");
+        tokio::select! {
+            () = tokio::time::sleep(wait) => {}
+            () = stops.next() => return Ok(shut_down(&candidate, &mut stops).await),
+        }
+    }
+}
+
+/// Graceful shutdown: release whatever is held and exit 0; a second signal
+/// meanwhile exits at once with 130.
+async fn shut_down(candidate: &Candidate<BoxStore>, stops: &mut Stops) -> u8 {
+    tokio::select! {
+        () = candidate.shutdown() => 0,
+        () = stops.next() => 130,
     }
 }
 
@@ -380,7 +399,7 @@ fn heartbeat_pipe() -> Result<(OwnedFd, OwnedFd), CliError> {
 /// as any package upgrade does — and every running `regent run` then failed
 /// at its next term; a newer binary there might not speak this one's shim
 /// protocol anyway.
-fn own_exe() -> Result<std::path::PathBuf, CliError> {
+pub(crate) fn own_exe() -> Result<std::path::PathBuf, CliError> {
     let running = std::path::Path::new("/proc/self/exe");
     if running.exists() {
         return Ok(running.to_owned());

@@ -33,6 +33,7 @@
 //! [`STOPPED_BY_SHIM`] when the shim stopped it.
 
 use std::io::Read;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::process::{Command, ExitCode, Stdio};
 use std::time::Duration;
@@ -84,6 +85,9 @@ pub(crate) fn main(args: ShimArgs) -> ExitCode {
 
 fn run(args: &ShimArgs) -> std::io::Result<u8> {
     let grace = Duration::from_millis(args.grace_ms);
+    // First, before any other descriptor is opened here, so that fd 3 is
+    // free to take.
+    let heartbeat = heartbeat_fd();
     let signals = SignalPipe::new()?;
     rustix::process::set_parent_process_death_signal(Some(Signal::TERM))?;
     if rustix::process::getppid()
@@ -97,12 +101,12 @@ fn run(args: &ShimArgs) -> std::io::Result<u8> {
     rustix::process::set_child_subreaper(Some(rustix::process::getpid()))?;
 
     let (program, rest) = args.cmd.split_first().expect("clap requires CMD");
-    let child = match Command::new(program)
-        .args(rest)
-        .process_group(0)
-        .stdin(Stdio::null())
-        .spawn()
-    {
+    let mut command = Command::new(program);
+    command.args(rest).process_group(0).stdin(Stdio::null());
+    if let Some(fd) = &heartbeat {
+        command.env("REGENT_HEARTBEAT_FD", fd.as_raw_fd().to_string());
+    }
+    let child = match command.spawn() {
         Ok(c) => c,
         Err(e) => {
             eprintln!("regent: cannot start '{program}': {e}");
@@ -187,6 +191,23 @@ fn run(args: &ShimArgs) -> std::io::Result<u8> {
     stop_group(pgid, grace);
     let _ = reap(pgid);
     Ok(STOPPED_BY_SHIM)
+}
+
+/// The heartbeat pipe's write end (`$REGENT_HEARTBEAT_FD`, inherited from
+/// regent), moved to the lowest free descriptor — fd 3 in practice — so
+/// that every shell can write to it (`echo >&3`; dash accepts only
+/// single-digit descriptors). Without unsafe code the inherited number is
+/// reopened through /proc/self/fd.
+fn heartbeat_fd() -> Option<OwnedFd> {
+    let n: u32 = std::env::var("REGENT_HEARTBEAT_FD").ok()?.parse().ok()?;
+    let reopened = std::fs::OpenOptions::new()
+        .write(true)
+        .open(format!("/proc/self/fd/{n}"))
+        .ok()?;
+    let low = rustix::io::fcntl_dupfd_cloexec(&reopened, 3).ok()?;
+    // CMD must inherit it.
+    rustix::io::fcntl_setfd(&low, rustix::io::FdFlags::empty()).ok()?;
+    Some(low)
 }
 
 enum Control {

@@ -1,0 +1,82 @@
+//! `--health-timeout`: a command that stops writing to
+//! `$REGENT_HEARTBEAT_FD` makes its leader step down; and terms that end at
+//! once do not make a hot loop of campaigns.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use rustix::process::Signal;
+
+fn args(sb: &Sandbox, id: &str, extra: &[&str], cmd: &[String]) -> Vec<String> {
+    let mut a: Vec<String> = [
+        "run",
+        "--store",
+        &sb.store(),
+        "--election",
+        ELECTION,
+        "--id",
+        id,
+        "--ttl",
+        "2s",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    a.extend(extra.iter().map(|s| s.to_string()));
+    a.push("--".into());
+    a.extend(cmd.iter().cloned());
+    a
+}
+
+/// Also pins that the descriptor works from dash, which accepts only
+/// single-digit descriptors in `>&N`.
+#[test]
+fn a_silent_command_makes_its_leader_step_down() {
+    let mut sb = Sandbox::new();
+    let script = format!(
+        "for i in 1 2 3; do echo beat >&$REGENT_HEARTBEAT_FD || exit 9; sleep 0.2; done; \
+         exec '{REGENT}' __demo-task --log '{log}' --log-stop",
+        log = sb.log().display()
+    );
+    let cmd = vec!["sh".to_string(), "-c".to_string(), script];
+    let a = args(&sb, "c1", &["--health-timeout", "1s"], &cmd);
+    sb.spawn("c1", &a);
+    let first = sb.first_start(Duration::from_secs(10));
+    let stop = wait_for(
+        Duration::from_secs(6),
+        "the silent command to be stopped",
+        || sb.stop_of(&first.id, first.token),
+        || sb.report(),
+    );
+    let silent_for = secs(stop.mono_ns - first.mono_ns);
+    assert!(
+        (0.5..=2.5).contains(&silent_for),
+        "stopped {silent_for:.2}s after its last beats; health timeout 1s\n{}",
+        sb.report()
+    );
+    let stderr = sb.regent(0).stderr();
+    assert!(stderr.contains("no heartbeat"), "{stderr}");
+    assert!(!stderr.contains("Bad fd number"), "{stderr}");
+}
+
+#[test]
+fn commands_that_fail_at_once_are_restarted_with_backoff() {
+    let mut sb = Sandbox::new();
+    let count = sb.path("runs");
+    let script = format!("echo run >> '{}'; exit 1", count.display());
+    let cmd = vec!["sh".to_string(), "-c".to_string(), script];
+    let a = args(&sb, "c1", &["--restart", "always"], &cmd);
+    let i = sb.spawn("c1", &a);
+    // Let it fail for a while; without a backoff this is hundreds of runs.
+    std::thread::sleep(Duration::from_secs(3));
+    sb.regent(i).signal(Signal::TERM);
+    let status = sb.regent(i).wait_exit(Duration::from_secs(10));
+    assert_eq!(status.code(), Some(0));
+    let runs = std::fs::read_to_string(&count)
+        .unwrap_or_default()
+        .lines()
+        .count();
+    assert!((2..=20).contains(&runs), "{runs} runs in 3 s");
+}

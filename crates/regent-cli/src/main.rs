@@ -1,6 +1,25 @@
 //! `regent`: the sidecar CLI. `regent run -- CMD` runs CMD only while this
 //! instance leads; `status` and `watch` show the leader; `demo` shows
 //! failovers live on the embedded store. See `regent --help`.
+//!
+//! # Design notes (where this departs from ARCHITECTURE §6, and why)
+//!
+//! * The shim (see `shim.rs`) leads a process group of its own, apart from
+//!   regent's: a job-control stop of regent's group (Ctrl-Z,
+//!   `kill -STOP -PGID`) would otherwise freeze the dead-man's switch
+//!   together with regent while CMD, in its own group, ran on.
+//! * The shim reports CMD's process group to regent (`G <pgid>` on the
+//!   control socket), so a shim killed by SIGKILL still cannot leave CMD
+//!   running: regent stops the group itself before it campaigns again.
+//! * The shim is started from `/proc/self/exe`, not the binary's path: a
+//!   package upgrade that replaces the file must not break running
+//!   instances at their next term.
+//! * The heartbeat descriptor (`--health-timeout`) is moved below 10 by the
+//!   shim, because dash, Debian's `sh`, accepts only single-digit
+//!   descriptors in `>&N`.
+//! * Terms shorter than the ttl are followed by a jittered, doubling
+//!   backoff (100 ms up to the ttl) before the next campaign, so a command
+//!   that fails at once is not restarted in a hot loop.
 
 mod cli;
 mod clock;

@@ -16,9 +16,10 @@ Examples:
 
 Exit codes:
   0  normal end (or the command's own 0)
-  1  runtime failure after start (store error, command could not be started)
+  1  runtime failure after start (a store error)
   2  usage or configuration error; the message names the flag and the rule
   3  store unreachable at start, after retries
+  127  the command could not be started (not found, not executable)
   130  a second SIGTERM/SIGINT cut the graceful stop short
   N  with --restart never: the command's exit status (128+signal if killed)";
 

@@ -49,7 +49,7 @@ pub(crate) fn task_main(args: TaskArgs) -> ExitCode {
         match signal_hook::iterator::Signals::new([signal_hook::consts::SIGTERM]) {
             Ok(s) => Some(s),
             Err(e) => {
-                eprintln!("demo task: cannot catch SIGTERM: {e}");
+                warn_user!("demo task: cannot catch SIGTERM: {e}");
                 return ExitCode::from(1);
             }
         }
@@ -60,7 +60,7 @@ pub(crate) fn task_main(args: TaskArgs) -> ExitCode {
         &args.log,
         &format!("start {id} {token} {} {pid}\n", mono_ns()),
     ) {
-        eprintln!("demo task: cannot write {}: {e}", args.log.display());
+        warn_user!("demo task: cannot write {}: {e}", args.log.display());
         return ExitCode::from(1);
     }
     match stops {
@@ -68,7 +68,7 @@ pub(crate) fn task_main(args: TaskArgs) -> ExitCode {
             if stops.forever().next().is_some() {
                 let line = format!("stop {id} {token} {} {pid}\n", mono_ns());
                 if let Err(e) = append(&args.log, &line) {
-                    eprintln!("demo task: cannot write {}: {e}", args.log.display());
+                    warn_user!("demo task: cannot write {}: {e}", args.log.display());
                 }
                 let _ =
                     signal_hook::low_level::emulate_default_handler(signal_hook::consts::SIGTERM);
@@ -171,7 +171,7 @@ impl Demo {
     }
 
     fn say(&self, what: &str) {
-        println!("[{:>6.2}s] {what}", self.started.elapsed().as_secs_f64());
+        say!("[{:>6.2}s] {what}", self.started.elapsed().as_secs_f64());
     }
 
     /// Waits for a leader task with a token above `above` to start.
@@ -235,9 +235,11 @@ pub(crate) async fn demo(args: DemoArgs) -> Result<u8, CliError> {
         children: BTreeMap::new(),
         started: Instant::now(),
     };
-    println!(
+    say!(
         "regent demo: {} candidates on {}, election '{ELECTION}', ttl {:?}",
-        args.candidates, demo.url, args.ttl
+        args.candidates,
+        demo.url,
+        args.ttl
     );
     for k in 1..=args.candidates {
         demo.spawn(&format!("demo-{k}"))?;
@@ -255,7 +257,7 @@ pub(crate) async fn demo(args: DemoArgs) -> Result<u8, CliError> {
     };
     print_table(&failovers);
     let complete = failovers.iter().all(|f| f.took.is_some());
-    println!(
+    say!(
         "all candidate processes stopped; removed {}",
         tmp.path().display()
     );
@@ -355,10 +357,12 @@ async fn scenario(
 }
 
 fn print_table(failovers: &[Failover]) {
-    println!();
-    println!(
+    say!();
+    say!(
         "{:<36} {:<18} {:<18} failure -> next task start",
-        "failure", "old leader", "new leader"
+        "failure",
+        "old leader",
+        "new leader"
     );
     for f in failovers {
         let to =
@@ -367,15 +371,15 @@ fn print_table(failovers: &[Failover]) {
         let took = f.took.map_or("did not happen".to_owned(), |d| {
             format!("{:.2}s", d.as_secs_f64())
         });
-        println!(
+        say!(
             "{:<36} {:<18} {:<18} {took}",
             f.cause,
             format!("{} ({})", f.from.0, f.from.1),
             to
         );
     }
-    println!();
-    println!("Tokens only grow: every new leader's token is above the one it replaced.");
+    say!();
+    say!("Tokens only grow: every new leader's token is above the one it replaced.");
 }
 
 #[cfg(test)]

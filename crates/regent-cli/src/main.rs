@@ -21,6 +21,23 @@
 //!   backoff (100 ms up to the ttl) before the next campaign, so a command
 //!   that fails at once is not restarted in a hot loop.
 
+/// Like `eprintln!`, but never panics: with a closed stderr (a dead log
+/// pipe) regent must still stop the command and release the lease.
+macro_rules! warn_user {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
+/// Like `println!`, but never panics; for status lines nobody may read.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
+
 mod cli;
 mod clock;
 mod demo;
@@ -63,7 +80,7 @@ fn main() -> ExitCode {
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("regent: cannot start the runtime: {e}");
+            warn_user!("regent: cannot start the runtime: {e}");
             return ExitCode::from(1);
         }
     };
@@ -79,7 +96,7 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            eprintln!("regent: {e}");
+            warn_user!("regent: {e}");
             ExitCode::from(e.code)
         }
     }

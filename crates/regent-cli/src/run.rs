@@ -11,7 +11,7 @@ use regent_core::{
     Leadership, LeaseStore,
 };
 use rustix::process::Pid;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncReadExt;
 use tokio::net::UnixStream;
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::process::{Child, Command};
@@ -21,7 +21,6 @@ use tokio::time::{Instant, sleep_until};
 use crate::cli::{RestartArg, RunArgs, default_id};
 use crate::clock::to_mono_ns;
 use crate::error::{CliError, chain};
-use crate::shim::STOPPED_BY_SHIM;
 use crate::store;
 
 /// What a signal, or the demo's lifeline, asks for.
@@ -71,6 +70,8 @@ enum TermEnd {
     Lost,
     /// CMD ended by itself with this status.
     Exited(u8),
+    /// CMD could not be started (not found, not executable).
+    CannotStart,
     /// A signal asked regent to stop.
     Shutdown,
 }
@@ -124,6 +125,11 @@ pub(crate) async fn run(args: RunArgs) -> Result<u8, CliError> {
         match lead(&candidate, leadership, &args, &mut stops).await? {
             TermEnd::Lost => {}
             TermEnd::Shutdown => return Ok(shut_down(&candidate, &mut stops).await),
+            // A command that cannot start will not start next time either.
+            TermEnd::CannotStart => {
+                candidate.shutdown().await;
+                return Ok(127);
+            }
             TermEnd::Exited(code) => match args.restart {
                 RestartArg::Never => return Ok(code),
                 RestartArg::OnFailure if code == 0 => return Ok(0),
@@ -224,22 +230,29 @@ async fn lead(
         Some(_) => Some(heartbeat_pipe()?),
         None => None,
     };
+    // Everything that can fail is set up before the shim starts: after
+    // that, every way out must stop CMD before the lease goes.
+    let (mut beats, beat_writer) = match heartbeat {
+        Some((read, write)) => (
+            Some(
+                tokio::net::unix::pipe::Receiver::from_owned_fd(read)
+                    .map_err(|e| CliError::failure(format!("heartbeat pipe: {e}")))?,
+            ),
+            Some(write),
+        ),
+        None => (None, None),
+    };
     let (mut shim, control) = spawn_shim(
         candidate,
         &leadership,
         args,
         to_mono_ns(first.step_down_at),
-        heartbeat.as_ref().map(|(_, w)| w),
+        beat_writer.as_ref(),
     )?;
     // Only the shim and CMD hold the write end now.
-    let mut beats = match heartbeat {
-        Some((read, _write)) => Some(
-            tokio::net::unix::pipe::Receiver::from_owned_fd(read)
-                .map_err(|e| CliError::failure(format!("heartbeat pipe: {e}")))?,
-        ),
-        None => None,
-    };
+    drop(beat_writer);
     let (reports, control) = control.into_split();
+    let mut reports = Reports::new(reports);
     let mut control = Some(control);
     let mut last_beat = Instant::now();
     let health = args.health_timeout;
@@ -252,31 +265,40 @@ async fn lead(
                 if status.signal().is_some() {
                     // The shim died without stopping CMD (it stops it before
                     // any exit of its own): CMD's group runs on, orphaned.
-                    eprintln!("regent: the command's supervisor died ({status}); stopping the command");
-                    match cmd_group(&reports) {
+                    warn_user!("regent: the command's supervisor died ({status}); stopping the command");
+                    match reports.read().pgid {
                         Some(pgid) => stop_orphaned_group(pgid, grace).await,
-                        None => eprintln!("regent: the supervisor never reported the command's process group"),
+                        None => warn_user!("regent: the supervisor never reported the command's process group"),
                     }
                     break TermEnd::Lost;
                 }
-                let code = exit_code(status);
-                if code == STOPPED_BY_SHIM && leadership.check().is_err() {
-                    // The dead-man's switch fired while regent was stalled.
+                let said = reports.read();
+                if said.cannot_start {
+                    break TermEnd::CannotStart;
+                }
+                if said.stopped {
+                    // The dead-man's switch fired (regent stalled, or a
+                    // deadline update came late): this term is over.
                     break TermEnd::Lost;
                 }
-                break TermEnd::Exited(code);
+                break TermEnd::Exited(exit_code(status));
             }
             changed = states.changed() => {
                 let state = *states.borrow_and_update();
                 if changed.is_err() || state.ended.is_some() {
                     let reason = state.ended.map_or(EndReason::Dropped, |e| e.reason);
-                    eprintln!("regent: leadership ended ({reason}); stopping the command");
+                    warn_user!("regent: leadership ended ({reason}); stopping the command");
                     break TermEnd::Lost;
                 }
-                send(&mut control, &format!("D {}\n", to_mono_ns(state.step_down_at))).await;
+                if !send(&mut control, &format!("D {}\n", to_mono_ns(state.step_down_at))) {
+                    // The shim does not read its control socket (stopped,
+                    // hung): it cannot be trusted with the deadline.
+                    warn_user!("regent: the command's supervisor is not responding; stopping the command");
+                    break TermEnd::Lost;
+                }
             }
             () = sleep_until_opt(silent_at) => {
-                eprintln!("regent: no heartbeat on REGENT_HEARTBEAT_FD for {:?}; stepping down", health.unwrap_or_default());
+                warn_user!("regent: no heartbeat on REGENT_HEARTBEAT_FD for {:?}; stepping down", health.unwrap_or_default());
                 break TermEnd::Lost;
             }
             n = read_beat(&mut beats) => {
@@ -291,24 +313,42 @@ async fn lead(
             () = stops.next() => break TermEnd::Shutdown,
         }
     };
-    if !matches!(end, TermEnd::Exited(_)) {
-        send(&mut control, "S\n").await;
-        // The shim needs at most grace plus its SIGKILL sweep; a second
-        // signal exits at once (the shim then cleans up on its own).
+    let mut signalled = matches!(end, TermEnd::Shutdown);
+    if matches!(end, TermEnd::Lost | TermEnd::Shutdown) {
+        let _ = send(&mut control, "S\n");
+        // The shim needs at most grace plus its SIGKILL sweep. A signal
+        // meanwhile asks for shutdown once this stop is done; a second one
+        // exits at once (the shim then cleans up on its own).
         let bound = grace + Duration::from_secs(3);
-        tokio::select! {
-            r = tokio::time::timeout(bound, shim.wait()) => if r.is_err() {
-                // The shim is stuck (stopped, hung): CMD may still run, and
-                // the lease must not go before it stops. End both here.
-                eprintln!("regent: the command's supervisor did not stop the command within {bound:?}; killing both");
-                let _ = shim.start_kill();
-                match cmd_group(&reports) {
-                    Some(pgid) => stop_orphaned_group(pgid, Duration::ZERO).await,
-                    None => eprintln!("regent: the supervisor never reported the command's process group"),
+        let r = {
+            let stopped = tokio::time::timeout(bound, shim.wait());
+            tokio::pin!(stopped);
+            loop {
+                tokio::select! {
+                    r = &mut stopped => break r.map(|_| ()),
+                    () = stops.next() => {
+                        if signalled {
+                            std::process::exit(130);
+                        }
+                        signalled = true;
+                    }
                 }
-                let _ = shim.wait().await;
-            },
-            () = stops.next() => std::process::exit(130),
+            }
+        };
+        if r.is_err() {
+            // The shim is stuck (stopped, hung): CMD may still run, and
+            // the lease must not go before it stops. End both here.
+            warn_user!(
+                "regent: the command's supervisor did not stop the command within {bound:?}; killing both"
+            );
+            let _ = shim.start_kill();
+            match reports.read().pgid {
+                Some(pgid) => stop_orphaned_group(pgid, Duration::ZERO).await,
+                None => {
+                    warn_user!("regent: the supervisor never reported the command's process group")
+                }
+            }
+            let _ = shim.wait().await;
         }
     }
     drop(control);
@@ -316,24 +356,55 @@ async fn lead(
     if let Err(e) = leadership.resign().await {
         tracing::warn!(error = %e, "release failed; the lease expires by its ttl");
     }
-    Ok(end)
+    Ok(if signalled { TermEnd::Shutdown } else { end })
 }
 
 /// CMD's process group, as the shim reported it (`G <pgid>`) on the
 /// control socket; read without waiting, after the shim has exited.
-fn cmd_group(reports: &OwnedReadHalf) -> Option<Pid> {
-    let mut text = Vec::new();
-    let mut buf = [0u8; 256];
-    while let Ok(n) = reports.try_read(&mut buf) {
-        if n == 0 {
-            break;
+struct Reports {
+    socket: OwnedReadHalf,
+    text: Vec<u8>,
+}
+
+/// What the shim said on the control socket (see `shim.rs`).
+#[derive(Debug, Default)]
+struct Said {
+    pgid: Option<Pid>,
+    stopped: bool,
+    cannot_start: bool,
+}
+
+impl Reports {
+    fn new(socket: OwnedReadHalf) -> Self {
+        Self {
+            socket,
+            text: Vec::new(),
         }
-        text.extend_from_slice(&buf[..n]);
     }
-    String::from_utf8_lossy(&text)
-        .lines()
-        .find_map(|l| l.strip_prefix("G ")?.trim().parse().ok())
-        .and_then(Pid::from_raw)
+
+    /// Everything the shim said so far; reads without waiting.
+    fn read(&mut self) -> Said {
+        let mut buf = [0u8; 256];
+        while let Ok(n) = self.socket.try_read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            self.text.extend_from_slice(&buf[..n]);
+        }
+        let mut said = Said::default();
+        for line in String::from_utf8_lossy(&self.text).lines() {
+            match line.trim() {
+                "X" => said.stopped = true,
+                "E" => said.cannot_start = true,
+                l => {
+                    if let Some(pgid) = l.strip_prefix("G ").and_then(|p| p.trim().parse().ok()) {
+                        said.pgid = Pid::from_raw(pgid);
+                    }
+                }
+            }
+        }
+        said
+    }
 }
 
 /// What the shim would have done: SIGTERM to the group, `grace` for it to
@@ -355,10 +426,17 @@ async fn stop_orphaned_group(pgid: Pid, grace: Duration) {
     }
 }
 
-async fn send(control: &mut Option<OwnedWriteHalf>, line: &str) {
-    if let Some(c) = control {
-        if c.write_all(line.as_bytes()).await.is_err() {
+/// Sends a control line without waiting: false when the shim is gone or
+/// does not read (its socket buffer is full).
+fn send(control: &mut Option<OwnedWriteHalf>, line: &str) -> bool {
+    let Some(c) = control else {
+        return false;
+    };
+    match c.try_write(line.as_bytes()) {
+        Ok(n) if n == line.len() => true,
+        _ => {
             *control = None;
+            false
         }
     }
 }

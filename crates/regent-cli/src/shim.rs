@@ -77,7 +77,7 @@ pub(crate) fn main(args: ShimArgs) -> ExitCode {
     match run(&args) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            eprintln!("regent shim: {e}");
+            warn_user!("regent shim: {e}");
             ExitCode::from(STOPPED_BY_SHIM)
         }
     }
@@ -109,7 +109,8 @@ fn run(args: &ShimArgs) -> std::io::Result<u8> {
     let child = match command.spawn() {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("regent: cannot start '{program}': {e}");
+            report("E");
+            warn_user!("regent: cannot start '{program}': {e}");
             return Ok(127);
         }
     };
@@ -152,7 +153,12 @@ fn run(args: &ShimArgs) -> std::io::Result<u8> {
         ];
         match poll(&mut fds, Some(&timeout)) {
             Ok(_) | Err(rustix::io::Errno::INTR) => {}
-            Err(e) => return Err(e.into()),
+            Err(e) => {
+                // Never leave CMD behind, whatever fails here.
+                stop_group(pgid, grace);
+                report("X");
+                return Err(e.into());
+            }
         }
         let signalled = !fds[0].revents().is_empty();
         let stdin_ready = !fds[1].revents().is_empty();
@@ -179,17 +185,19 @@ fn run(args: &ShimArgs) -> std::io::Result<u8> {
             }
         }
     };
+    // Stop first, talk after: a closed stderr must not keep CMD alive.
+    stop_group(pgid, grace);
+    let _ = reap(pgid);
+    report("X");
     match stop {
-        Stop::Deadline => eprintln!(
-            "regent: no lease renewal reached the command's supervisor before the step-down deadline; stopping the command"
+        Stop::Deadline => warn_user!(
+            "regent: no lease renewal reached the command's supervisor before the step-down deadline; stopped the command"
         ),
         Stop::ParentGone | Stop::Signal => {
-            eprintln!("regent: regent went away; stopping the command")
+            warn_user!("regent: regent went away; stopped the command")
         }
         Stop::Asked => {}
     }
-    stop_group(pgid, grace);
-    let _ = reap(pgid);
     Ok(STOPPED_BY_SHIM)
 }
 
@@ -208,6 +216,13 @@ fn heartbeat_fd() -> Option<OwnedFd> {
     // CMD must inherit it.
     rustix::io::fcntl_setfd(&low, rustix::io::FdFlags::empty()).ok()?;
     Some(low)
+}
+
+/// A line to regent on the control socket (the shim's stdin): `X` when the
+/// shim stopped CMD itself, `E` when CMD could not be started. Out of band,
+/// so that no exit status of CMD's can be mistaken for them.
+fn report(what: &str) {
+    let _ = rustix::io::write(std::io::stdin(), format!("{what}\n").as_bytes());
 }
 
 enum Control {

@@ -33,10 +33,15 @@ fn human(election: &ElectionName, leader: Option<&LeaderInfo>) -> String {
 }
 
 fn print(args: &ShowArgs, election: &ElectionName, leader: Option<&LeaderInfo>) {
-    if args.json {
-        println!("{}", to_json(election, leader));
+    use std::io::Write as _;
+    let line = if args.json {
+        to_json(election, leader).to_string()
     } else {
-        println!("{}", human(election, leader));
+        human(election, leader)
+    };
+    // Whoever read our output is gone (`regent watch | head -1`): done.
+    if writeln!(std::io::stdout(), "{line}").is_err() {
+        std::process::exit(0);
     }
 }
 
@@ -63,7 +68,7 @@ pub(crate) async fn watch(args: ShowArgs) -> Result<u8, CliError> {
         tokio::select! {
             item = changes.next() => match item {
                 Some(Ok(leader)) => print(&args, &election, leader.as_ref()),
-                Some(Err(e)) if e.is_transient() => eprintln!("regent: {}; retrying", chain(&e)),
+                Some(Err(e)) if e.is_transient() => warn_user!("regent: {}; retrying", chain(&e)),
                 Some(Err(e)) => return Err(CliError::failure(format!("watch failed: {}", chain(&e)))),
                 None => return Ok(0),
             },

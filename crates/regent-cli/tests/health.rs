@@ -80,3 +80,33 @@ fn commands_that_fail_at_once_are_restarted_with_backoff() {
         .count();
     assert!((2..=20).contains(&runs), "{runs} runs in 3 s");
 }
+
+/// Regression: one SIGTERM while regent was stopping a command after a
+/// step-down was taken for the second signal: exit 130, lease not released.
+#[test]
+fn one_sigterm_during_a_step_down_still_shuts_down_cleanly() {
+    let mut sb = Sandbox::new();
+    let cmd = vec![
+        "sh".to_string(),
+        "-c".to_string(),
+        "trap '' TERM; while :; do sleep 0.1; done".to_string(),
+    ];
+    let a = args(&sb, "c1", &["--health-timeout", "1s"], &cmd);
+    let i = sb.spawn("c1", &a);
+    let err = sb.path("c1.err");
+    wait_for(
+        Duration::from_secs(10),
+        "the step-down for silence",
+        || {
+            std::fs::read_to_string(&err)
+                .unwrap_or_default()
+                .contains("no heartbeat")
+                .then_some(())
+        },
+        || sb.report(),
+    );
+    // The command ignores SIGTERM: regent is now waiting out its grace.
+    sb.regent(i).signal(Signal::TERM);
+    let status = sb.regent(i).wait_exit(Duration::from_secs(10));
+    assert_eq!(status.code(), Some(0), "{}", sb.regent(i).stderr());
+}

@@ -1,10 +1,14 @@
 //! Test kit for regent.
 //!
-//! The kit will also start real store engines on `127.0.0.1` for the store
-//! crates' integration tests. For now it holds the leadership [`History`]:
-//! the candidates of one test record when each believed it led, and the test
-//! then checks the whole history at once for the election's safety
-//! properties.
+//! Two parts:
+//!
+//! * The leadership [`History`]: the candidates of one test record when each
+//!   believed it led, and the test then checks the whole history at once for
+//!   the election's safety properties.
+//! * [`engines`]: real store engines (etcd, one member or a cluster) started
+//!   on free ports of `127.0.0.1` for the store crates' integration tests,
+//!   stopped by PID when dropped. A missing engine is an error naming
+//!   `scripts/install-engines`, never a skipped test.
 //!
 //! # Why a history, not assertions inside each candidate
 //!
@@ -21,6 +25,7 @@
 //! Times are [`tokio::time::Instant`], so histories recorded on paused time
 //! (`#[tokio::test(start_paused = true)]`) are exact and reproducible.
 
+pub mod engines;
 pub mod history;
 
 pub use history::{History, Interval, Summary, Violation};

@@ -1,0 +1,149 @@
+//! regent's etcd v3 store: elections on an etcd cluster, interoperable with
+//! etcd's own election recipe (Go's `concurrency.Election`, the v3election
+//! service, `etcdctl elect`).
+//!
+//! ```no_run
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use std::time::Duration;
+//! use regent_core::{Candidate, ElectionName, HolderId};
+//! use regent_etcd::EtcdStore;
+//!
+//! let store = EtcdStore::connect(["10.0.0.1:2379", "10.0.0.2:2379", "10.0.0.3:2379"]).await?;
+//! let candidate = Candidate::builder(
+//!     store,
+//!     ElectionName::new("report-scheduler")?,
+//!     HolderId::new("host-1")?,
+//! )
+//! .ttl(Duration::from_secs(10))
+//! .build()?;
+//! let leadership = candidate.campaign().await?;
+//! let token = leadership.token(); // pass it with every write
+//! # let _ = token;
+//! leadership.resign().await?;
+//! # Ok(()) }
+//! ```
+//!
+//! [`EtcdStore`] implements [`regent_core::LeaseStore`] as a *queue* store
+//! ([`StoreStyle::Queue`](regent_core::StoreStyle::Queue)) and passes
+//! regent's store conformance suite against a real etcd.
+//!
+//! # Safety class
+//!
+//! [`SafetyClass::Consensus`](regent_core::SafetyClass::Consensus): every
+//! write and every lease decision goes through etcd's Raft log, so the
+//! election survives the loss of a minority of members. Lease expiry is
+//! decided by the etcd leader's clock, never by comparing wall clocks.
+//!
+//! # Key layout (etcd's own)
+//!
+//! Election `NAME` lives under the prefix `NAME/` (after an optional
+//! [namespace](EtcdStoreBuilder::namespace)). Each candidate grants itself
+//! a lease and writes **one key**, `NAME/<lease id in lowercase hex>`,
+//! attached to that lease: exactly the key Go's
+//! `concurrency.NewElection(session, "NAME").Campaign(…)` writes
+//! (`NewElection` appends the `/`; the key is `prefix + fmt.Sprintf("%x",
+//! leaseID)`), and `etcdctl elect NAME` is a thin wrapper around it.
+//!
+//! * **Leader**: the key with the smallest *create revision* under the
+//!   prefix (`Get(prefix, WithFirstCreate())` in Go). The others wait in
+//!   line, in create-revision order; when the head's key goes (resign,
+//!   lease revoked or expired, deleted by hand), the next one leads, with no
+//!   herd.
+//! * **Fencing token**: the leader key's create revision. etcd's revision
+//!   is cluster-wide and only grows, across deletions, compaction and
+//!   restarts, and a key created later always has a larger one, so a new
+//!   term's token is larger than every token before it.
+//! * **Value**: a small JSON object, `{"holder": "host-1", "metadata":
+//!   {"addr": "10.0.0.1:80"}}`.
+//!
+//! Any key under the prefix is a candidate, as in Go. A value regent did not
+//! write (`etcdctl elect NAME host-7`) is a legitimate foreign candidate,
+//! never an error: it leads under the holder id `host-7` when the value is
+//! a valid [`HolderId`](regent_core::HolderId), otherwise under the value
+//! with every byte outside `!`..`~` replaced by `_` (at most 128 bytes; an
+//! empty value gives `etcd-lease-<hex>`), with metadata `etcd.key` and
+//! `etcd.value`. `etcdctl elect -l NAME` shows regent's leader as its key
+//! and its JSON value.
+//!
+//! # Operations
+//!
+//! * **try_acquire** without a place in line: grant a lease of the ttl (whole
+//!   seconds, rounded up), then one transaction: *if*
+//!   `create_revision(key) == 0` *then* put the key with the lease and read
+//!   the head, *else* read the key and the head. Our key at the head is
+//!   [`Won`](regent_core::Acquire::Won); otherwise
+//!   [`Held`](regent_core::Acquire::Held) with the head as leader and our
+//!   key as the place in line. A failed attempt revokes its new lease.
+//! * **try_acquire** with a place: one keep-alive of its lease first (so a
+//!   `Won` holds a full ttl from this call, as the contract requires), then
+//!   the same transaction; new metadata is written as Go's `Proclaim` does
+//!   (only if the key's create revision is still ours). If the lease has
+//!   expired meanwhile, the candidate campaigns again with a new lease:
+//!   the bug reported as etcd#19597, a pending campaign waiting forever on
+//!   an expired session, cannot happen here.
+//! * **renew**: read our key (create revision = our token, our lease, our
+//!   holder), then one keep-alive. A missing or foreign key, or a lease etcd
+//!   no longer knows, is [`Renewal::Lost`](regent_core::Renewal::Lost): the
+//!   lease revoked from outside (`etcdctl lease revoke`) or the key deleted
+//!   (`etcdctl del`) end leadership at the next renewal. An unreachable
+//!   cluster is an [`Unavailable`](regent_core::ErrorKind::Unavailable)
+//!   error, and the [`Candidate`](regent_core::Candidate) steps down at its
+//!   renew deadline on its own clock.
+//! * **release**: if our key is still ours, revoke the lease (which deletes
+//!   the key). Idempotent: "lease not found" is success, and someone else's
+//!   key is never touched.
+//! * **current_leader**: the head (one range request, sorted by create
+//!   revision, limit 1).
+//! * **watch**: reads the head, then an etcd watch on the prefix from the
+//!   next revision; on every event it reads the head again and yields it
+//!   ([`WatchMode::Notify`](regent_core::WatchMode::Notify); repeats are
+//!   possible, consumers dedupe). When etcd cancels the watch (compaction)
+//!   or the connection fails, the stream yields the error, if any, and
+//!   ends; the caller opens a new one.
+//!
+//! # Ttl
+//!
+//! etcd grants leases in whole seconds: a ttl is rounded **up** to the next
+//! second, and [`Lease::ttl`](regent_core::Lease::ttl) says what was
+//! granted. Ttls below [`MIN_TTL`] (1 s) or above
+//! [`MAX_TTL`](regent_core::MAX_TTL) are
+//! [`Config`](regent_core::ErrorKind::Config) errors. etcd raises a lease
+//! shorter than its own minimum, `ceil(1.5 × election timeout)` (2 s with
+//! the default `--election-timeout=1000`), to that minimum; the granted
+//! ttl, never less than asked, is what the lease reports. etcd's lessor
+//! looks for expired leases every 500 ms, so a dead holder's key goes up to
+//! [`EXPIRY_SLACK`] after its ttl. A change of etcd's Raft leader extends
+//! every lease by about an election timeout (never shortens one).
+//!
+//! # Errors
+//!
+//! Every [`StoreError`](regent_core::StoreError) names the operation, the
+//! election and the endpoints, and carries etcd-client's error as its
+//! source. Every request is bounded by the
+//! [request timeout](EtcdStoreBuilder::request_timeout).
+//!
+//! | kind | when |
+//! | --- | --- |
+//! | [`Unavailable`](regent_core::ErrorKind::Unavailable) (transient) | connection refused or broken, the request timeout passed, gRPC `Unavailable` (no leader, leader changed), `DeadlineExceeded`, `ResourceExhausted`, `Aborted`, `Unknown`, `Internal` |
+//! | [`Auth`](regent_core::ErrorKind::Auth) | gRPC `Unauthenticated`, `PermissionDenied`, an invalid auth token, a wrong user or password |
+//! | [`Config`](regent_core::ErrorKind::Config) | no endpoints, a malformed endpoint, a ttl outside 1 s ..= 1 day, gRPC `InvalidArgument`, `FailedPrecondition`, `OutOfRange`, `Unimplemented` |
+//! | [`Corrupt`](regent_core::ErrorKind::Corrupt) | the key under *our own* lease holds a record this candidate did not write (another create revision or lease) |
+//! | [`Protocol`](regent_core::ErrorKind::Protocol) | an answer that cannot be (a transaction without its responses) |
+
+mod error;
+mod record;
+mod store;
+
+pub use store::{DEFAULT_REQUEST_TIMEOUT, EXPIRY_SLACK, EtcdStore, EtcdStoreBuilder, MIN_TTL};
+
+#[cfg(test)]
+mod send_sync {
+    fn is_send_sync<T: Send + Sync + 'static>() {}
+
+    #[test]
+    fn public_types_are_send_and_sync() {
+        is_send_sync::<super::EtcdStore>();
+        is_send_sync::<super::EtcdStoreBuilder>();
+    }
+}

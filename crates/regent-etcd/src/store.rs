@@ -1,0 +1,656 @@
+//! [`EtcdStore`]: the store contract over etcd v3.
+
+use std::fmt;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use etcd_client::{
+    Client, Compare, CompareOp, ConnectOptions, GetOptions, KeyValue, PutOptions, SortOrder,
+    SortTarget, Txn, TxnOp, TxnOpResponse, WatchOptions,
+};
+use regent_core::{
+    Acquire, AcquireRequest, ElectionName, ErrorKind, FencingToken, LeaderInfo, LeaderStream,
+    Lease, LeaseHandle, LeaseStore, MAX_TTL, Renewal, SafetyClass, StoreError, StoreInfo,
+    StoreStyle, WatchMode,
+};
+
+use crate::error::{etcd_error, is_lease_not_found};
+use crate::record::{
+    candidate_key, decode, election_prefix, encode, leader_of, lease_hex, parse_lease_hex,
+};
+
+/// The shortest ttl the store honours: etcd grants leases in whole seconds.
+///
+/// etcd itself raises a shorter lease to its own minimum,
+/// `ceil(1.5 × election timeout)` (2 s with the default 1 s election
+/// timeout, 1 s with `--election-timeout` ≤ 666 ms); the granted, longer ttl
+/// is what [`Lease::ttl`] then reports.
+pub const MIN_TTL: Duration = Duration::from_secs(1);
+
+/// How long one request may take before it fails as
+/// [`Unavailable`](regent_core::ErrorKind::Unavailable), unless set with
+/// [`EtcdStoreBuilder::request_timeout`].
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How much later than its ttl etcd may delete a dead holder's key: its
+/// lessor looks for expired leases every 500 ms and revokes them through
+/// Raft. (A change of etcd's Raft leader extends every lease by an election
+/// timeout on top; that is not bounded here.)
+pub const EXPIRY_SLACK: Duration = Duration::from_secs(1);
+
+/// An election store on an etcd v3 cluster. See the [crate docs](crate).
+///
+/// Cloning is cheap; clones share one connection.
+#[derive(Clone)]
+pub struct EtcdStore {
+    client: Client,
+    namespace: Arc<str>,
+    endpoints: Arc<str>,
+    request_timeout: Duration,
+}
+
+impl fmt::Debug for EtcdStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EtcdStore")
+            .field("endpoints", &self.endpoints)
+            .field("namespace", &self.namespace)
+            .field("request_timeout", &self.request_timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Builds an [`EtcdStore`]: [`EtcdStore::builder`], setters, then
+/// [`connect`](Self::connect).
+#[derive(Clone)]
+#[must_use]
+pub struct EtcdStoreBuilder {
+    endpoints: Vec<String>,
+    user: Option<(String, String)>,
+    request_timeout: Duration,
+    namespace: String,
+    #[cfg(feature = "tls")]
+    tls: Option<etcd_client::TlsOptions>,
+}
+
+impl fmt::Debug for EtcdStoreBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EtcdStoreBuilder")
+            .field("endpoints", &self.endpoints)
+            .field("user", &self.user.as_ref().map(|(u, _)| u))
+            .field("request_timeout", &self.request_timeout)
+            .field("namespace", &self.namespace)
+            .finish()
+    }
+}
+
+impl EtcdStoreBuilder {
+    /// Authenticates as `user` with `password` (etcd's `--user`).
+    pub fn user(mut self, user: impl Into<String>, password: impl Into<String>) -> Self {
+        self.user = Some((user.into(), password.into()));
+        self
+    }
+
+    /// How long one request may take (default
+    /// [`DEFAULT_REQUEST_TIMEOUT`]). Keep it below the renew deadline.
+    pub fn request_timeout(mut self, timeout: Duration) -> Self {
+        self.request_timeout = timeout;
+        self
+    }
+
+    /// A string put before every election name (default: none). Election
+    /// `jobs` in namespace `/svc/` lives under `/svc/jobs/`; to share it with
+    /// `etcdctl elect`, run `etcdctl elect /svc/jobs …`.
+    pub fn namespace(mut self, namespace: impl Into<String>) -> Self {
+        self.namespace = namespace.into();
+        self
+    }
+
+    /// Speaks TLS to etcd, trusting the CA certificate `ca_pem` (PEM).
+    /// Endpoints without a scheme then use `https://`.
+    #[cfg(feature = "tls")]
+    pub fn tls_ca_pem(mut self, ca_pem: impl AsRef<[u8]>) -> Self {
+        let tls = self.tls.take().unwrap_or_default();
+        self.tls = Some(tls.ca_certificate(etcd_client::Certificate::from_pem(ca_pem)));
+        self
+    }
+
+    /// Presents a client certificate (etcd's `--client-cert-auth`): `cert_pem`
+    /// and its private key `key_pem`, both PEM.
+    #[cfg(feature = "tls")]
+    pub fn tls_client_identity_pem(
+        mut self,
+        cert_pem: impl AsRef<[u8]>,
+        key_pem: impl AsRef<[u8]>,
+    ) -> Self {
+        let tls = self.tls.take().unwrap_or_default();
+        self.tls = Some(tls.identity(etcd_client::Identity::from_pem(cert_pem, key_pem)));
+        self
+    }
+
+    /// The name the server certificate must carry, when it differs from the
+    /// endpoint's host.
+    #[cfg(feature = "tls")]
+    pub fn tls_domain_name(mut self, name: impl Into<String>) -> Self {
+        let tls = self.tls.take().unwrap_or_default();
+        self.tls = Some(tls.domain_name(name));
+        self
+    }
+
+    /// Connects. Without a user this does not wait for the cluster: an
+    /// unreachable cluster shows as [`Unavailable`](ErrorKind::Unavailable)
+    /// errors of the store's calls. With a user it authenticates at once.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::Config`] for no endpoints, a malformed endpoint or a zero
+    /// request timeout; [`ErrorKind::Auth`] for refused credentials;
+    /// [`ErrorKind::Unavailable`] when authenticating could not reach the
+    /// cluster.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: nothing is written.
+    pub async fn connect(self) -> Result<EtcdStore, StoreError> {
+        let endpoints = self.endpoints.join(",");
+        if self.endpoints.is_empty() {
+            return Err(StoreError::new(
+                ErrorKind::Config,
+                "etcd store: at least one endpoint is required",
+            ));
+        }
+        if self.request_timeout.is_zero() {
+            return Err(StoreError::new(
+                ErrorKind::Config,
+                "etcd store: the request timeout must be greater than zero",
+            ));
+        }
+        let mut options = ConnectOptions::new()
+            .with_connect_timeout(self.request_timeout)
+            // A member cut off from its cluster's leader fails requests at
+            // once instead of serving stale reads and hanging watches.
+            .with_require_leader(true)
+            // Detects a dead connection under an open watch. etcd's default
+            // --grpc-keepalive-min-time is 5 s: pinging more often is refused.
+            .with_keep_alive(Duration::from_secs(10), self.request_timeout);
+        #[cfg(feature = "tls")]
+        if let Some(tls) = self.tls {
+            options = options.with_tls(tls);
+        }
+        if let Some((user, password)) = self.user {
+            options = options
+                .with_user(user, password)
+                .with_auto_token_refresh(true);
+        }
+        let connect = Client::connect(&self.endpoints, Some(options));
+        let client = match tokio::time::timeout(self.request_timeout, connect).await {
+            Ok(Ok(client)) => client,
+            Ok(Err(e)) => return Err(etcd_error(format!("connect to etcd at {endpoints}"), e)),
+            Err(_) => {
+                return Err(StoreError::unavailable(format!(
+                    "connect to etcd at {endpoints}: no answer within {:?}",
+                    self.request_timeout
+                )));
+            }
+        };
+        Ok(EtcdStore {
+            client,
+            namespace: self.namespace.into(),
+            endpoints: endpoints.into(),
+            request_timeout: self.request_timeout,
+        })
+    }
+}
+
+/// Our own key, as a transaction found it.
+struct Placed {
+    token: i64,
+    head: Option<KeyValue>,
+}
+
+impl EtcdStore {
+    /// Starts building a store for the cluster at `endpoints`
+    /// (`"127.0.0.1:2379"` or `"http://127.0.0.1:2379"`).
+    pub fn builder<E: Into<String>>(endpoints: impl IntoIterator<Item = E>) -> EtcdStoreBuilder {
+        EtcdStoreBuilder {
+            endpoints: endpoints.into_iter().map(Into::into).collect(),
+            user: None,
+            request_timeout: DEFAULT_REQUEST_TIMEOUT,
+            namespace: String::new(),
+            #[cfg(feature = "tls")]
+            tls: None,
+        }
+    }
+
+    /// Connects to the cluster at `endpoints` with default settings.
+    ///
+    /// # Errors
+    ///
+    /// As [`EtcdStoreBuilder::connect`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: nothing is written.
+    pub async fn connect<E: Into<String>>(
+        endpoints: impl IntoIterator<Item = E>,
+    ) -> Result<Self, StoreError> {
+        Self::builder(endpoints).connect().await
+    }
+
+    /// The key prefix of `election`: every candidate's key starts with it.
+    pub fn election_prefix(&self, election: &ElectionName) -> String {
+        election_prefix(&self.namespace, election)
+    }
+
+    /// Runs one request with the request timeout; errors name `what`.
+    async fn call<T>(
+        &self,
+        what: impl FnOnce() -> String,
+        fut: impl Future<Output = Result<T, etcd_client::Error>>,
+    ) -> Result<T, StoreError> {
+        match tokio::time::timeout(self.request_timeout, fut).await {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(e)) => Err(etcd_error(format!("{} at {}", what(), self.endpoints), e)),
+            Err(_) => Err(StoreError::unavailable(format!(
+                "{} at {}: no answer within {:?}",
+                what(),
+                self.endpoints,
+                self.request_timeout
+            ))),
+        }
+    }
+
+    fn ttl_secs(&self, ttl: Duration) -> Result<i64, StoreError> {
+        if ttl < MIN_TTL || ttl > MAX_TTL {
+            return Err(StoreError::new(
+                ErrorKind::Config,
+                format!("etcd store: ttl {ttl:?} is outside {MIN_TTL:?}..={MAX_TTL:?}"),
+            ));
+        }
+        // Whole seconds, rounded up: never less than asked.
+        let secs = ttl.as_secs() + u64::from(ttl.subsec_nanos() > 0);
+        Ok(i64::try_from(secs).expect("at most a day"))
+    }
+
+    /// One keep-alive round trip: `true` if the lease lives (its ttl now
+    /// restarts), `false` if etcd no longer knows it.
+    async fn keep_alive_once(&self, lease: i64, what: &str) -> Result<bool, StoreError> {
+        let mut client = self.client.clone();
+        let r = tokio::time::timeout(self.request_timeout, async move {
+            // etcd-client sends the first keep-alive and awaits its answer
+            // inside `lease_keep_alive`; dropping the pair ends the stream.
+            client.lease_keep_alive(lease).await.map(drop)
+        })
+        .await;
+        match r {
+            Ok(Ok(())) => Ok(true),
+            Ok(Err(e)) if is_lease_not_found(&e) => Ok(false),
+            Ok(Err(e)) => Err(etcd_error(
+                format!(
+                    "{what}: keep lease {} alive at {}",
+                    lease_hex(lease),
+                    self.endpoints
+                ),
+                e,
+            )),
+            Err(_) => Err(StoreError::unavailable(format!(
+                "{what}: keep lease {} alive at {}: no answer within {:?}",
+                lease_hex(lease),
+                self.endpoints,
+                self.request_timeout
+            ))),
+        }
+    }
+
+    fn head_options() -> GetOptions {
+        GetOptions::new()
+            .with_prefix()
+            .with_sort(SortTarget::Create, SortOrder::Ascend)
+            .with_limit(1)
+    }
+
+    /// Makes sure our key exists under `lease`, then reads the head of the
+    /// line, in one transaction. `expected` is the create revision of the
+    /// key we queued earlier, if any.
+    async fn place(
+        &self,
+        req: &AcquireRequest,
+        prefix: &str,
+        lease: i64,
+        expected: Option<i64>,
+    ) -> Result<Placed, StoreError> {
+        let key = candidate_key(prefix, lease);
+        let value = encode(&req.holder, &req.metadata);
+        let txn = Txn::new()
+            .when([Compare::create_revision(key.clone(), CompareOp::Equal, 0)])
+            .and_then([
+                TxnOp::put(
+                    key.clone(),
+                    value.clone(),
+                    Some(PutOptions::new().with_lease(lease)),
+                ),
+                TxnOp::get(prefix, Some(Self::head_options())),
+            ])
+            .or_else([
+                TxnOp::get(key.clone(), None),
+                TxnOp::get(prefix, Some(Self::head_options())),
+            ]);
+        let what = || format!("acquire election '{}' by '{}'", req.election, req.holder);
+        let mut client = self.client.clone();
+        let resp = self.call(what, client.txn(txn)).await?;
+        let mut ops = resp.op_responses().into_iter();
+        let (first, second) = (ops.next(), ops.next());
+        let Some(TxnOpResponse::Get(mut head)) = second else {
+            return Err(protocol(
+                what(),
+                "the transaction answered without its range",
+            ));
+        };
+        let head = head.take_kvs().into_iter().next();
+        if resp.succeeded() {
+            let token = resp.header().map(|h| h.revision()).unwrap_or(0);
+            if token <= 0 {
+                return Err(protocol(
+                    what(),
+                    "the transaction answered without a revision",
+                ));
+            }
+            return Ok(Placed { token, head });
+        }
+        let Some(TxnOpResponse::Get(mut mine)) = first else {
+            return Err(protocol(what(), "the transaction answered without our key"));
+        };
+        let Some(mine) = mine.take_kvs().into_iter().next() else {
+            return Err(protocol(what(), "our key neither exists nor was created"));
+        };
+        let ours = expected == Some(mine.create_revision()) && mine.lease() == lease;
+        if !ours {
+            return Err(StoreError::corrupt(format!(
+                "{}: key '{key}' under our lease {} was not written by this candidate \
+                 (create revision {}, lease {})",
+                what(),
+                lease_hex(lease),
+                mine.create_revision(),
+                lease_hex(mine.lease())
+            )));
+        }
+        if mine.value() != value.as_slice() {
+            // New metadata: proclaim it, as Go's Campaign does, only if the
+            // key is still the one we queued.
+            let token = mine.create_revision();
+            let txn = Txn::new()
+                .when([Compare::create_revision(
+                    key.clone(),
+                    CompareOp::Equal,
+                    token,
+                )])
+                .and_then([TxnOp::put(
+                    key.clone(),
+                    value,
+                    Some(PutOptions::new().with_lease(lease)),
+                )]);
+            let mut client = self.client.clone();
+            self.call(what, client.txn(txn)).await?;
+        }
+        Ok(Placed {
+            token: mine.create_revision(),
+            head,
+        })
+    }
+
+    /// Queues (or finds) our key under `lease` and answers won or held.
+    async fn campaign(
+        &self,
+        req: &AcquireRequest,
+        lease: i64,
+        ttl: Duration,
+        expected: Option<i64>,
+    ) -> Result<Acquire, StoreError> {
+        let prefix = self.election_prefix(&req.election);
+        let placed = self.place(req, &prefix, lease, expected).await?;
+        let mine = Lease {
+            election: req.election.clone(),
+            holder: req.holder.clone(),
+            token: FencingToken::new(u64::try_from(placed.token).unwrap_or(0)),
+            ttl,
+            handle: LeaseHandle::new(lease_hex(lease)),
+        };
+        let key = candidate_key(&prefix, lease);
+        match placed.head {
+            Some(head) if head.key() == key.as_bytes() => {
+                tracing::debug!(
+                    election = %req.election, holder = %req.holder, token = placed.token,
+                    "etcd: first in line"
+                );
+                Ok(Acquire::Won(mine))
+            }
+            Some(head) => Ok(Acquire::Held {
+                leader: Some(leader_of(
+                    head.key(),
+                    head.value(),
+                    head.lease(),
+                    head.create_revision(),
+                )),
+                queued: Some(mine),
+            }),
+            None => Err(protocol(
+                format!("acquire election '{}'", req.election),
+                "the election is empty right after our key was written",
+            )),
+        }
+    }
+
+    async fn read_head(
+        &self,
+        election: &ElectionName,
+        what: &str,
+    ) -> Result<(Option<LeaderInfo>, i64), StoreError> {
+        let prefix = self.election_prefix(election);
+        let mut client = self.client.clone();
+        let mut resp = self
+            .call(
+                || format!("{what} of election '{election}'"),
+                client.get(prefix, Some(Self::head_options())),
+            )
+            .await?;
+        let revision = resp.header().map(|h| h.revision()).unwrap_or(0);
+        let head = resp
+            .take_kvs()
+            .into_iter()
+            .next()
+            .map(|kv| leader_of(kv.key(), kv.value(), kv.lease(), kv.create_revision()));
+        Ok((head, revision))
+    }
+
+    /// Whether our key exists with our token (create revision), our lease,
+    /// and a value that names our holder.
+    async fn own_key(&self, lease: &Lease, id: i64, what: &str) -> Result<bool, StoreError> {
+        let key = candidate_key(&self.election_prefix(&lease.election), id);
+        let mut client = self.client.clone();
+        let mut resp = self
+            .call(
+                || format!("{what} election '{}' by '{}'", lease.election, lease.holder),
+                client.get(key, None),
+            )
+            .await?;
+        Ok(resp.take_kvs().into_iter().next().is_some_and(|kv| {
+            i64::try_from(lease.token.get()).ok() == Some(kv.create_revision())
+                && kv.lease() == id
+                && decode(kv.value()).is_some_and(|(h, _)| h == lease.holder)
+        }))
+    }
+}
+
+fn protocol(what: String, why: &str) -> StoreError {
+    StoreError::new(ErrorKind::Protocol, format!("{what}: {why}"))
+}
+
+impl LeaseStore for EtcdStore {
+    fn info(&self) -> StoreInfo {
+        StoreInfo {
+            name: "etcd",
+            style: StoreStyle::Queue,
+            watch: WatchMode::Notify,
+            safety: SafetyClass::Consensus,
+            min_ttl: MIN_TTL,
+            expiry_slack: EXPIRY_SLACK,
+        }
+    }
+
+    async fn try_acquire(
+        &self,
+        req: &AcquireRequest,
+        queued: Option<&Lease>,
+    ) -> Result<Acquire, StoreError> {
+        let ttl_secs = self.ttl_secs(req.ttl)?;
+        let place = queued
+            .filter(|q| q.election == req.election && q.holder == req.holder)
+            .and_then(|q| Some((q, parse_lease_hex(q.handle.as_str())?)));
+        if let Some((q, id)) = place {
+            // Restart the place's ttl first: a Won below must hold for a
+            // full ttl from this call.
+            if self.keep_alive_once(id, "acquire").await? {
+                let expected = i64::try_from(q.token.get()).ok();
+                return self.campaign(req, id, q.ttl, expected).await;
+            }
+            // The lease expired while we waited in line (etcd#19597 is a
+            // campaign that waits forever on such a key): queue afresh.
+            tracing::debug!(
+                election = %req.election, holder = %req.holder,
+                "etcd: queued lease expired; campaigning with a new lease"
+            );
+        }
+        let mut client = self.client.clone();
+        let granted = self
+            .call(
+                || format!("acquire election '{}': grant a lease", req.election),
+                client.lease_grant(ttl_secs, None),
+            )
+            .await?;
+        let (id, granted_ttl) = (granted.id(), granted.ttl());
+        let ttl = Duration::from_secs(u64::try_from(granted_ttl.max(ttl_secs)).unwrap_or(0));
+        match self.campaign(req, id, ttl, None).await {
+            Ok(a) => Ok(a),
+            Err(e) => {
+                // Don't leave a key queued that nobody will renew.
+                let mut client = self.client.clone();
+                let _ = tokio::time::timeout(self.request_timeout, client.lease_revoke(id)).await;
+                Err(e)
+            }
+        }
+    }
+
+    async fn renew(&self, lease: &Lease) -> Result<Renewal, StoreError> {
+        let Some(id) = parse_lease_hex(lease.handle.as_str()) else {
+            return Ok(Renewal::Lost);
+        };
+        // Check first, so that a renewal of someone else's record never
+        // extends it.
+        if !self.own_key(lease, id, "renew").await? {
+            return Ok(Renewal::Lost);
+        }
+        if !self.keep_alive_once(id, "renew").await? {
+            return Ok(Renewal::Lost);
+        }
+        tracing::debug!(
+            election = %lease.election, holder = %lease.holder, token = lease.token.get(),
+            "etcd: renewed"
+        );
+        Ok(Renewal::Renewed)
+    }
+
+    async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
+        let Some(id) = parse_lease_hex(lease.handle.as_str()) else {
+            return Ok(());
+        };
+        if !self.own_key(lease, id, "release").await? {
+            // Not ours, or gone already. If our key was deleted from outside
+            // the lease may live on without a key; it expires by its ttl.
+            return Ok(());
+        }
+        let mut client = self.client.clone();
+        match tokio::time::timeout(self.request_timeout, client.lease_revoke(id)).await {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(e)) if is_lease_not_found(&e) => Ok(()),
+            Ok(Err(e)) => Err(etcd_error(
+                format!(
+                    "release election '{}' by '{}' at {}",
+                    lease.election, lease.holder, self.endpoints
+                ),
+                e,
+            )),
+            Err(_) => Err(StoreError::unavailable(format!(
+                "release election '{}' at {}: no answer within {:?}",
+                lease.election, self.endpoints, self.request_timeout
+            ))),
+        }
+    }
+
+    async fn current_leader(
+        &self,
+        election: &ElectionName,
+    ) -> Result<Option<LeaderInfo>, StoreError> {
+        Ok(self.read_head(election, "read the leader").await?.0)
+    }
+
+    async fn watch(&self, election: &ElectionName) -> Result<LeaderStream, StoreError> {
+        let (head, revision) = self.read_head(election, "watch").await?;
+        let prefix = self.election_prefix(election);
+        let mut client = self.client.clone();
+        let options = WatchOptions::new()
+            .with_prefix()
+            .with_start_revision(revision + 1);
+        let stream = self
+            .call(
+                || format!("watch election '{election}'"),
+                client.watch(prefix, Some(options)),
+            )
+            .await?;
+        struct State {
+            store: EtcdStore,
+            election: ElectionName,
+            stream: Option<etcd_client::WatchStream>,
+            first: Option<Option<LeaderInfo>>,
+        }
+        let state = State {
+            store: self.clone(),
+            election: election.clone(),
+            stream: Some(stream),
+            first: Some(head),
+        };
+        let leaders = futures_util::stream::unfold(state, |mut s| async move {
+            if let Some(head) = s.first.take() {
+                return Some((Ok(head), s));
+            }
+            loop {
+                let stream = s.stream.as_mut()?;
+                match stream.message().await {
+                    Ok(Some(resp)) if resp.canceled() => {
+                        // Compacted past our revision, or cancelled by the
+                        // server: the caller opens a new watch.
+                        tracing::debug!(
+                            election = %s.election, reason = resp.cancel_reason(),
+                            "etcd: watch cancelled"
+                        );
+                        return None;
+                    }
+                    Ok(Some(resp)) if resp.events().is_empty() => continue,
+                    Ok(Some(_)) => {
+                        let item = s.store.read_head(&s.election, "watch").await.map(|r| r.0);
+                        return Some((item, s));
+                    }
+                    Ok(None) => return None,
+                    Err(e) => {
+                        s.stream = None;
+                        let err = etcd_error(
+                            format!("watch election '{}' at {}", s.election, s.store.endpoints),
+                            e,
+                        );
+                        return Some((Err(err), s));
+                    }
+                }
+            }
+        });
+        Ok(Box::pin(leaders))
+    }
+}

@@ -1,0 +1,293 @@
+//! The etcd store's own behaviour against a real etcd: ttls, leadership
+//! ending from outside (revoke, delete, etcd unreachable), a queued place
+//! whose lease expired (etcd#19597), foreign candidates and watch.
+
+mod common;
+
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use regent_core::{
+    Acquire, Candidate, EndReason, ErrorKind, LeaseStore, Renewal, SafetyClass, StoreStyle,
+    WatchMode,
+};
+use regent_etcd::EtcdStore;
+
+use common::{holder, req};
+
+const TTL: Duration = Duration::from_secs(2);
+
+fn candidate(
+    store: EtcdStore,
+    election: &regent_core::ElectionName,
+    who: &str,
+) -> Candidate<EtcdStore> {
+    Candidate::builder(store, election.clone(), holder(who))
+        .ttl(TTL)
+        .renew_every(Duration::from_millis(400))
+        .renew_deadline(Duration::from_millis(1500))
+        .grace(Duration::from_millis(100))
+        .build()
+        .expect("valid timing")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn info_and_ttl_rules() {
+    let etcd = common::start_etcd().await;
+    let store = common::store(etcd.endpoints()).await;
+    let info = store.info();
+    assert_eq!(info.name, "etcd");
+    assert_eq!(info.style, StoreStyle::Queue);
+    assert_eq!(info.watch, WatchMode::Notify);
+    assert_eq!(info.safety, SafetyClass::Consensus);
+    assert_eq!(info.min_ttl, Duration::from_secs(1));
+
+    let e = common::election("ttl");
+    let err = store
+        .try_acquire(&req(&e, "a", Duration::from_millis(500)), None)
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Config, "{err}");
+    let err = store
+        .try_acquire(&req(&e, "a", Duration::from_secs(2 * 86_400)), None)
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Config, "{err}");
+
+    // Whole seconds, rounded up, never down.
+    let Acquire::Won(a) = store
+        .try_acquire(&req(&e, "a", Duration::from_millis(1500)), None)
+        .await
+        .unwrap()
+    else {
+        panic!("a wins an empty election")
+    };
+    assert_eq!(a.ttl, Duration::from_secs(2));
+    store.release(&a).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lease_revoked_from_outside_is_lost() {
+    let etcd = common::start_etcd().await;
+    let store = common::store(etcd.endpoints()).await;
+    let e = common::election("revoke");
+    let c = candidate(store.clone(), &e, "a");
+    let leadership = c.campaign().await.expect("a wins");
+    let handle = leadership.lease().handle.as_str().to_owned();
+
+    let out = etcd.etcdctl(["lease", "revoke", &handle]);
+    assert!(out.status.success(), "etcdctl lease revoke: {out:?}");
+    let ended = tokio::time::timeout(Duration::from_secs(3), leadership.until_ended())
+        .await
+        .expect("leadership ends within a renew interval or two");
+    assert_eq!(ended.reason, EndReason::Lost);
+    assert_eq!(store.current_leader(&e).await.unwrap(), None);
+    c.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleted_key_is_lost() {
+    let etcd = common::start_etcd().await;
+    let store = common::store(etcd.endpoints()).await;
+    let e = common::election("delete");
+    let c = candidate(store.clone(), &e, "a");
+    let leadership = c.campaign().await.expect("a wins");
+
+    let out = etcd.etcdctl(["del", "--prefix", &format!("{e}/")]);
+    assert!(out.status.success(), "etcdctl del: {out:?}");
+    let ended = tokio::time::timeout(Duration::from_secs(3), leadership.until_ended())
+        .await
+        .expect("leadership ends within a renew interval or two");
+    assert_eq!(ended.reason, EndReason::Lost);
+    // The lease outlived its key: a plain renewal says lost too.
+    assert_eq!(
+        store.renew(leadership.lease()).await.unwrap(),
+        Renewal::Lost
+    );
+    c.shutdown().await;
+}
+
+/// etcd#19597: a campaign waiting in line whose lease expired must not wait
+/// forever on a key that is gone; it queues again with a new lease.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queued_place_whose_lease_expired_queues_again_regression_etcd_19597() {
+    let etcd = common::start_etcd().await;
+    let store = common::store(etcd.endpoints()).await;
+    let e = common::election("requeue");
+    let Acquire::Won(a) = store
+        .try_acquire(&req(&e, "a", Duration::from_secs(10)), None)
+        .await
+        .unwrap()
+    else {
+        panic!("a wins")
+    };
+    let Acquire::Held {
+        queued: Some(old), ..
+    } = store
+        .try_acquire(&req(&e, "b", Duration::from_secs(1)), None)
+        .await
+        .unwrap()
+    else {
+        panic!("b queues")
+    };
+    // b's place expires unrenewed.
+    tokio::time::sleep(Duration::from_millis(3000)).await;
+    assert_eq!(store.renew(&old).await.unwrap(), Renewal::Lost);
+    let Acquire::Held {
+        leader: Some(l),
+        queued: Some(new),
+    } = store
+        .try_acquire(&req(&e, "b", Duration::from_secs(1)), Some(&old))
+        .await
+        .unwrap()
+    else {
+        panic!("b queues again behind a")
+    };
+    assert_eq!(l.holder.as_str(), "a");
+    assert_ne!(new.handle, old.handle, "a new lease");
+    assert!(new.token > old.token);
+    store.release(&a).await.unwrap();
+    let Acquire::Won(b) = store
+        .try_acquire(&req(&e, "b", Duration::from_secs(1)), Some(&new))
+        .await
+        .unwrap()
+    else {
+        panic!("b wins with its new place")
+    };
+    assert_eq!(b.token, new.token);
+    store.release(&b).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn new_metadata_is_proclaimed_on_the_queued_key() {
+    let etcd = common::start_etcd().await;
+    let store = common::store(etcd.endpoints()).await;
+    let e = common::election("proclaim");
+    let Acquire::Won(a) = store.try_acquire(&req(&e, "a", TTL), None).await.unwrap() else {
+        panic!("a wins")
+    };
+    let mut r = req(&e, "a", TTL);
+    r.metadata = regent_core::Metadata::from_pairs([("addr", "10.0.0.9:80")]).unwrap();
+    let Acquire::Won(again) = store.try_acquire(&r, Some(&a)).await.unwrap() else {
+        panic!("a still leads with its place")
+    };
+    assert_eq!(again.token, a.token);
+    let leader = store.current_leader(&e).await.unwrap().unwrap();
+    assert_eq!(leader.metadata.get("addr"), Some("10.0.0.9:80"));
+    store.release(&a).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn foreign_candidates_lead_and_watch_follows_the_head() {
+    let etcd = common::start_etcd().await;
+    let store = common::store(etcd.endpoints()).await;
+    let e = common::election("foreign");
+    let mut w = store.watch(&e).await.unwrap();
+    assert_eq!(
+        w.next().await.unwrap().unwrap(),
+        None,
+        "first item: no leader"
+    );
+
+    // A foreign key with a value that is no holder id, and no lease.
+    let out = etcd.etcdctl(["put", &format!("{e}/ffff"), "my host"]);
+    assert!(out.status.success(), "{out:?}");
+    let l = w
+        .next()
+        .await
+        .unwrap()
+        .unwrap()
+        .expect("the foreign key leads");
+    assert_eq!(l.holder.as_str(), "my_host");
+    assert_eq!(l.metadata.get("etcd.value"), Some("my host"));
+    let l2 = store.current_leader(&e).await.unwrap().unwrap();
+    assert_eq!(l, l2);
+
+    let Acquire::Held {
+        leader,
+        queued: Some(q),
+    } = store.try_acquire(&req(&e, "a", TTL), None).await.unwrap()
+    else {
+        panic!("a queues behind the foreign key")
+    };
+    assert_eq!(leader, Some(l.clone()));
+    assert!(q.token > l.token);
+    // a's queuing is an event; the head is unchanged.
+    assert_eq!(w.next().await.unwrap().unwrap(), Some(l));
+
+    let out = etcd.etcdctl(["del", &format!("{e}/ffff")]);
+    assert!(out.status.success(), "{out:?}");
+    let next = w.next().await.unwrap().unwrap().expect("a is the head now");
+    assert_eq!(next.holder.as_str(), "a");
+    let Acquire::Won(a) = store
+        .try_acquire(&req(&e, "a", TTL), Some(&q))
+        .await
+        .unwrap()
+    else {
+        panic!("a wins")
+    };
+    store.release(&a).await.unwrap();
+    assert_eq!(
+        w.next().await.unwrap().unwrap(),
+        None,
+        "no leader after release"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unreachable_etcd_is_transient_and_ends_leadership_by_deadline() {
+    let mut etcd = common::start_etcd().await;
+    let store = common::store(etcd.endpoints()).await;
+    let e = common::election("unreachable");
+    let c = candidate(store.clone(), &e, "a");
+    let leadership = c.campaign().await.expect("a wins");
+    let won_at = tokio::time::Instant::now();
+
+    tokio::task::block_in_place(|| etcd.stop());
+    let ended = tokio::time::timeout(Duration::from_secs(5), leadership.until_ended())
+        .await
+        .expect("leadership ends at the renew deadline");
+    assert!(
+        matches!(ended.reason, EndReason::DeadlinePassed | EndReason::Lost),
+        "{:?}",
+        ended.reason
+    );
+    // Strictly before the store could have handed the lease on.
+    assert!(won_at.elapsed() < TTL + Duration::from_millis(500));
+    let err = store.current_leader(&e).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
+    c.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn follower_takes_over_when_a_dead_leaders_lease_expires() {
+    let etcd = common::start_etcd().await;
+    let store = common::store(etcd.endpoints()).await;
+    let e = common::election("failover");
+    // A leader that never renews: a crashed process.
+    let Acquire::Won(dead) = store
+        .try_acquire(&req(&e, "dead", TTL), None)
+        .await
+        .unwrap()
+    else {
+        panic!("dead wins an empty election")
+    };
+    let start = tokio::time::Instant::now();
+    let c = candidate(store.clone(), &e, "b");
+    let leadership = tokio::time::timeout(TTL * 3, c.campaign())
+        .await
+        .expect("b takes over after the dead leader's ttl")
+        .expect("campaign");
+    let waited = start.elapsed();
+    assert!(leadership.token() > dead.token);
+    assert!(
+        waited <= TTL + regent_etcd::EXPIRY_SLACK + Duration::from_millis(500),
+        "takeover took {waited:?}"
+    );
+    assert!(
+        waited >= TTL - Duration::from_millis(100),
+        "took over a live lease after {waited:?}"
+    );
+    leadership.resign().await.unwrap();
+    c.shutdown().await;
+}

@@ -31,6 +31,16 @@ fn candidate(store: &MemoryStore, who: &str) -> Candidate<MemoryStore> {
         .unwrap()
 }
 
+/// Campaigns in the background; yields when it won and the leadership.
+fn spawn_follower(
+    c: Candidate<MemoryStore>,
+) -> tokio::task::JoinHandle<(Instant, regent_core::Leadership)> {
+    tokio::spawn(async move {
+        let l = c.campaign().await.unwrap();
+        (Instant::now(), l)
+    })
+}
+
 #[tokio::test(start_paused = true)]
 async fn crash_failover_waits_for_store_expiry_and_no_longer() {
     let store = MemoryStore::race();
@@ -38,10 +48,7 @@ async fn crash_failover_waits_for_store_expiry_and_no_longer() {
     let b = candidate(&store, "b");
     let retry = b.timing().retry_every;
     let la = a.campaign().await.unwrap();
-    let follower = tokio::spawn(async move {
-        let l = b.campaign().await.unwrap();
-        (Instant::now(), l)
-    });
+    let follower = spawn_follower(b);
     sleep(secs(5)).await;
     // A "crashes": it can no longer reach the store.
     store.partition(&id("a"));
@@ -147,10 +154,7 @@ async fn resign_hands_over_without_waiting_for_the_ttl() {
     let a = candidate(&store, "a");
     let b = candidate(&store, "b");
     let la = a.campaign().await.unwrap();
-    let follower = tokio::spawn(async move {
-        let l = b.campaign().await.unwrap();
-        (Instant::now(), l)
-    });
+    let follower = spawn_follower(b);
     sleep(secs(7)).await;
     let resigned_at = Instant::now();
     la.resign().await.unwrap();

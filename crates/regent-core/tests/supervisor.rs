@@ -29,6 +29,16 @@ fn candidate(store: &MemoryStore, who: &str) -> Candidate<MemoryStore> {
         .unwrap()
 }
 
+/// Campaigns in the background; yields when it won and the leadership.
+fn spawn_follower(
+    c: Candidate<MemoryStore>,
+) -> tokio::task::JoinHandle<(Instant, regent_core::Leadership)> {
+    tokio::spawn(async move {
+        let l = c.campaign().await.unwrap();
+        (Instant::now(), l)
+    })
+}
+
 /// A well-behaved leader task: beats every second until cancelled.
 async fn worker(ctx: LeaderContext) -> Result<(), BoxError> {
     loop {
@@ -155,10 +165,7 @@ async fn silent_task_makes_the_leader_step_down_and_release() {
         .health_timeout(secs(3))
         .unwrap();
     let b = candidate(&store, "b");
-    let follower = tokio::spawn(async move {
-        let l = b.campaign().await.unwrap();
-        (Instant::now(), l)
-    });
+    let follower = spawn_follower(b);
     let last_beat = Arc::new(std::sync::Mutex::new(None));
     let lb2 = last_beat.clone();
     let exit = sup
@@ -205,10 +212,7 @@ async fn task_that_ignores_cancellation_is_dropped_after_grace_before_release() 
         .unwrap();
     let b = candidate(&store, "b");
     let start = Instant::now();
-    let follower = tokio::spawn(async move {
-        let l = b.campaign().await.unwrap();
-        (Instant::now(), l)
-    });
+    let follower = spawn_follower(b);
     let history = History::new();
     let h = history.clone();
     let exit = sup
@@ -315,10 +319,7 @@ async fn a_held_guard_is_not_released_behind_the_works_back() {
     let start = Instant::now();
     let la = a.campaign().await.unwrap();
     store.partition(&id("a")); // its renewals fail from now on
-    let follower = tokio::spawn(async move {
-        let l = b.campaign().await.unwrap();
-        (Instant::now(), l)
-    });
+    let follower = spawn_follower(b);
     let (won_at, _lb) = follower.await.unwrap();
     // a steps down at 6 s but still holds its guard: its record is kept and
     // b must wait for the store's expiry at 10 s.

@@ -26,6 +26,7 @@
 //! (`#[tokio::test(start_paused = true)]`) are exact and reproducible.
 
 pub mod engines;
+pub mod fixtures;
 pub mod history;
 
 pub use history::{History, Interval, Summary, Violation};

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use etcd_client::{Client, DeleteOptions};
-use regent_core::{AcquireRequest, ElectionName, HolderId, Metadata};
+use regent_core::ElectionName;
 use regent_etcd::EtcdStore;
 use regent_testkit::engines::Etcd;
 
@@ -62,15 +62,5 @@ pub(crate) fn election(name: &str) -> ElectionName {
     ElectionName::new(format!("{name}-{salt:08x}")).expect("valid election name")
 }
 
-pub(crate) fn holder(name: &str) -> HolderId {
-    HolderId::new(name).expect("valid holder id")
-}
-
-pub(crate) fn req(election: &ElectionName, who: &str, ttl: Duration) -> AcquireRequest {
-    AcquireRequest {
-        election: election.clone(),
-        holder: holder(who),
-        ttl,
-        metadata: Metadata::from_pairs([("who", who)]).expect("small metadata"),
-    }
-}
+#[allow(unused_imports, reason = "each test binary uses its own subset")]
+pub(crate) use regent_testkit::fixtures::{acquire_request as req, holder};

@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use regent_core::{AcquireRequest, ElectionName, HolderId, Metadata};
+use regent_core::ElectionName;
 use rusqlite::Connection;
 use rusqlite::types::Value;
 
@@ -37,18 +37,8 @@ pub(crate) fn election(name: &str) -> ElectionName {
     ElectionName::new(name).expect("valid election name")
 }
 
-pub(crate) fn holder(name: &str) -> HolderId {
-    HolderId::new(name).expect("valid holder id")
-}
-
-pub(crate) fn req(election: &ElectionName, who: &str, ttl: Duration) -> AcquireRequest {
-    AcquireRequest {
-        election: election.clone(),
-        holder: holder(who),
-        ttl,
-        metadata: Metadata::from_pairs([("who", who)]).expect("small metadata"),
-    }
-}
+#[allow(unused_imports, reason = "each test binary uses its own subset")]
+pub(crate) use regent_testkit::fixtures::{acquire_request as req, holder};
 
 /// A lease row written by hand, column by column; any column may hold a
 /// value regent would never write.

@@ -10,6 +10,9 @@ const AFTER_HELP: &str = "\
 Examples:
   regent run --election nightly-report -- ./report.sh
   regent run --store sqlite:/var/lib/app/regent.db --election jobs --ttl 5s -- python worker.py
+  regent run --store etcd://10.0.0.1:2379,10.0.0.2:2379 --election jobs -- ./worker
+  REGENT_ETCD_PASSWORD=... regent run --store etcds://etcd.internal:2379 --etcd-cacert ca.pem \
+      --etcd-user app --election jobs -- ./worker
   regent status --election jobs --json
   regent watch --election jobs
   regent demo --candidates 5
@@ -64,13 +67,84 @@ pub(crate) enum Command {
 /// Where the election lives.
 #[derive(Debug, Args)]
 pub(crate) struct StoreArgs {
-    /// Store URL: sqlite:PATH (default: sqlite:$XDG_STATE_HOME/regent/elections.db,
+    /// Store URL: sqlite:PATH, etcd://HOST:PORT[,HOST:PORT][/NAMESPACE] or
+    /// etcds://… for TLS (default: sqlite:$XDG_STATE_HOME/regent/elections.db,
     /// else ~/.local/state/regent/elections.db).
     #[arg(long, value_name = "URL")]
     pub(crate) store: Option<String>,
     /// Election name: 1-128 of A-Z a-z 0-9 . _ -, starting with a letter or digit.
     #[arg(long, value_name = "NAME")]
     pub(crate) election: String,
+    #[command(flatten)]
+    pub(crate) etcd: EtcdArgs,
+}
+
+/// TLS and credentials for etcd stores. Each flag falls back to its
+/// environment variable; the password is read only from a file or from
+/// REGENT_ETCD_PASSWORD, never from the command line (which `ps` shows).
+#[derive(Debug, Clone, Default, Args)]
+#[command(next_help_heading = "etcd store")]
+pub(crate) struct EtcdArgs {
+    /// CA certificate (PEM) that signed etcd's server certificates; needed by
+    /// etcds:// [env: REGENT_ETCD_CACERT]
+    #[arg(long, value_name = "FILE")]
+    pub(crate) etcd_cacert: Option<PathBuf>,
+    /// Client certificate (PEM) for etcd's --client-cert-auth; with
+    /// --etcd-key [env: REGENT_ETCD_CERT]
+    #[arg(long, value_name = "FILE")]
+    pub(crate) etcd_cert: Option<PathBuf>,
+    /// Private key (PEM) of --etcd-cert [env: REGENT_ETCD_KEY]
+    #[arg(long, value_name = "FILE")]
+    pub(crate) etcd_key: Option<PathBuf>,
+    /// etcd user; its password comes from --etcd-password-file or
+    /// REGENT_ETCD_PASSWORD [env: REGENT_ETCD_USER]
+    #[arg(long, value_name = "USER")]
+    pub(crate) etcd_user: Option<String>,
+    /// File holding the etcd user's password on one line
+    /// [env: REGENT_ETCD_PASSWORD_FILE]
+    #[arg(long, value_name = "FILE")]
+    pub(crate) etcd_password_file: Option<PathBuf>,
+}
+
+impl EtcdArgs {
+    /// The flags given on the command line, by name.
+    pub(crate) fn given(&self) -> Vec<&'static str> {
+        let mut flags = Vec::new();
+        for (set, name) in [
+            (self.etcd_cacert.is_some(), "--etcd-cacert"),
+            (self.etcd_cert.is_some(), "--etcd-cert"),
+            (self.etcd_key.is_some(), "--etcd-key"),
+            (self.etcd_user.is_some(), "--etcd-user"),
+            (self.etcd_password_file.is_some(), "--etcd-password-file"),
+        ] {
+            if set {
+                flags.push(name);
+            }
+        }
+        flags
+    }
+
+    /// The same flags as arguments, for a child `regent run`.
+    pub(crate) fn to_args(&self) -> Vec<std::ffi::OsString> {
+        let mut args = Vec::new();
+        let paths = [
+            ("--etcd-cacert", &self.etcd_cacert),
+            ("--etcd-cert", &self.etcd_cert),
+            ("--etcd-key", &self.etcd_key),
+            ("--etcd-password-file", &self.etcd_password_file),
+        ];
+        for (flag, value) in paths {
+            if let Some(v) = value {
+                args.push(flag.into());
+                args.push(v.clone().into_os_string());
+            }
+        }
+        if let Some(u) = &self.etcd_user {
+            args.push("--etcd-user".into());
+            args.push(u.into());
+        }
+        args
+    }
 }
 
 #[derive(Debug, Args)]
@@ -134,6 +208,8 @@ pub(crate) struct DemoArgs {
     /// Store URL (default: a fresh SQLite file in a temporary directory).
     #[arg(long, value_name = "URL")]
     pub(crate) store: Option<String>,
+    #[command(flatten)]
+    pub(crate) etcd: EtcdArgs,
     /// Upper bound on the whole demo.
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     pub(crate) duration: Duration,
@@ -169,41 +245,6 @@ pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
         return Err(format!("'{s}' is too long"));
     }
     Ok(Duration::from_secs_f64(secs))
-}
-
-/// A parsed store URL.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum StoreUrl {
-    /// `sqlite:PATH`.
-    Sqlite(PathBuf),
-}
-
-/// Schemes regent knows of but this build does not include yet.
-const PLANNED: &[&str] = &["etcd", "consul", "azblob", "zk", "redis", "postgres"];
-
-pub(crate) fn parse_store_url(url: &str) -> Result<StoreUrl, String> {
-    let Some((scheme, rest)) = url.split_once(':') else {
-        return Err(format!(
-            "--store '{url}' has no scheme; expected sqlite:PATH"
-        ));
-    };
-    match scheme {
-        "sqlite" => {
-            let path = rest.strip_prefix("//").unwrap_or(rest);
-            if path.is_empty() {
-                return Err(
-                    "--store sqlite: needs a file path, e.g. sqlite:/var/lib/app/regent.db".into(),
-                );
-            }
-            Ok(StoreUrl::Sqlite(PathBuf::from(path)))
-        }
-        s if PLANNED.contains(&s) => Err(format!(
-            "--store scheme '{s}' is not supported by this build yet; supported: sqlite"
-        )),
-        s => Err(format!(
-            "--store has unknown scheme '{s}'; supported: sqlite"
-        )),
-    }
 }
 
 /// The default store: `$XDG_STATE_HOME/regent/elections.db`, else
@@ -260,38 +301,6 @@ mod tests {
                 .contains("not a number")
         );
         assert!(parse_duration("-1s").is_err());
-    }
-
-    #[test]
-    fn store_urls() {
-        assert_eq!(
-            parse_store_url("sqlite:/tmp/x.db"),
-            Ok(StoreUrl::Sqlite("/tmp/x.db".into()))
-        );
-        assert_eq!(
-            parse_store_url("sqlite:rel.db"),
-            Ok(StoreUrl::Sqlite("rel.db".into()))
-        );
-        assert_eq!(
-            parse_store_url("sqlite:///abs.db"),
-            Ok(StoreUrl::Sqlite("/abs.db".into()))
-        );
-        assert!(parse_store_url("sqlite:").is_err());
-        assert!(
-            parse_store_url("mongo://x")
-                .unwrap_err()
-                .contains("unknown scheme 'mongo'")
-        );
-        assert!(
-            parse_store_url("etcd://h:1")
-                .unwrap_err()
-                .contains("not supported by this build")
-        );
-        assert!(
-            parse_store_url("nothing")
-                .unwrap_err()
-                .contains("no scheme")
-        );
     }
 
     #[test]

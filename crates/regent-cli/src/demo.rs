@@ -121,6 +121,8 @@ struct Demo {
     exe: PathBuf,
     dir: PathBuf,
     url: String,
+    /// The `--etcd-*` flags, passed on to every candidate.
+    etcd_args: Vec<std::ffi::OsString>,
     ttl: Duration,
     log: PathBuf,
     children: BTreeMap<String, Child>,
@@ -144,6 +146,7 @@ impl Demo {
                 "--id",
                 id,
             ])
+            .args(&self.etcd_args)
             .arg("--ttl")
             .arg(format!("{}ms", self.ttl.as_millis()))
             .arg("--lifeline-stdin")
@@ -163,10 +166,10 @@ impl Demo {
     }
 
     fn signal(&self, id: &str, sig: Signal) {
-        if let Some(pid) = self.children.get(id).and_then(Child::id) {
-            if let Some(pid) = Pid::from_raw(pid as i32) {
-                let _ = rustix::process::kill_process(pid, sig);
-            }
+        if let Some(pid) = self.children.get(id).and_then(Child::id)
+            && let Some(pid) = Pid::from_raw(pid as i32)
+        {
+            let _ = rustix::process::kill_process(pid, sig);
         }
     }
 
@@ -223,13 +226,15 @@ pub(crate) async fn demo(args: DemoArgs) -> Result<u8, CliError> {
     let store_args = StoreArgs {
         store: Some(url.clone()),
         election: ELECTION.into(),
+        etcd: args.etcd.clone(),
     };
     let election = ElectionName::new(ELECTION).expect("valid name");
-    let store = store::open(&store_args, &election).await?;
+    let store = store::open(&store::target(&store_args)?, &election).await?;
     let mut demo = Demo {
         exe: crate::run::own_exe()?,
         dir: tmp.path().to_owned(),
         url,
+        etcd_args: args.etcd.to_args(),
         ttl: args.ttl,
         log: tmp.path().join("starts.log"),
         children: BTreeMap::new(),

@@ -17,6 +17,13 @@
 //! * The heartbeat descriptor (`--health-timeout`) is moved below 10 by the
 //!   shim, because dash, Debian's `sh`, accepts only single-digit
 //!   descriptors in `>&N`.
+//! * Stores: `sqlite:PATH` (the default) and `etcd://` / `etcds://`
+//!   (`target.rs`). Every flag and file is checked, and every TLS file
+//!   read, before the first connection, so contradictions are exit 2 at
+//!   once rather than exit 3 after the start retries. The etcd password is
+//!   taken from a file or `REGENT_ETCD_PASSWORD`, never from a flag, and is
+//!   removed from the environment the shim (and so CMD) gets. TLS files are
+//!   read once at start: a rotated certificate takes a restart.
 //! * Terms shorter than the ttl are followed by a jittered, doubling
 //!   backoff (100 ms up to the ttl) before the next campaign, so a command
 //!   that fails at once is not restarted in a hot loop.
@@ -46,6 +53,7 @@ mod run;
 mod shim;
 mod show;
 mod store;
+mod target;
 
 use std::process::ExitCode;
 

@@ -78,6 +78,7 @@ enum TermEnd {
 
 pub(crate) async fn run(args: RunArgs) -> Result<u8, CliError> {
     let election = store::election(&args.store)?;
+    let target = store::target(&args.store)?;
     let id = args.id.clone().unwrap_or_else(default_id);
     let holder = HolderId::new(&id).map_err(|e| CliError::usage(format!("--id: {e}")))?;
     if args.health_timeout.is_some_and(|d| d.is_zero()) {
@@ -100,7 +101,7 @@ pub(crate) async fn run(args: RunArgs) -> Result<u8, CliError> {
 
     let mut stops = Stops::new(args.lifeline_stdin)?;
     let store = tokio::select! {
-        r = store::open(&args.store, &election) => r?,
+        r = store::open(&target, &election) => r?,
         () = stops.next() => return Ok(0),
     };
     let candidate = configure(Candidate::builder(store, election, holder), &args)
@@ -521,6 +522,8 @@ fn spawn_shim(
         .env("REGENT_ELECTION", leadership.election().as_str())
         .env("REGENT_LEADER_ID", leadership.holder().as_str())
         .env("REGENT_FENCING_TOKEN", leadership.token().to_string())
+        // The store's secret is regent's, not CMD's.
+        .env_remove(crate::target::ENV_PASSWORD)
         .stdin(Stdio::from(OwnedFd::from(theirs)))
         // The shim leads a process group of its own. Sharing regent's would
         // let one job-control stop (Ctrl-Z, `kill -STOP -PGID`) freeze both

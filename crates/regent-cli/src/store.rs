@@ -5,8 +5,9 @@ use std::time::Duration;
 use regent_core::{BoxStore, ElectionName, LeaseStore, StoreError};
 use tokio::time::Instant;
 
-use crate::cli::{StoreArgs, StoreUrl, default_store_path, parse_duration, parse_store_url};
+use crate::cli::{StoreArgs, default_store_path, parse_duration};
 use crate::error::CliError;
+use crate::target::{EtcdSecurity, EtcdTlsPem, EtcdUrl, StoreUrl, etcd_security, parse_store_url};
 
 /// How long a command keeps retrying an unreachable store at start before
 /// exiting with code 3.
@@ -29,64 +30,116 @@ pub(crate) fn election(args: &StoreArgs) -> Result<ElectionName, CliError> {
     ElectionName::new(&args.election).map_err(|e| CliError::usage(format!("--election: {e}")))
 }
 
+/// What `--store` and the `--etcd-*` flags name, checked and with every
+/// file read, before any connection: usage errors come at once.
+pub(crate) struct Target {
+    url: StoreUrl,
+    /// No `--store`: the default SQLite file, whose directory regent creates.
+    default: bool,
+    etcd: Option<EtcdTarget>,
+}
+
+struct EtcdTarget {
+    security: EtcdSecurity,
+    tls: Option<EtcdTlsPem>,
+}
+
+/// Parses and checks `--store` (or the default) and the `--etcd-*` flags
+/// and variables, and reads the files they name.
+pub(crate) fn target(args: &StoreArgs) -> Result<Target, CliError> {
+    let url = match &args.store {
+        Some(url) => parse_store_url(url).map_err(CliError::usage)?,
+        None => StoreUrl::Sqlite(default_store_path()),
+    };
+    let security =
+        etcd_security(&args.etcd, &url, |k| std::env::var_os(k)).map_err(CliError::usage)?;
+    let etcd = match &url {
+        StoreUrl::Etcd(_) => Some(EtcdTarget {
+            tls: security.read_tls().map_err(CliError::usage)?,
+            security,
+        }),
+        StoreUrl::Sqlite(_) => None,
+    };
+    Ok(Target {
+        url,
+        default: args.store.is_none(),
+        etcd,
+    })
+}
+
 /// The store `--store` names (or the default), opened and checked with one
 /// read, retried for [`START_RETRY`] (or [`START_RETRY_ENV`]) while
 /// unreachable.
-pub(crate) async fn open(args: &StoreArgs, election: &ElectionName) -> Result<BoxStore, CliError> {
-    let url = match &args.store {
-        Some(url) => parse_store_url(url).map_err(CliError::usage)?,
-        None => {
-            let path = default_store_path();
-            if let Some(dir) = path.parent() {
-                std::fs::create_dir_all(dir).map_err(|e| {
-                    CliError::usage(format!(
-                        "cannot create the default store directory {}: {e}; pass --store sqlite:PATH",
-                        dir.display()
-                    ))
-                })?;
-            }
-            StoreUrl::Sqlite(path)
-        }
-    };
+pub(crate) async fn open(target: &Target, election: &ElectionName) -> Result<BoxStore, CliError> {
+    if let (StoreUrl::Sqlite(path), true) = (&target.url, target.default)
+        && let Some(dir) = path.parent()
+    {
+        std::fs::create_dir_all(dir).map_err(|e| {
+            CliError::usage(format!(
+                "cannot create the default store directory {}: {e}; pass --store sqlite:PATH",
+                dir.display()
+            ))
+        })?;
+    }
     let window = start_retry()?;
-    // An attempt waits on another connection's lock for at most half the
-    // window, so that a shortened window still retries once (by default it
-    // is the store's own 5 s busy timeout).
-    let busy_timeout = regent_sqlite::DEFAULT_BUSY_TIMEOUT.min(window / 2);
+    // An attempt waits on another connection's lock (SQLite) or for an
+    // answer (etcd) for at most half the window, so that a shortened window
+    // still retries once.
+    let attempt_timeout = regent_sqlite::DEFAULT_BUSY_TIMEOUT
+        .min(regent_etcd::DEFAULT_REQUEST_TIMEOUT)
+        .min(window / 2);
     let start = Instant::now();
     let mut delay = Duration::from_millis(100);
     loop {
-        match try_open(&url, election, busy_timeout).await {
+        match try_open(target, election, attempt_timeout).await {
             Ok(store) => return Ok(store),
             Err(e) if e.is_transient() && start.elapsed() < window => {
                 tracing::warn!(error = %e, "store unavailable; retrying");
                 tokio::time::sleep(delay).await;
                 delay = (delay * 2).min(Duration::from_secs(2));
             }
-            Err(e) => return Err(CliError::from_store(&describe(&url), &e)),
+            Err(e) => return Err(CliError::from_store(&format!("store {}", target.url), &e)),
         }
     }
 }
 
-fn describe(url: &StoreUrl) -> String {
-    match url {
-        StoreUrl::Sqlite(p) => format!("store sqlite:{}", p.display()),
-    }
-}
-
 async fn try_open(
-    url: &StoreUrl,
+    target: &Target,
     election: &ElectionName,
-    busy_timeout: Duration,
+    attempt_timeout: Duration,
 ) -> Result<BoxStore, StoreError> {
-    let store = match url {
-        StoreUrl::Sqlite(path) => BoxStore::new(
+    let store = match (&target.url, &target.etcd) {
+        (StoreUrl::Sqlite(path), _) => BoxStore::new(
             regent_sqlite::SqliteStore::builder(path)
-                .busy_timeout(busy_timeout)
+                .busy_timeout(attempt_timeout)
                 .open()
                 .await?,
         ),
+        (StoreUrl::Etcd(url), Some(etcd)) => {
+            BoxStore::new(etcd_builder(url, etcd, attempt_timeout).connect().await?)
+        }
+        (StoreUrl::Etcd(_), None) => unreachable!("target() resolves etcd settings"),
     };
     store.current_leader(election).await?;
     Ok(store)
+}
+
+fn etcd_builder(
+    url: &EtcdUrl,
+    etcd: &EtcdTarget,
+    request_timeout: Duration,
+) -> regent_etcd::EtcdStoreBuilder {
+    let mut builder = regent_etcd::EtcdStore::builder(url.endpoints.clone())
+        .namespace(url.namespace.clone())
+        .request_timeout(request_timeout);
+    if let Some(tls) = &etcd.tls {
+        builder = builder.tls_ca_pem(&tls.ca);
+        if let Some((cert, key)) = &tls.identity {
+            builder = builder.tls_client_identity_pem(cert, key);
+        }
+    }
+    if let Some((user, password)) = &etcd.security.user {
+        builder = builder.user(user, password);
+    }
+    builder
 }

@@ -9,58 +9,49 @@ use std::time::{Duration, Instant};
 use common::*;
 use rustix::process::Signal;
 
-/// `regent run --store sqlite:DIR/e.db --election e --ttl 2s EXTRA -- CMD`.
-fn run_args(dir: &tempfile::TempDir, extra: &[&str], cmd: &[&str]) -> Vec<String> {
-    let mut args: Vec<String> = [
+/// `regent run --store STORE --election e --ttl 2s EXTRA -- CMD`, to its end.
+fn run(sb: &Sandbox, extra: &[&str], cmd: &[&str]) -> Output {
+    let store = sb.store();
+    let mut args = vec![
         "run",
         "--store",
-        &format!("sqlite:{}", dir.path().join("e.db").display()),
+        &store,
         "--election",
         ELECTION,
         "--ttl",
         "2s",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    args.extend(extra.iter().map(|s| s.to_string()));
-    args.push("--".into());
-    args.extend(cmd.iter().map(|s| s.to_string()));
-    args
-}
-
-fn run(extra: &[&str], cmd: &[&str]) -> Output {
-    let dir = tempfile::tempdir().unwrap();
-    let args = run_args(&dir, extra, cmd);
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    ];
+    args.extend_from_slice(extra);
+    args.push("--");
+    args.extend_from_slice(cmd);
     let out = run_bounded(&args, Duration::from_secs(15));
     assert!(!out.stderr.contains("panicked"), "{}", out.stderr);
     out
 }
 
-#[test]
-fn restart_never_exits_with_the_commands_status() {
-    let out = run(&["--restart", "never"], &["sh", "-c", "exit 7"]);
+fn restart_never_exits_with_the_commands_status(sb: Sandbox) {
+    let out = run(&sb, &["--restart", "never"], &["sh", "-c", "exit 7"]);
     assert_eq!(out.code, Some(7), "{}", out.stderr);
 }
 
-#[test]
-fn restart_never_exits_128_plus_the_signal_that_killed_the_command() {
-    let out = run(&["--restart", "never"], &["sh", "-c", "kill -9 $$"]);
+fn restart_never_exits_128_plus_the_signal_that_killed_the_command(sb: Sandbox) {
+    let out = run(&sb, &["--restart", "never"], &["sh", "-c", "kill -9 $$"]);
     assert_eq!(out.code, Some(128 + 9), "{}", out.stderr);
-    let out = run(&["--restart", "never"], &["sh", "-c", "kill -TERM $$"]);
+    let out = run(&sb, &["--restart", "never"], &["sh", "-c", "kill -TERM $$"]);
     assert_eq!(out.code, Some(128 + 15), "{}", out.stderr);
 }
 
-#[test]
-fn restart_on_failure_ends_with_0_after_a_clean_exit() {
-    let out = run(&["--restart", "on-failure"], &["true"]);
+fn restart_on_failure_ends_with_0_after_a_clean_exit(sb: Sandbox) {
+    let out = run(&sb, &["--restart", "on-failure"], &["true"]);
     assert_eq!(out.code, Some(0), "{}", out.stderr);
 }
 
-#[test]
-fn a_command_that_does_not_exist_exits_127_naming_it() {
-    let out = run(&["--restart", "never"], &["/nonexistent/regent-e2e-cmd"]);
+fn a_command_that_does_not_exist_exits_127_naming_it(sb: Sandbox) {
+    let out = run(
+        &sb,
+        &["--restart", "never"],
+        &["/nonexistent/regent-e2e-cmd"],
+    );
     assert_eq!(out.code, Some(127), "{}", out.stderr);
     assert!(
         out.stderr.contains("/nonexistent/regent-e2e-cmd"),
@@ -69,9 +60,7 @@ fn a_command_that_does_not_exist_exits_127_naming_it() {
     );
 }
 
-#[test]
-fn restart_on_failure_runs_a_failing_command_again() {
-    let mut sb = Sandbox::new();
+fn restart_on_failure_runs_a_failing_command_again(mut sb: Sandbox) {
     let runs = sb.path("runs");
     let script = format!("echo $REGENT_FENCING_TOKEN >> '{}'; exit 3", runs.display());
     let store = sb.store();
@@ -116,9 +105,7 @@ fn restart_on_failure_runs_a_failing_command_again() {
 
 /// On SIGTERM regent stops the command (SIGTERM, grace, SIGKILL); a second
 /// signal makes it exit at once, and the shim still finishes the stop.
-#[test]
-fn a_second_signal_exits_at_once_and_the_command_still_dies() {
-    let mut sb = Sandbox::new();
+fn a_second_signal_exits_at_once_and_the_command_still_dies(mut sb: Sandbox) {
     let store = sb.store();
     let log = sb.log();
     // The task ignores SIGTERM (inherited SIG_IGN), so only SIGKILL after
@@ -161,3 +148,12 @@ fn a_second_signal_exits_at_once_and_the_command_still_dies() {
         || sb.report(),
     );
 }
+
+on_every_store!(
+    restart_never_exits_with_the_commands_status,
+    restart_never_exits_128_plus_the_signal_that_killed_the_command,
+    restart_on_failure_ends_with_0_after_a_clean_exit,
+    a_command_that_does_not_exist_exits_127_naming_it,
+    restart_on_failure_runs_a_failing_command_again,
+    a_second_signal_exits_at_once_and_the_command_still_dies,
+);

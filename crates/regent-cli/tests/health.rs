@@ -32,9 +32,7 @@ fn args(sb: &Sandbox, id: &str, extra: &[&str], cmd: &[String]) -> Vec<String> {
 
 /// Also pins that the descriptor works from dash, which accepts only
 /// single-digit descriptors in `>&N`.
-#[test]
-fn a_silent_command_makes_its_leader_step_down() {
-    let mut sb = Sandbox::new();
+fn a_silent_command_makes_its_leader_step_down(mut sb: Sandbox) {
     let script = format!(
         "for i in 1 2 3; do echo beat >&$REGENT_HEARTBEAT_FD || exit 9; sleep 0.2; done; \
          exec '{REGENT}' __demo-task --log '{log}' --log-stop",
@@ -61,9 +59,7 @@ fn a_silent_command_makes_its_leader_step_down() {
     assert!(!stderr.contains("Bad fd number"), "{stderr}");
 }
 
-#[test]
-fn commands_that_fail_at_once_are_restarted_with_backoff() {
-    let mut sb = Sandbox::new();
+fn commands_that_fail_at_once_are_restarted_with_backoff(mut sb: Sandbox) {
     let count = sb.path("runs");
     let script = format!("echo run >> '{}'; exit 1", count.display());
     let cmd = vec!["sh".to_string(), "-c".to_string(), script];
@@ -83,9 +79,7 @@ fn commands_that_fail_at_once_are_restarted_with_backoff() {
 
 /// Regression: one SIGTERM while regent was stopping a command after a
 /// step-down was taken for the second signal: exit 130, lease not released.
-#[test]
-fn one_sigterm_during_a_step_down_still_shuts_down_cleanly() {
-    let mut sb = Sandbox::new();
+fn one_sigterm_during_a_step_down_still_shuts_down_cleanly(mut sb: Sandbox) {
     let cmd = vec![
         "sh".to_string(),
         "-c".to_string(),
@@ -110,3 +104,9 @@ fn one_sigterm_during_a_step_down_still_shuts_down_cleanly() {
     let status = sb.regent(i).wait_exit(Duration::from_secs(10));
     assert_eq!(status.code(), Some(0), "{}", sb.regent(i).stderr());
 }
+
+on_every_store!(
+    a_silent_command_makes_its_leader_step_down,
+    commands_that_fail_at_once_are_restarted_with_backoff,
+    one_sigterm_during_a_step_down_still_shuts_down_cleanly,
+);

@@ -1,4 +1,5 @@
-//! `regent run` with several real candidates on one SQLite store: one runs
+//! `regent run` with several real candidates on one store (each test runs
+//! on SQLite and on etcd, see `on_every_store!`): one runs
 //! the command; kill -9, SIGTERM and SIGSTOP of the leader hand the command
 //! over, and nothing of the old term outlives it.
 //!
@@ -43,9 +44,7 @@ fn wait_term_gone(sb: &Sandbox, term: &Event, within: Duration) {
     );
 }
 
-#[test]
-fn exactly_one_of_three_candidates_runs_the_command_and_status_names_it() {
-    let mut sb = Sandbox::new();
+fn exactly_one_of_three_candidates_runs_the_command_and_status_names_it(mut sb: Sandbox) {
     let first = elect(&mut sb, 3);
     // Several renewal and retry rounds: no second task may start.
     std::thread::sleep(Duration::from_millis(1500));
@@ -68,9 +67,9 @@ fn exactly_one_of_three_candidates_runs_the_command_and_status_names_it() {
     assert_eq!(status["leader"]["token"], first.token, "{status}");
 }
 
-#[test]
-fn kill_9_of_the_leader_kills_its_whole_group_and_a_follower_takes_over_within_ttl() {
-    let mut sb = Sandbox::new();
+fn kill_9_of_the_leader_kills_its_whole_group_and_a_follower_takes_over_within_ttl(
+    mut sb: Sandbox,
+) {
     let old = elect(&mut sb, 3);
     let killed_at = mono_ns();
     sb.by_id(&old.id).signal(Signal::KILL);
@@ -111,9 +110,7 @@ fn kill_9_of_the_leader_kills_its_whole_group_and_a_follower_takes_over_within_t
     assert_tokens_increase(&sb.starts(), &sb.report());
 }
 
-#[test]
-fn sigterm_of_the_leader_releases_at_once_and_regent_exits_0() {
-    let mut sb = Sandbox::new();
+fn sigterm_of_the_leader_releases_at_once_and_regent_exits_0(mut sb: Sandbox) {
     let old = elect(&mut sb, 2);
     let termed_at = mono_ns();
     sb.by_id(&old.id).signal(Signal::TERM);
@@ -150,9 +147,7 @@ fn sigterm_of_the_leader_releases_at_once_and_regent_exits_0() {
 /// so nothing can stop the command in time, and only fencing tokens protect
 /// the resources (the new leader's token is above the old one). After
 /// SIGCONT the old instance must stop its command and follow, not lead.
-#[test]
-fn whole_instance_paused_past_its_ttl_stops_its_command_and_follows_after_sigcont() {
-    let mut sb = Sandbox::new();
+fn whole_instance_paused_past_its_ttl_stops_its_command_and_follows_after_sigcont(mut sb: Sandbox) {
     let old = elect(&mut sb, 2);
     let regent = sb.by_id(&old.id).pid;
     let shim = sb
@@ -218,9 +213,7 @@ fn whole_instance_paused_past_its_ttl_stops_its_command_and_follows_after_sigcon
 
 /// SIGSTOP of regent alone: the shim's dead-man's switch stops the command
 /// at the step-down deadline, before the lease can pass on.
-#[test]
-fn sigstop_of_regent_alone_trips_the_shims_dead_mans_switch_before_failover() {
-    let mut sb = Sandbox::new();
+fn sigstop_of_regent_alone_trips_the_shims_dead_mans_switch_before_failover(mut sb: Sandbox) {
     let old = elect(&mut sb, 2);
     let stopped_at = mono_ns();
     sb.by_id(&old.id).signal(Signal::STOP);
@@ -284,9 +277,9 @@ fn sigstop_of_regent_alone_trips_the_shims_dead_mans_switch_before_failover() {
 /// the dead-man's switch along with regent while the command, in a group of
 /// its own, ran on past the lease next to the new leader's. The shim now
 /// leads a process group of its own.
-#[test]
-fn job_control_stop_of_regents_process_group_still_stops_the_command_before_failover() {
-    let mut sb = Sandbox::new();
+fn job_control_stop_of_regents_process_group_still_stops_the_command_before_failover(
+    mut sb: Sandbox,
+) {
     let old = elect(&mut sb, 2);
     let regent = sb.by_id(&old.id).pid;
     // Spawned with process_group(0): regent leads its group.
@@ -316,3 +309,12 @@ fn job_control_stop_of_regents_process_group_still_stops_the_command_before_fail
     wait_term_gone(&sb, &old, Duration::from_secs(2));
     assert_tokens_increase(&sb.starts(), &sb.report());
 }
+
+on_every_store!(
+    exactly_one_of_three_candidates_runs_the_command_and_status_names_it,
+    kill_9_of_the_leader_kills_its_whole_group_and_a_follower_takes_over_within_ttl,
+    sigterm_of_the_leader_releases_at_once_and_regent_exits_0,
+    whole_instance_paused_past_its_ttl_stops_its_command_and_follows_after_sigcont,
+    sigstop_of_regent_alone_trips_the_shims_dead_mans_switch_before_failover,
+    job_control_stop_of_regents_process_group_still_stops_the_command_before_failover,
+);

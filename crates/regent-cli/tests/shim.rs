@@ -43,9 +43,7 @@ fn read_pid(path: &std::path::Path) -> i32 {
         .unwrap()
 }
 
-#[test]
-fn the_command_gets_the_election_its_id_and_its_fencing_token() {
-    let sb = Sandbox::new();
+fn the_command_gets_the_election_its_id_and_its_fencing_token(sb: Sandbox) {
     let env = sb.path("env");
     let out = run_script(
         &sb,
@@ -55,12 +53,15 @@ fn the_command_gets_the_election_its_id_and_its_fencing_token() {
         ),
     );
     assert_eq!(out.code, Some(0), "{}", out.stderr);
-    assert_eq!(std::fs::read_to_string(&env).unwrap(), "e c1 1\n");
+    let env = std::fs::read_to_string(&env).unwrap();
+    let token: u64 = env
+        .strip_prefix("e c1 ")
+        .and_then(|t| t.trim_end().parse().ok())
+        .unwrap_or_else(|| panic!("expected 'e c1 TOKEN', got {env:?}"));
+    assert!(token >= 1, "{env:?}");
 }
 
-#[test]
-fn background_jobs_die_when_the_command_exits_by_itself() {
-    let sb = Sandbox::new();
+fn background_jobs_die_when_the_command_exits_by_itself(sb: Sandbox) {
     let bg = sb.path("bg");
     let out = run_script(
         &sb,
@@ -77,9 +78,7 @@ fn background_jobs_die_when_the_command_exits_by_itself() {
     eprintln!("regent ended {:?} after start", out.took);
 }
 
-#[test]
-fn background_jobs_that_ignore_sigterm_are_killed_after_the_grace() {
-    let sb = Sandbox::new();
+fn background_jobs_that_ignore_sigterm_are_killed_after_the_grace(sb: Sandbox) {
     let bg = sb.path("bg");
     let out = run_script(
         &sb,
@@ -101,9 +100,7 @@ fn background_jobs_that_ignore_sigterm_are_killed_after_the_grace() {
 /// A job that left the command's process group (`setsid`) is still the
 /// command's work: the shim, a child subreaper, inherits it when its parent
 /// exits, and must not leave it behind.
-#[test]
-fn background_jobs_that_left_the_process_group_die_too() {
-    let sb = Sandbox::new();
+fn background_jobs_that_left_the_process_group_die_too(sb: Sandbox) {
     let bg = sb.path("bg");
     let out = run_script(
         &sb,
@@ -126,9 +123,7 @@ fn background_jobs_that_left_the_process_group_die_too() {
 /// command — it ran on, orphaned, and regent (restart always) started a
 /// second copy next to it. The shim now reports CMD's process group to
 /// regent, which stops the group itself when the shim dies.
-#[test]
-fn sigkill_of_the_shim_still_stops_the_command_and_its_jobs() {
-    let mut sb = Sandbox::new();
+fn sigkill_of_the_shim_still_stops_the_command_and_its_jobs(mut sb: Sandbox) {
     let i = sb.candidate("c1", "2s", &[]);
     let first = sb.first_start(Duration::from_secs(10));
     let bg = sb.bg_pid(&first.id, first.token);
@@ -169,9 +164,7 @@ fn sigkill_of_the_shim_still_stops_the_command_and_its_jobs() {
 /// Setup: regent and its shim are stopped past the step-down deadline, then
 /// regent alone resumes; it finds its leadership over and asks the (still
 /// stopped) shim to stop the command.
-#[test]
-fn a_stuck_shim_is_killed_with_the_command_before_regent_leads_again() {
-    let mut sb = Sandbox::new();
+fn a_stuck_shim_is_killed_with_the_command_before_regent_leads_again(mut sb: Sandbox) {
     let c1 = sb.candidate("c1", "2s", &[]);
     let first = sb.first_start(Duration::from_secs(10));
     let shim = sb
@@ -206,9 +199,7 @@ fn a_stuck_shim_is_killed_with_the_command_before_regent_leads_again() {
 /// longer exists once the binary is replaced on disk (any package upgrade),
 /// so every running `regent run` exited 1 at its next term: "cannot start
 /// the supervisor shim: No such file or directory".
-#[test]
-fn replacing_the_binary_on_disk_does_not_stop_a_running_regent() {
-    let mut sb = Sandbox::new();
+fn replacing_the_binary_on_disk_does_not_stop_a_running_regent(mut sb: Sandbox) {
     let bin = sb.path("regent-copy");
     std::fs::copy(REGENT, &bin).unwrap();
     let terms = sb.path("terms");
@@ -259,4 +250,51 @@ fn replacing_the_binary_on_disk_does_not_stop_a_running_regent() {
         || sb.report(),
     );
     assert!(sb.regent(i).running(), "regent exited\n{}", sb.report());
+}
+
+on_every_store!(
+    the_command_gets_the_election_its_id_and_its_fencing_token,
+    background_jobs_die_when_the_command_exits_by_itself,
+    background_jobs_that_ignore_sigterm_are_killed_after_the_grace,
+    background_jobs_that_left_the_process_group_die_too,
+    sigkill_of_the_shim_still_stops_the_command_and_its_jobs,
+    a_stuck_shim_is_killed_with_the_command_before_regent_leads_again,
+    replacing_the_binary_on_disk_does_not_stop_a_running_regent,
+);
+
+/// The etcd password is regent's secret: CMD's environment does not have it.
+#[test]
+fn the_command_does_not_inherit_the_etcd_password() {
+    let sb = Sandbox::new();
+    let seen = sb.path("seen");
+    let store = sb.store();
+    let script = format!(
+        "echo \"${{REGENT_ETCD_PASSWORD-unset}} ${{REGENT_ETCD_USER-unset}}\" > '{}'",
+        seen.display()
+    );
+    let out = run_bounded_env(
+        &[
+            "run",
+            "--store",
+            &store,
+            "--election",
+            ELECTION,
+            "--ttl",
+            "2s",
+            "--restart",
+            "never",
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ],
+        &[
+            ("REGENT_ETCD_PASSWORD", "s3cret"),
+            ("REGENT_ETCD_USER", "app"),
+        ],
+        Duration::from_secs(10),
+    );
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    // The user name is no secret and stays; the password goes.
+    assert_eq!(std::fs::read_to_string(&seen).unwrap(), "unset app\n");
 }

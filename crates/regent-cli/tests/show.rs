@@ -17,9 +17,7 @@ fn leader_object(id: &str, token: u64) -> Value {
     json!({"election": ELECTION, "leader": {"id": id, "token": token, "metadata": {}}})
 }
 
-#[test]
-fn status_json_without_then_with_a_leader() {
-    let mut sb = Sandbox::new();
+fn status_json_without_then_with_a_leader(mut sb: Sandbox) {
     let out = run_bounded(
         &[
             "status",
@@ -96,9 +94,7 @@ impl Drop for Watch {
     }
 }
 
-#[test]
-fn watch_json_prints_one_object_per_change() {
-    let mut sb = Sandbox::new();
+fn watch_json_prints_one_object_per_change(mut sb: Sandbox) {
     let mut watch = Watch::start(&sb.store());
     let none = json!({"election": ELECTION, "leader": null});
     assert_eq!(watch.next(Duration::from_secs(10), "first object"), none);
@@ -142,3 +138,8 @@ fn watch_json_prints_one_object_per_change() {
     }
     assert!(extra.is_empty(), "watch printed more: {extra:?}");
 }
+
+on_every_store!(
+    status_json_without_then_with_a_leader,
+    watch_json_prints_one_object_per_change,
+);

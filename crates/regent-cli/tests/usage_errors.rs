@@ -99,7 +99,11 @@ fn duration_without_unit() {
 fn unknown_store_scheme() {
     usage_error(
         &["run", "--store", "foo:x", "--election", "e", "--", "true"],
-        &["--store", "unknown scheme 'foo'", "supported: sqlite"],
+        &[
+            "--store",
+            "unknown scheme 'foo'",
+            "supported: sqlite:PATH, etcd://",
+        ],
     );
     usage_error(
         &["status", "--store", "nothing", "--election", "e"],
@@ -113,14 +117,67 @@ fn planned_but_unsupported_scheme() {
         &[
             "run",
             "--store",
-            "etcd://127.0.0.1:2379",
+            "consul://127.0.0.1:8500",
             "--election",
             "e",
             "--",
             "true",
         ],
-        &["--store", "'etcd' is not supported by this build"],
+        &["--store", "'consul' is not supported by this build"],
     );
+}
+
+/// Malformed etcd URLs and inconsistent `--etcd-*` settings are usage
+/// errors reported before any connection (port 1 would refuse one, and
+/// that would be exit 3 after retries, not exit 2 at once).
+#[test]
+fn bad_etcd_settings() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = dir.path().join("ca.pem");
+    std::fs::write(&ca, "no pem here").unwrap();
+    let ca = ca.to_str().unwrap();
+    let sqlite = format!("sqlite:{}", dir.path().join("e.db").display());
+    for (extra, expected) in [
+        (
+            vec!["--store", "etcd://127.0.0.1:0"],
+            vec!["--store 'etcd://127.0.0.1:0'", "port '0'"],
+        ),
+        (
+            vec!["--store", "etcd://127.0.0.1:1,,127.0.0.1:2"],
+            vec!["empty endpoint"],
+        ),
+        (
+            vec!["--store", "etcd://root:pw@127.0.0.1:1"],
+            vec!["unexpected '@'", "--etcd-user"],
+        ),
+        (
+            vec!["--store", "etcds://127.0.0.1:1"],
+            vec!["speaks TLS", "--etcd-cacert FILE"],
+        ),
+        (
+            vec!["--store", "etcd://127.0.0.1:1", "--etcd-cacert", ca],
+            vec!["--etcd-cacert is set", "etcds://"],
+        ),
+        (
+            vec!["--store", "etcds://127.0.0.1:1", "--etcd-cacert", ca],
+            vec!["--etcd-cacert", "not a PEM file"],
+        ),
+        (
+            vec!["--store", "etcd://127.0.0.1:1", "--etcd-user", "root"],
+            vec![
+                "--etcd-user 'root' needs a password",
+                "REGENT_ETCD_PASSWORD",
+            ],
+        ),
+        (
+            vec!["--store", &sqlite, "--etcd-user", "root"],
+            vec!["--etcd-user applies only to etcd stores"],
+        ),
+    ] {
+        let mut args = vec!["status", "--election", "e"];
+        args.extend_from_slice(&extra);
+        usage_error(&args, &expected);
+    }
 }
 
 #[test]

@@ -1,5 +1,8 @@
 //! Turning etcd-client's errors into regent's [`ErrorKind`]s.
 
+use std::error::Error as StdError;
+use std::io;
+
 use regent_core::{ErrorKind, StoreError};
 
 /// gRPC status codes, as numbers (the client re-exports no `Code` type).
@@ -22,8 +25,11 @@ mod code {
 /// The kind of an etcd-client error: whether retrying may help.
 pub(crate) fn classify(e: &etcd_client::Error) -> ErrorKind {
     use etcd_client::Error as E;
+    if let Some(failure) = TlsFailure::of(e) {
+        return failure.kind();
+    }
     match e {
-        E::TransportError(_) | E::IoError(_) | E::WatchError(_) => ErrorKind::Unavailable,
+        E::IoError(_) | E::WatchError(_) => ErrorKind::Unavailable,
         E::GRpcStatus(status) => classify_code(i32::from(status.code()), status.message()),
         E::InvalidArgs(_) | E::InvalidUri(_) | E::InvalidMetadataValue(_) => ErrorKind::Config,
         E::EndpointError(_) => ErrorKind::Config,
@@ -34,8 +40,12 @@ pub(crate) fn classify(e: &etcd_client::Error) -> ErrorKind {
 fn classify_code(code: i32, message: &str) -> ErrorKind {
     match code {
         code::UNAUTHENTICATED | code::PERMISSION_DENIED => ErrorKind::Auth,
-        // etcd answers a bad or expired auth token with InvalidArgument.
-        code::INVALID_ARGUMENT if message.contains("auth") => ErrorKind::Auth,
+        // etcd answers a wrong password ("authentication failed") and a
+        // request without a user while authentication is on ("user name is
+        // empty") with InvalidArgument.
+        code::INVALID_ARGUMENT if message.contains("auth") || message.contains("user name") => {
+            ErrorKind::Auth
+        }
         code::INVALID_ARGUMENT
         | code::FAILED_PRECONDITION
         | code::OUT_OF_RANGE
@@ -56,9 +66,122 @@ fn classify_code(code: i32, message: &str) -> ErrorKind {
 }
 
 /// A [`StoreError`] of the right kind for an etcd-client error, with
-/// `context` naming the operation, the election and the endpoints.
+/// `context` naming the operation, the election and the endpoints. A TLS
+/// failure adds what went wrong in words, and the cause etcd-client's own
+/// message leaves out.
 pub(crate) fn etcd_error(context: impl Into<String>, e: etcd_client::Error) -> StoreError {
+    let mut context = context.into();
+    if let Some(failure) = TlsFailure::of(&e) {
+        context.push_str(": ");
+        context.push_str(failure.explanation());
+        if let Some(cause) = tls_cause(&e) {
+            context.push_str(&format!(" ({cause})"));
+        }
+    }
     StoreError::new(classify(&e), context).with_source(e)
+}
+
+/// A TLS failure told apart in an etcd-client error. Every other TLS
+/// failure (a plaintext client on a TLS port, a TLS client on a plaintext
+/// port, most refusals of a client certificate) reaches the client as a
+/// closed or reset connection, which it cannot tell from a failing member:
+/// [`ErrorKind::Unavailable`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TlsFailure {
+    /// The endpoint could not be built: in etcd-client 0.21 only the TLS
+    /// settings fail so (an unreadable client certificate or key, a key
+    /// that does not match the certificate, an invalid server name).
+    Settings,
+    /// The server's certificate failed verification: signed by a CA the
+    /// store does not trust, issued for another name, expired.
+    ServerCertificate,
+    /// The server refused the client certificate, or its absence, with a
+    /// TLS alert. Under TLS 1.3 the server checks the client certificate
+    /// after the client has finished its handshake, so the alert races the
+    /// closing connection: often the call sees only the connection close
+    /// (`Unavailable`).
+    ClientCertificate,
+}
+
+/// TLS alerts (as rustls names them) that refuse the certificate the
+/// client presented, or the lack of one.
+const CLIENT_CERTIFICATE_ALERTS: &[&str] = &[
+    "BadCertificate",
+    "UnsupportedCertificate",
+    "CertificateRevoked",
+    "CertificateExpired",
+    "CertificateUnknown",
+    "UnknownCA",
+    "AccessDenied",
+    "CertificateRequired",
+];
+
+impl TlsFailure {
+    fn of(e: &etcd_client::Error) -> Option<Self> {
+        match e {
+            // Nothing else builds a tonic transport error: the channel
+            // connects lazily, so connection failures come as gRPC statuses.
+            etcd_client::Error::TransportError(_) => Some(Self::Settings),
+            etcd_client::Error::GRpcStatus(status) => {
+                causes(status).find_map(|cause| Self::of_handshake(cause.downcast_ref()?))
+            }
+            _ => None,
+        }
+    }
+
+    /// rustls' errors reach us as the text of an `InvalidData` I/O error
+    /// (this crate depends on no TLS library of its own to downcast to).
+    fn of_handshake(e: &io::Error) -> Option<Self> {
+        if e.kind() != io::ErrorKind::InvalidData {
+            return None;
+        }
+        let text = e.to_string();
+        if text.starts_with("invalid peer certificate") {
+            return Some(Self::ServerCertificate);
+        }
+        let alert = text.strip_prefix("received fatal alert: ")?;
+        CLIENT_CERTIFICATE_ALERTS
+            .contains(&alert)
+            .then_some(Self::ClientCertificate)
+    }
+
+    fn kind(self) -> ErrorKind {
+        match self {
+            Self::Settings | Self::ServerCertificate => ErrorKind::Config,
+            Self::ClientCertificate => ErrorKind::Auth,
+        }
+    }
+
+    fn explanation(self) -> &'static str {
+        match self {
+            Self::Settings => {
+                "invalid TLS settings (CA certificate, client certificate and key, server name)"
+            }
+            Self::ServerCertificate => {
+                "the server's TLS certificate failed verification (check the CA certificate and \
+                 the server name)"
+            }
+            Self::ClientCertificate => "the server refused the client's TLS certificate",
+        }
+    }
+}
+
+/// The deepest cause of a TLS failure, which etcd-client's message does not
+/// show for a transport error and shows only as debug output for a status.
+fn tls_cause(e: &etcd_client::Error) -> Option<String> {
+    let first: &(dyn StdError + 'static) = match e {
+        etcd_client::Error::TransportError(e) => e,
+        etcd_client::Error::GRpcStatus(status) => status,
+        _ => return None,
+    };
+    causes(first).skip(1).last().map(ToString::to_string)
+}
+
+/// `e` and its sources, outermost first.
+fn causes<'a>(
+    e: &'a (dyn StdError + 'static),
+) -> impl Iterator<Item = &'a (dyn StdError + 'static)> {
+    std::iter::successors(Some(e), |&e| e.source())
 }
 
 /// Whether the error says "this lease does not exist (any more)".
@@ -100,6 +223,45 @@ mod tests {
             ErrorKind::Config
         );
         assert_eq!(classify_code(5, "x"), ErrorKind::Protocol);
+    }
+
+    #[test]
+    fn a_request_without_user_under_auth_is_an_auth_error() {
+        assert_eq!(
+            classify_code(3, "etcdserver: user name is empty"),
+            ErrorKind::Auth
+        );
+        assert_eq!(
+            classify_code(
+                3,
+                "etcdserver: authentication failed, invalid user ID or password"
+            ),
+            ErrorKind::Auth
+        );
+    }
+
+    #[test]
+    fn rustls_handshake_errors_are_told_apart() {
+        let invalid = |text: &str| io::Error::new(io::ErrorKind::InvalidData, text.to_owned());
+        assert_eq!(
+            TlsFailure::of_handshake(&invalid("invalid peer certificate: UnknownIssuer")),
+            Some(TlsFailure::ServerCertificate)
+        );
+        assert_eq!(
+            TlsFailure::of_handshake(&invalid("received fatal alert: BadCertificate")),
+            Some(TlsFailure::ClientCertificate)
+        );
+        assert_eq!(
+            TlsFailure::of_handshake(&invalid("received fatal alert: DecodeError")),
+            None
+        );
+        assert_eq!(
+            TlsFailure::of_handshake(&io::Error::new(
+                io::ErrorKind::BrokenPipe,
+                "invalid peer certificate: UnknownIssuer"
+            )),
+            None
+        );
     }
 
     #[test]

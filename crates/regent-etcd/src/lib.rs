@@ -113,21 +113,69 @@
 //! the default `--election-timeout=1000`), to that minimum; the granted
 //! ttl, never less than asked, is what the lease reports. etcd's lessor
 //! looks for expired leases every 500 ms, so a dead holder's key goes up to
-//! [`EXPIRY_SLACK`] after its ttl. A change of etcd's Raft leader extends
-//! every lease by about an election timeout (never shortens one).
+//! [`EXPIRY_SLACK`] after its ttl. A change of etcd's Raft leader restarts
+//! every lease's **full** ttl plus an election timeout (etcd's lessor
+//! refreshes all leases when a member is promoted; only the experimental
+//! `--experimental-enable-lease-checkpoint` keeps the remaining time), so a
+//! holder that died just before a Raft leader change keeps its key for up
+//! to about twice the ttl. That slows failover; it never shortens a lease.
+//! In the cluster test (ttl 2 s, election timeout 100 ms) the next leader
+//! started 2.3–2.8 s after the Raft leader, to which the old leader alone
+//! was connected, was killed.
+//!
+//! # TLS and authentication
+//!
+//! * **Authentication**: [`user`](EtcdStoreBuilder::user) logs in at
+//!   [`connect`](EtcdStoreBuilder::connect), so a wrong user or password
+//!   fails there, and etcd-client logs in again when etcd says the token
+//!   expired. The user needs read and write permission on the election's
+//!   keys (`etcdctl role grant-permission ROLE readwrite --prefix
+//!   NAMESPACE`). Errors of `connect` name the user, never the password,
+//!   and neither does the builder's `Debug`.
+//! * **TLS** (cargo feature `tls`: rustls with ring; the setters exist only
+//!   with it): `EtcdStoreBuilder::tls_ca_pem` is the only CA trusted (there
+//!   are no system roots), `tls_client_identity_pem` answers etcd's
+//!   `--client-cert-auth`, and `tls_domain_name` is the name the server
+//!   certificate must carry when the endpoints' hosts are not. Once a TLS setter is
+//!   called, endpoints without a scheme use `https://`; an `http://` endpoint
+//!   with TLS settings is a `Config` error, and so is an `https://` endpoint
+//!   without the feature. The client certificate does not replace a user:
+//!   etcd runs a request that carries no token as the user named by the
+//!   certificate's common name, if there is one.
+//!
+//! Tested against a real etcd with TLS and authentication (`tests/security.rs`),
+//! each misconfiguration comes out as:
+//!
+//! | misconfiguration | kind | when |
+//! | --- | --- | --- |
+//! | a wrong user or password | [`Auth`](regent_core::ErrorKind::Auth) | `connect` |
+//! | no user while etcd's authentication is on | [`Auth`](regent_core::ErrorKind::Auth) | the first call (`user name is empty`; `permission denied` with a client certificate that names no user) |
+//! | a server certificate not signed by the trusted CA, or not for the endpoint's host (or `tls_domain_name`) | [`Config`](regent_core::ErrorKind::Config) | the first request: `connect` with a user, else the first call |
+//! | a PEM text without its certificate or key, a key that does not match its certificate, an invalid server name | [`Config`](regent_core::ErrorKind::Config) | `connect` |
+//! | no client certificate, or one of another CA, where etcd requires one | [`Auth`](regent_core::ErrorKind::Auth) or [`Unavailable`](regent_core::ErrorKind::Unavailable) | the first request, at once |
+//! | a plaintext client on etcd's TLS port, or a TLS client on a plaintext port | [`Unavailable`](regent_core::ErrorKind::Unavailable) | the first request, at once |
+//!
+//! The last two rows are transient only because the client cannot tell
+//! them from a member going away: the server closes the connection. Under
+//! TLS 1.3 etcd checks the client certificate after the client has ended
+//! its handshake, so its refusal (a TLS alert, then `Auth`) races the
+//! closed connection (`Unavailable`). A caller that retries `Unavailable`
+//! retries these until its budget runs out; an etcd that is "unreachable"
+//! right from the first call is worth a look at the TLS settings.
 //!
 //! # Errors
 //!
 //! Every [`StoreError`](regent_core::StoreError) names the operation, the
-//! election and the endpoints, and carries etcd-client's error as its
-//! source. Every request is bounded by the
+//! election and the endpoints (`connect`: the endpoints and the user), and
+//! carries etcd-client's error as its source; a TLS failure also says what
+//! failed in words, with rustls' reason. Every request is bounded by the
 //! [request timeout](EtcdStoreBuilder::request_timeout).
 //!
 //! | kind | when |
 //! | --- | --- |
-//! | [`Unavailable`](regent_core::ErrorKind::Unavailable) (transient) | connection refused or broken, the request timeout passed, gRPC `Unavailable` (no leader, leader changed), `DeadlineExceeded`, `ResourceExhausted`, `Aborted`, `Unknown`, `Internal` |
-//! | [`Auth`](regent_core::ErrorKind::Auth) | gRPC `Unauthenticated`, `PermissionDenied`, an invalid auth token, a wrong user or password |
-//! | [`Config`](regent_core::ErrorKind::Config) | no endpoints, a malformed endpoint, a ttl outside 1 s ..= 1 day, gRPC `InvalidArgument`, `FailedPrecondition`, `OutOfRange`, `Unimplemented` |
+//! | [`Unavailable`](regent_core::ErrorKind::Unavailable) (transient) | connection refused, reset or closed (also by a TLS mismatch, see above), the request timeout passed, gRPC `Unavailable` (no leader, leader changed), `DeadlineExceeded`, `ResourceExhausted`, `Aborted`, `Unknown`, `Internal` |
+//! | [`Auth`](regent_core::ErrorKind::Auth) | gRPC `Unauthenticated`, `PermissionDenied`, an invalid auth token, a wrong user or password, no user while authentication is on, etcd's TLS alert refusing the client certificate |
+//! | [`Config`](regent_core::ErrorKind::Config) | no endpoints, a malformed endpoint, a ttl outside 1 s ..= 1 day, TLS settings that cannot be used, a server certificate that fails verification, gRPC `InvalidArgument`, `FailedPrecondition`, `OutOfRange`, `Unimplemented` |
 //! | [`Corrupt`](regent_core::ErrorKind::Corrupt) | the key under *our own* lease holds a record this candidate did not write (another create revision or lease) |
 //! | [`Protocol`](regent_core::ErrorKind::Protocol) | an answer that cannot be (a transaction without its responses) |
 

@@ -35,8 +35,8 @@ pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// How much later than its ttl etcd may delete a dead holder's key: its
 /// lessor looks for expired leases every 500 ms and revokes them through
-/// Raft. (A change of etcd's Raft leader extends every lease by an election
-/// timeout on top; that is not bounded here.)
+/// Raft. (A change of etcd's Raft leader restarts every lease's full ttl,
+/// plus an election timeout; that is not bounded here: see the crate docs.)
 pub const EXPIRY_SLACK: Duration = Duration::from_secs(1);
 
 /// An election store on an etcd v3 cluster. See the [crate docs](crate).
@@ -71,16 +71,22 @@ pub struct EtcdStoreBuilder {
     namespace: String,
     #[cfg(feature = "tls")]
     tls: Option<etcd_client::TlsOptions>,
+    /// The first TLS setter given a PEM text that cannot be what it should,
+    /// as the rule `connect` reports broken.
+    #[cfg(feature = "tls")]
+    tls_problem: Option<&'static str>,
 }
 
 impl fmt::Debug for EtcdStoreBuilder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("EtcdStoreBuilder")
-            .field("endpoints", &self.endpoints)
+        let mut f = f.debug_struct("EtcdStoreBuilder");
+        f.field("endpoints", &self.endpoints)
             .field("user", &self.user.as_ref().map(|(u, _)| u))
             .field("request_timeout", &self.request_timeout)
-            .field("namespace", &self.namespace)
-            .finish()
+            .field("namespace", &self.namespace);
+        #[cfg(feature = "tls")]
+        f.field("tls", &self.tls.is_some());
+        f.finish()
     }
 }
 
@@ -106,10 +112,15 @@ impl EtcdStoreBuilder {
         self
     }
 
-    /// Speaks TLS to etcd, trusting the CA certificate `ca_pem` (PEM).
-    /// Endpoints without a scheme then use `https://`.
+    /// Speaks TLS to etcd, trusting the CA certificate `ca_pem` (PEM; the
+    /// only CA trusted, no system roots). Endpoints without a scheme then
+    /// use `https://`.
     #[cfg(feature = "tls")]
     pub fn tls_ca_pem(mut self, ca_pem: impl AsRef<[u8]>) -> Self {
+        if !pem_holds(ca_pem.as_ref(), PEM_CERTIFICATE) {
+            self.tls_problem
+                .get_or_insert("the TLS CA PEM must hold a certificate");
+        }
         let tls = self.tls.take().unwrap_or_default();
         self.tls = Some(tls.ca_certificate(etcd_client::Certificate::from_pem(ca_pem)));
         self
@@ -123,6 +134,14 @@ impl EtcdStoreBuilder {
         cert_pem: impl AsRef<[u8]>,
         key_pem: impl AsRef<[u8]>,
     ) -> Self {
+        if !pem_holds(cert_pem.as_ref(), PEM_CERTIFICATE) {
+            self.tls_problem
+                .get_or_insert("the TLS client certificate PEM must hold a certificate");
+        }
+        if !pem_holds(key_pem.as_ref(), PEM_PRIVATE_KEY) {
+            self.tls_problem
+                .get_or_insert("the TLS client key PEM must hold a private key");
+        }
         let tls = self.tls.take().unwrap_or_default();
         self.tls = Some(tls.identity(etcd_client::Identity::from_pem(cert_pem, key_pem)));
         self
@@ -143,10 +162,13 @@ impl EtcdStoreBuilder {
     ///
     /// # Errors
     ///
-    /// [`ErrorKind::Config`] for no endpoints, a malformed endpoint or a zero
-    /// request timeout; [`ErrorKind::Auth`] for refused credentials;
+    /// [`ErrorKind::Config`] for no endpoints, a malformed endpoint, a zero
+    /// request timeout, TLS settings that cannot be used (a PEM text without
+    /// its certificate or key, a key that does not match its certificate,
+    /// an invalid server name) and, with a user, a server certificate that
+    /// fails verification; [`ErrorKind::Auth`] for refused credentials;
     /// [`ErrorKind::Unavailable`] when authenticating could not reach the
-    /// cluster.
+    /// cluster. See the [crate docs](crate#tls-and-authentication).
     ///
     /// # Cancel safety
     ///
@@ -165,6 +187,13 @@ impl EtcdStoreBuilder {
                 "etcd store: the request timeout must be greater than zero",
             ));
         }
+        #[cfg(feature = "tls")]
+        if let Some(rule) = self.tls_problem {
+            return Err(StoreError::new(
+                ErrorKind::Config,
+                format!("etcd store: {rule}"),
+            ));
+        }
         let mut options = ConnectOptions::new()
             .with_connect_timeout(self.request_timeout)
             // A member cut off from its cluster's leader fails requests at
@@ -177,6 +206,11 @@ impl EtcdStoreBuilder {
         if let Some(tls) = self.tls {
             options = options.with_tls(tls);
         }
+        // Errors name the user, never the password.
+        let what = match &self.user {
+            Some((user, _)) => format!("connect to etcd at {endpoints} as user '{user}'"),
+            None => format!("connect to etcd at {endpoints}"),
+        };
         if let Some((user, password)) = self.user {
             options = options
                 .with_user(user, password)
@@ -185,10 +219,10 @@ impl EtcdStoreBuilder {
         let connect = Client::connect(&self.endpoints, Some(options));
         let client = match tokio::time::timeout(self.request_timeout, connect).await {
             Ok(Ok(client)) => client,
-            Ok(Err(e)) => return Err(etcd_error(format!("connect to etcd at {endpoints}"), e)),
+            Ok(Err(e)) => return Err(etcd_error(what, e)),
             Err(_) => {
                 return Err(StoreError::unavailable(format!(
-                    "connect to etcd at {endpoints}: no answer within {:?}",
+                    "{what}: no answer within {:?}",
                     self.request_timeout
                 )));
             }
@@ -200,6 +234,20 @@ impl EtcdStoreBuilder {
             request_timeout: self.request_timeout,
         })
     }
+}
+
+#[cfg(feature = "tls")]
+const PEM_CERTIFICATE: &str = "-----BEGIN CERTIFICATE-----";
+
+/// The end of every private key label: `PRIVATE KEY`, `RSA PRIVATE KEY`,
+/// `EC PRIVATE KEY`.
+#[cfg(feature = "tls")]
+const PEM_PRIVATE_KEY: &str = "PRIVATE KEY-----";
+
+/// Whether the PEM text `pem` holds `marker`.
+#[cfg(feature = "tls")]
+fn pem_holds(pem: &[u8], marker: &str) -> bool {
+    pem.windows(marker.len()).any(|w| w == marker.as_bytes())
 }
 
 /// Our own key, as a transaction found it.
@@ -219,6 +267,8 @@ impl EtcdStore {
             namespace: String::new(),
             #[cfg(feature = "tls")]
             tls: None,
+            #[cfg(feature = "tls")]
+            tls_problem: None,
         }
     }
 

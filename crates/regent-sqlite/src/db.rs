@@ -444,13 +444,13 @@ pub(crate) fn acquire(
     // Read under the write lock: every writer reads the clock after the one
     // before it committed, so expiry decisions follow commit order.
     let now = monotonic_now_ns();
-    if let Some(row) = read_row(&tx, site, OP, election)? {
-        if is_live(site, election, &row, now)? {
-            return Ok(Acquire::Held {
-                leader: Some(row.leader()),
-                queued: None,
-            });
-        }
+    if let Some(row) = read_row(&tx, site, OP, election)?
+        && is_live(site, election, &row, now)?
+    {
+        return Ok(Acquire::Held {
+            leader: Some(row.leader()),
+            queued: None,
+        });
     }
     let counter: Option<Value> = tx
         .query_row(

@@ -392,14 +392,14 @@ impl Record {
         // end no later than `last` starts, so `last` reaches furthest.
         let mut last: Option<&Interval> = None;
         for interval in self.intervals.iter().filter(|i| !i.is_empty()) {
-            if let Some(previous) = last {
-                if previous.end.is_none_or(|end| interval.start < end) {
-                    return Err(Violation::Overlap {
-                        first: previous.clone(),
-                        second: interval.clone(),
-                        origin,
-                    });
-                }
+            if let Some(previous) = last
+                && previous.end.is_none_or(|end| interval.start < end)
+            {
+                return Err(Violation::Overlap {
+                    first: previous.clone(),
+                    second: interval.clone(),
+                    origin,
+                });
             }
             last = Some(interval);
         }

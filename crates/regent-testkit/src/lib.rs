@@ -5,9 +5,10 @@
 //! * The leadership [`History`]: the candidates of one test record when each
 //!   believed it led, and the test then checks the whole history at once for
 //!   the election's safety properties.
-//! * [`engines`]: real store engines (etcd, one member or a cluster) started
-//!   on free ports of `127.0.0.1` for the store crates' integration tests,
-//!   stopped by PID when dropped. A missing engine is an error naming
+//! * [`engines`]: real store engines (etcd: one member, a cluster, or a
+//!   member secured by TLS and authentication with certificates made at
+//!   test time) started on free ports of `127.0.0.1` for the store crates'
+//!   integration tests, stopped by PID when dropped. A missing engine is an error naming
 //!   `scripts/install-engines`, never a skipped test.
 //!
 //! # Why a history, not assertions inside each candidate

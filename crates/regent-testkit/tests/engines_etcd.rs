@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-use regent_testkit::engines::{EngineError, Etcd, EtcdCluster};
+use regent_testkit::engines::{EngineError, Etcd, EtcdBuilder, EtcdCluster, EtcdTls, EtcdTlsFiles};
 
 fn stdout(output: &Output) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
@@ -182,7 +182,63 @@ fn missing_etcd_checks() {
         err.to_string().contains("run scripts/install-engines"),
         "{err}"
     );
+
+    let err = Etcd::builder()
+        .tls(EtcdTls::ClientCert)
+        .auth("root", "secret")
+        .start()
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("run scripts/install-engines"),
+        "{err}"
+    );
     println!("{CHECKED_MISSING_ETCD}");
+}
+
+const CHECKED_MISSING_ETCDCTL: &str = "checked: missing etcdctl names the install script";
+
+/// As [`missing_etcd_is_an_error_naming_the_install_script`], for the
+/// etcdctl that enabling authentication runs.
+#[test]
+fn missing_etcdctl_for_auth_is_an_error_naming_the_install_script() {
+    if std::env::var("REGENT_ETCDCTL_BIN").as_deref() == Ok("/nonexistent/etcdctl") {
+        let err = Etcd::builder().auth("root", "secret").start().unwrap_err();
+        assert!(
+            matches!(
+                err,
+                EngineError::NotInstalledAt {
+                    program: "etcdctl",
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+        assert!(
+            err.to_string().contains("run scripts/install-engines"),
+            "{err}"
+        );
+        println!("{CHECKED_MISSING_ETCDCTL}");
+        return;
+    }
+    let child = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "missing_etcdctl_for_auth_is_an_error_naming_the_install_script",
+            "--exact",
+            "--nocapture",
+        ])
+        .env("REGENT_ETCDCTL_BIN", "/nonexistent/etcdctl")
+        .output()
+        .unwrap();
+    let out = format!(
+        "{}{}",
+        String::from_utf8_lossy(&child.stdout),
+        String::from_utf8_lossy(&child.stderr)
+    );
+    assert!(child.status.success(), "child test failed:\n{out}");
+    assert!(
+        out.contains(CHECKED_MISSING_ETCDCTL),
+        "child test did not run:\n{out}"
+    );
 }
 
 #[test]
@@ -199,5 +255,7 @@ fn engines_are_send_and_sync() {
     fn assert_send_sync<T: Send + Sync>() {}
     assert_send_sync::<Etcd>();
     assert_send_sync::<EtcdCluster>();
+    assert_send_sync::<EtcdBuilder>();
+    assert_send_sync::<EtcdTlsFiles>();
     assert_send_sync::<EngineError>();
 }

@@ -7,7 +7,9 @@
 //!
 //! This crate is the facade: it re-exports [`regent_core`] and, behind one
 //! feature per backend, the store crates: `sqlite` (default) as
-//! [`sqlite`]; etcd, Consul, ZooKeeper and Azure Blob as they land.
+//! `regent::sqlite`; `etcd` (and `etcd-tls` for TLS) as `regent::etcd`,
+//! which needs `protoc` to build; Consul, ZooKeeper and Azure Blob as they
+//! land.
 //!
 //! ```
 //! use std::time::Duration;
@@ -48,3 +50,8 @@ pub use regent_core::*;
 /// one SQLite file shared by the processes of one host.
 #[cfg(feature = "sqlite")]
 pub use regent_sqlite as sqlite;
+
+/// The etcd v3 store (feature `etcd`; `etcd-tls` adds TLS): elections on an
+/// etcd cluster, interoperable with `etcdctl elect`.
+#[cfg(feature = "etcd")]
+pub use regent_etcd as etcd;

@@ -223,14 +223,43 @@ pub fn read_events(log: &Path) -> Vec<Event> {
 
 // ------------------------------------------------------------------ sandbox
 
+/// Runs each named `fn(Sandbox)` once per store: as the test
+/// `sqlite::NAME` on a SQLite file of its own, and as `etcd::NAME` on an
+/// etcd of its own, started by the test kit on free ports.
+#[macro_export]
+macro_rules! on_every_store {
+    ($($name:ident),+ $(,)?) => {
+        mod sqlite {
+            $(
+                #[test]
+                fn $name() {
+                    super::$name(super::common::Sandbox::new());
+                }
+            )+
+        }
+        mod etcd {
+            $(
+                #[test]
+                fn $name() {
+                    super::$name(super::common::Sandbox::etcd());
+                }
+            )+
+        }
+    };
+}
+
 /// A temporary directory with a store, a task log and the candidates
-/// started in it. Dropping it kills every candidate's process tree.
+/// started in it. Dropping it kills every candidate's process tree, then
+/// stops its etcd, if it has one.
 pub struct Sandbox {
     dir: tempfile::TempDir,
     regents: Vec<Regent>,
+    // Dropped after the regents (fields drop after `Drop::drop`).
+    etcd: Option<regent_testkit::engines::Etcd>,
 }
 
 impl Sandbox {
+    /// A sandbox whose store is a SQLite file in its directory.
     pub fn new() -> Self {
         Self {
             dir: tempfile::Builder::new()
@@ -238,16 +267,48 @@ impl Sandbox {
                 .tempdir()
                 .expect("temporary directory"),
             regents: Vec::new(),
+            etcd: None,
         }
+    }
+
+    /// A sandbox whose store is a single-node etcd of its own. Fails,
+    /// naming `scripts/install-engines`, when etcd is not installed.
+    pub fn etcd() -> Self {
+        let etcd = regent_testkit::engines::Etcd::start()
+            .unwrap_or_else(|e| panic!("cannot start etcd for this test: {e}"));
+        let mut sb = Self::new();
+        sb.etcd = Some(etcd);
+        sb
+    }
+
+    /// A sandbox whose store is `etcd`, started by the caller (secured, for
+    /// instance). [`Self::store`] names it as `etcd://`; pass another URL
+    /// to [`Self::candidate_on`] for `etcds://`.
+    pub fn with_etcd(etcd: regent_testkit::engines::Etcd) -> Self {
+        let mut sb = Self::new();
+        sb.etcd = Some(etcd);
+        sb
+    }
+
+    /// The sandbox's etcd.
+    ///
+    /// # Panics
+    ///
+    /// If its store is not etcd.
+    pub fn etcd_engine(&mut self) -> &mut regent_testkit::engines::Etcd {
+        self.etcd.as_mut().expect("a sandbox with etcd")
     }
 
     pub fn path(&self, name: &str) -> PathBuf {
         self.dir.path().join(name)
     }
 
-    /// `sqlite:DIR/e.db`.
+    /// `sqlite:DIR/e.db`, or `etcd://127.0.0.1:PORT`.
     pub fn store(&self) -> String {
-        format!("sqlite:{}", self.path("e.db").display())
+        match &self.etcd {
+            Some(etcd) => format!("etcd://{}", etcd.endpoint()),
+            None => format!("sqlite:{}", self.path("e.db").display()),
+        }
     }
 
     pub fn log(&self) -> PathBuf {
@@ -300,10 +361,16 @@ impl Sandbox {
 
     /// Starts `regent run --id ID --ttl TTL [extra] -- task_cmd`.
     pub fn candidate(&mut self, id: &str, ttl: &str, extra: &[&str]) -> usize {
+        let store = self.store();
+        self.candidate_on(&store, id, ttl, extra)
+    }
+
+    /// [`Self::candidate`] with the store URL `store`.
+    pub fn candidate_on(&mut self, store: &str, id: &str, ttl: &str, extra: &[&str]) -> usize {
         let mut args: Vec<String> = [
             "run",
             "--store",
-            &self.store(),
+            store,
             "--election",
             ELECTION,
             "--id",

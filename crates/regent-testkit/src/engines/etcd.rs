@@ -33,9 +33,53 @@
 //! // its data dir.
 //! # Ok::<(), regent_testkit::engines::EngineError>(())
 //! ```
+//!
+//! # Secured members
+//!
+//! [`Etcd::builder`] starts a single member with TLS on its client port
+//! ([`EtcdTls`]), etcd's authentication ([`EtcdBuilder::auth`]), or both.
+//! Peers still talk plain HTTP.
+//!
+//! * **TLS**: the kit makes a test CA, a server certificate for
+//!   `127.0.0.1` and `localhost`, a client certificate and an unrelated
+//!   second CA and client certificate for negative tests, all in the
+//!   member's temporary directory ([`Etcd::tls_files`]). The client port
+//!   then speaks only TLS: [`Etcd::client_url`] is `https://…`, while
+//!   [`Etcd::endpoint`] stays `127.0.0.1:PORT` (a client given TLS options
+//!   adds the scheme).
+//! * **Authentication**: once the member is healthy, the kit creates the
+//!   user, a role granting read and write on the whole keyspace when the
+//!   user is not `root` (etcd needs a `root` user before `auth enable`; the
+//!   kit gives it a random password then), and runs `etcdctl auth enable`.
+//!   [`Etcd::credentials`] returns the user and password.
+//!
+//! A secured member also listens on a third port, plain HTTP, for etcd's
+//! `/health` and `/metrics` (`--listen-metrics-urls`): [`Etcd::is_healthy`]
+//! and [`Etcd::is_leader`] ask there, needing neither certificates nor a
+//! password. [`Etcd::etcdctl`] and the other etcdctl helpers pass the
+//! member's CA, client certificate and credentials by themselves, so tests
+//! that drive etcdctl work unchanged on a secured member.
+//!
+//! ```no_run
+//! use regent_testkit::engines::{Etcd, EtcdTls};
+//!
+//! let etcd = Etcd::builder()
+//!     .tls(EtcdTls::ClientCert)
+//!     .auth("regent", "s3cret")
+//!     .start()?;
+//! let files = etcd.tls_files().expect("a TLS member");
+//! let ca_pem = std::fs::read(files.ca_cert()).expect("the CA is there");
+//! assert_eq!(etcd.credentials(), Some(("regent", "s3cret")));
+//! assert!(etcd.etcdctl(["put", "greeting", "hello"]).status.success());
+//! # let _ = ca_pem;
+//! # Ok::<(), regent_testkit::engines::EngineError>(())
+//! ```
 
+use std::collections::hash_map::RandomState;
 use std::ffi::OsStr;
+use std::fmt;
 use std::fs::OpenOptions;
+use std::hash::{BuildHasher as _, Hasher as _};
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
@@ -49,6 +93,10 @@ use tempfile::TempDir;
 use super::EngineError;
 use super::http;
 use super::process::{self, POLL, Program};
+
+mod tls;
+
+pub use tls::EtcdTlsFiles;
 
 /// etcd's `--heartbeat-interval` for every member the kit starts.
 pub const HEARTBEAT_INTERVAL: Duration = Duration::from_millis(10);
@@ -89,6 +137,92 @@ pub struct Etcd {
     dir: TempDir,
     /// `None` once the kit stopped or killed the process (and reaped it).
     child: Option<Child>,
+    security: Security,
+}
+
+/// How a member is secured; the default is not at all.
+#[derive(Default)]
+struct Security {
+    tls: Option<(EtcdTls, EtcdTlsFiles)>,
+    /// The user and password etcdctl and clients log in with, once
+    /// authentication is enabled.
+    credentials: Option<(String, String)>,
+    /// The port of `--listen-metrics-urls` (plain HTTP `/health` and
+    /// `/metrics`) of a secured member.
+    metrics_port: Option<u16>,
+}
+
+impl fmt::Debug for Security {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Security")
+            .field("tls", &self.tls)
+            .field("user", &self.credentials.as_ref().map(|(user, _)| user))
+            .field("metrics_port", &self.metrics_port)
+            .finish()
+    }
+}
+
+/// TLS on the client port of a member started by [`EtcdBuilder`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum EtcdTls {
+    /// The member presents a server certificate signed by the test CA
+    /// (`--cert-file`, `--key-file`); clients need not present one.
+    Server,
+    /// As [`EtcdTls::Server`], and every client must present a certificate
+    /// signed by the test CA (`--client-cert-auth --trusted-ca-file`).
+    ClientCert,
+}
+
+/// Starts a single secured member: [`Etcd::builder`], setters, then
+/// [`EtcdBuilder::start`]. See [Secured members](self#secured-members).
+#[derive(Clone, Default)]
+#[must_use]
+pub struct EtcdBuilder {
+    tls: Option<EtcdTls>,
+    auth: Option<(String, String)>,
+}
+
+impl fmt::Debug for EtcdBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EtcdBuilder")
+            .field("tls", &self.tls)
+            .field("user", &self.auth.as_ref().map(|(user, _)| user))
+            .finish()
+    }
+}
+
+impl EtcdBuilder {
+    /// Serves the client port over TLS only (default: plain HTTP).
+    pub fn tls(mut self, tls: EtcdTls) -> Self {
+        self.tls = Some(tls);
+        self
+    }
+
+    /// Enables etcd's authentication with `user` and `password` (default:
+    /// off). `root` becomes etcd's root user; any other user gets a role
+    /// granting read and write on every key, and `root` a random password.
+    pub fn auth(mut self, user: impl Into<String>, password: impl Into<String>) -> Self {
+        self.auth = Some((user.into(), password.into()));
+        self
+    }
+
+    /// Starts the member on free ports, waits until it is healthy, then
+    /// enables authentication if asked.
+    ///
+    /// # Errors
+    ///
+    /// As [`Etcd::start`]; [`EngineError::Io`] when the certificates could
+    /// not be made or written; [`EngineError::Setup`] when an `etcdctl`
+    /// step enabling authentication failed (the member is stopped then).
+    pub fn start(self) -> Result<Etcd, EngineError> {
+        let mut members = start_members(1, Some(&self))?;
+        let mut etcd = members.remove(0);
+        if let Some((user, password)) = self.auth {
+            etcd.enable_auth(user, password)?;
+        }
+        Ok(etcd)
+    }
 }
 
 impl Etcd {
@@ -104,8 +238,33 @@ impl Etcd {
     /// [`START_TIMEOUT`], quoting its log; [`EngineError::Io`] or
     /// [`EngineError::Spawn`] when setting up failed.
     pub fn start() -> Result<Self, EngineError> {
-        let mut members = start_members(1)?;
+        let mut members = start_members(1, None)?;
         Ok(members.remove(0))
+    }
+
+    /// Starts building a secured single member: TLS, authentication or
+    /// both. With no setter called it starts a member as [`Etcd::start`]
+    /// does, plus a metrics port.
+    pub fn builder() -> EtcdBuilder {
+        EtcdBuilder::default()
+    }
+
+    /// The TLS mode of the client port, `None` for plain HTTP.
+    pub fn tls(&self) -> Option<EtcdTls> {
+        self.security.tls.as_ref().map(|(mode, _)| *mode)
+    }
+
+    /// The certificates and keys of a member with TLS.
+    pub fn tls_files(&self) -> Option<&EtcdTlsFiles> {
+        self.security.tls.as_ref().map(|(_, files)| files)
+    }
+
+    /// The user and password of a member with authentication enabled.
+    pub fn credentials(&self) -> Option<(&str, &str)> {
+        self.security
+            .credentials
+            .as_ref()
+            .map(|(user, password)| (user.as_str(), password.as_str()))
     }
 
     /// The member's name (`--name`), such as `m0`.
@@ -124,9 +283,15 @@ impl Etcd {
         vec![self.endpoint()]
     }
 
-    /// The client URL, `http://127.0.0.1:PORT`.
+    /// The client URL: `http://127.0.0.1:PORT`, or `https://127.0.0.1:PORT`
+    /// for a member with TLS.
     pub fn client_url(&self) -> String {
-        format!("http://{}", self.client_addr())
+        let scheme = if self.security.tls.is_some() {
+            "https"
+        } else {
+            "http"
+        };
+        format!("{scheme}://{}", self.client_addr())
     }
 
     /// The client address.
@@ -163,15 +328,21 @@ impl Etcd {
         self.dir.path().join("etcd.log")
     }
 
-    /// Whether `GET /health` answers `"health":"true"` now.
+    /// Whether `GET /health` answers `"health":"true"` now (on the metrics
+    /// port of a secured member).
     pub fn is_healthy(&self) -> bool {
-        http::get(self.client_addr(), "/health", REQUEST_TIMEOUT)
+        http::get(self.health_addr(), "/health", REQUEST_TIMEOUT)
             .is_ok_and(|r| r.status == 200 && r.body.contains(r#""health":"true""#))
     }
 
     /// Whether this member is the Raft leader of its cluster now.
     pub fn is_leader(&self) -> bool {
-        self.status().is_some_and(|s| s.is_leader())
+        match self.metrics_addr() {
+            Some(addr) => http::get(addr, "/metrics", REQUEST_TIMEOUT).is_ok_and(|r| {
+                r.status == 200 && r.body.lines().any(|l| l == "etcd_server_is_leader 1")
+            }),
+            None => self.status().is_some_and(|s| s.is_leader()),
+        }
     }
 
     /// Stops the process: SIGTERM to its PID, then SIGKILL if it has not
@@ -216,8 +387,16 @@ impl Etcd {
     /// A `Command` for `etcdctl` with `ETCDCTL_API=3` and
     /// `--endpoints=` this member; add the arguments and run or spawn it
     /// (for example `etcdctl elect NAME VALUE`, which holds until SIGINT).
+    ///
+    /// On a secured member it also carries `--cacert`, `--cert` and `--key`
+    /// (the test CA and client certificate) and `--user`
+    /// ([`Etcd::credentials`]), and the endpoint is [`Etcd::client_url`].
     pub fn etcdctl_command(&self) -> Command {
-        etcdctl_command(&self.etcdctl, &self.endpoints())
+        let mut command = self.etcdctl_command_without_credentials();
+        if let Some((user, password)) = &self.security.credentials {
+            command.arg(format!("--user={user}:{password}"));
+        }
+        command
     }
 
     /// Runs `etcdctl ARGS` against this member and returns its output,
@@ -251,11 +430,83 @@ impl Etcd {
         self.try_etcdctl(args).unwrap_or_else(|err| panic!("{err}"))
     }
 
+    /// As [`Etcd::etcdctl_command`] without `--user`.
+    fn etcdctl_command_without_credentials(&self) -> Command {
+        match &self.security.tls {
+            None => etcdctl_command(&self.etcdctl, &self.endpoints()),
+            Some((_, files)) => {
+                let mut command = etcdctl_command(&self.etcdctl, &[self.client_url()]);
+                command
+                    .arg(format!("--cacert={}", files.ca_cert().display()))
+                    .arg(format!("--cert={}", files.client_cert().display()))
+                    .arg(format!("--key={}", files.client_key().display()));
+                command
+            }
+        }
+    }
+
+    /// Creates the users and role and runs `auth enable`; from then on the
+    /// etcdctl helpers log in as `user`.
+    fn enable_auth(&mut self, user: String, password: String) -> Result<(), EngineError> {
+        let root_password = if user == "root" {
+            password.clone()
+        } else {
+            random_password()
+        };
+        // The arguments of each step, and a new user's password, which is
+        // kept out of error messages.
+        let mut steps: Vec<(Vec<&str>, Option<&str>)> =
+            vec![(vec!["user", "add", "root"], Some(&root_password))];
+        if user != "root" {
+            steps.extend([
+                (vec!["user", "add", &user], Some(password.as_str())),
+                (vec!["role", "add", AUTH_ROLE], None),
+                // Every key from the empty one on: the whole keyspace.
+                (
+                    vec![
+                        "role",
+                        "grant-permission",
+                        AUTH_ROLE,
+                        "readwrite",
+                        "--from-key",
+                        "",
+                    ],
+                    None,
+                ),
+                (vec!["user", "grant-role", &user, AUTH_ROLE], None),
+            ]);
+        }
+        steps.push((vec!["auth", "enable"], None));
+        for (args, new_password) in steps {
+            let mut command = self.etcdctl_command_without_credentials();
+            command.args(&args);
+            if let Some(new_password) = new_password {
+                command.arg(format!("--new-user-password={new_password}"));
+            }
+            let output = run_etcdctl(&self.etcdctl, command, None::<&str>)?;
+            if !output.status.success() {
+                return Err(EngineError::Setup {
+                    instance: self.instance(),
+                    step: format!("etcdctl {}", args.join(" ")),
+                    status: output.status,
+                    output: format!(
+                        "{}{}",
+                        String::from_utf8_lossy(&output.stdout),
+                        String::from_utf8_lossy(&output.stderr)
+                    ),
+                });
+            }
+        }
+        self.security.credentials = Some((user, password));
+        Ok(())
+    }
+
     fn new(
         name: String,
         ports: (u16, u16),
         initial_cluster: String,
         cluster_token: String,
+        secured: Option<(u16, Option<EtcdTls>)>,
     ) -> Result<Self, EngineError> {
         let dir = tempfile::Builder::new()
             .prefix("regent-etcd-")
@@ -264,6 +515,13 @@ impl Etcd {
                 action: "create a temporary directory for etcd",
                 source,
             })?;
+        let mut security = Security::default();
+        if let Some((metrics_port, tls)) = secured {
+            security.metrics_port = Some(metrics_port);
+            if let Some(mode) = tls {
+                security.tls = Some((mode, EtcdTlsFiles::generate(&dir.path().join("tls"))?));
+            }
+        }
         Ok(Self {
             name,
             client_port: ports.0,
@@ -274,6 +532,7 @@ impl Etcd {
             etcdctl: Program::from_env("etcdctl", "REGENT_ETCDCTL_BIN"),
             dir,
             child: None,
+            security,
         })
     }
 
@@ -316,7 +575,21 @@ impl Etcd {
                 "--election-timeout={}",
                 ELECTION_TIMEOUT.as_millis()
             ))
-            .arg("--logger=zap")
+            .arg("--logger=zap");
+        if let Some(port) = self.security.metrics_port {
+            command.arg(format!("--listen-metrics-urls=http://127.0.0.1:{port}"));
+        }
+        if let Some((mode, files)) = &self.security.tls {
+            command
+                .arg(format!("--cert-file={}", files.server_cert().display()))
+                .arg(format!("--key-file={}", files.server_key().display()));
+            if *mode == EtcdTls::ClientCert {
+                command
+                    .arg("--client-cert-auth")
+                    .arg(format!("--trusted-ca-file={}", files.ca_cert().display()));
+            }
+        }
+        command
             .stdin(Stdio::null())
             .stdout(Stdio::from(log))
             .stderr(Stdio::from(log_err));
@@ -375,6 +648,18 @@ impl Etcd {
         }
     }
 
+    /// Where `/health` is served: the metrics port of a secured member,
+    /// else the client port.
+    fn health_addr(&self) -> SocketAddr {
+        self.metrics_addr().unwrap_or_else(|| self.client_addr())
+    }
+
+    fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.security
+            .metrics_port
+            .map(|port| SocketAddr::from((Ipv4Addr::LOCALHOST, port)))
+    }
+
     fn status(&self) -> Option<Status> {
         let response = http::post_json(
             self.client_addr(),
@@ -428,7 +713,7 @@ impl EtcdCluster {
     pub fn start(n: usize) -> Result<Self, EngineError> {
         assert!(n > 0, "an etcd cluster needs at least one member");
         Ok(Self {
-            members: start_members(n)?,
+            members: start_members(n, None)?,
         })
     }
 
@@ -607,10 +892,10 @@ impl Drop for EtcdCluster {
             if Some(i) == leader {
                 continue;
             }
-            if let Some(mut child) = member.child.take() {
-                if !process::wait_until(&mut child, deadline) {
-                    process::kill(&mut child);
-                }
+            if let Some(mut child) = member.child.take()
+                && !process::wait_until(&mut child, deadline)
+            {
+                process::kill(&mut child);
             }
         }
         if let Some(leader) = leader.map(|i| &mut self.members[i]) {
@@ -624,8 +909,8 @@ impl Drop for EtcdCluster {
 }
 
 /// Starts `n` members that form one cluster, on fresh ports after a port
-/// collision.
-fn start_members(n: usize) -> Result<Vec<Etcd>, EngineError> {
+/// collision. Members of a `builder` get a metrics port as well.
+fn start_members(n: usize, builder: Option<&EtcdBuilder>) -> Result<Vec<Etcd>, EngineError> {
     static CLUSTERS: AtomicU64 = AtomicU64::new(0);
     let mut attempt = 1;
     loop {
@@ -634,18 +919,29 @@ fn start_members(n: usize) -> Result<Vec<Etcd>, EngineError> {
             std::process::id(),
             CLUSTERS.fetch_add(1, Ordering::Relaxed)
         );
-        let ports = process::free_ports(2 * n)?;
+        // Client, peer, and for a secured member metrics.
+        let per_member = if builder.is_some() { 3 } else { 2 };
+        let ports = process::free_ports(per_member * n)?;
         let names: Vec<String> = (0..n).map(|i| format!("m{i}")).collect();
         let initial_cluster = names
             .iter()
-            .zip(ports.chunks(2))
+            .zip(ports.chunks(per_member))
             .map(|(name, p)| format!("{name}=http://127.0.0.1:{}", p[1]))
             .collect::<Vec<_>>()
             .join(",");
         let mut members = names
             .into_iter()
-            .zip(ports.chunks(2))
-            .map(|(name, p)| Etcd::new(name, (p[0], p[1]), initial_cluster.clone(), token.clone()))
+            .zip(ports.chunks(per_member))
+            .map(|(name, p)| {
+                let secured = builder.map(|b| (p[2], b.tls));
+                Etcd::new(
+                    name,
+                    (p[0], p[1]),
+                    initial_cluster.clone(),
+                    token.clone(),
+                    secured,
+                )
+            })
             .collect::<Result<Vec<_>, _>>()?;
         let deadline = Instant::now() + START_TIMEOUT;
         // One after the other: a new member first asks its peers whether it
@@ -674,6 +970,22 @@ fn start_members(n: usize) -> Result<Vec<Etcd>, EngineError> {
         }
         // `members` drops here: the ones that started are stopped.
     }
+}
+
+/// The role the kit grants a user other than `root`: read and write on every
+/// key.
+const AUTH_ROLE: &str = "regent-readwrite";
+
+/// A password nobody needs to know (for `root` when the test logs in as
+/// another user).
+fn random_password() -> String {
+    let mut hasher = RandomState::new().build_hasher();
+    hasher.write_u32(std::process::id());
+    format!(
+        "{:016x}{:016x}",
+        hasher.finish(),
+        RandomState::new().build_hasher().finish()
+    )
 }
 
 fn is_port_collision(err: &EngineError) -> bool {

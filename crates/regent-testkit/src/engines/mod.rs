@@ -19,7 +19,7 @@
 //!
 //! | engine | type | binary (override) |
 //! |---|---|---|
-//! | etcd 3.4 | [`etcd::Etcd`], [`etcd::EtcdCluster`] | `etcd` (`REGENT_ETCD_BIN`), `etcdctl` (`REGENT_ETCDCTL_BIN`) |
+//! | etcd 3.4 | [`etcd::Etcd`], [`etcd::EtcdCluster`]; secured (TLS, authentication) by [`etcd::Etcd::builder`] | `etcd` (`REGENT_ETCD_BIN`), `etcdctl` (`REGENT_ETCDCTL_BIN`) |
 
 use std::io;
 use std::path::PathBuf;
@@ -30,7 +30,7 @@ pub mod etcd;
 mod http;
 mod process;
 
-pub use etcd::{Etcd, EtcdCluster};
+pub use etcd::{Etcd, EtcdBuilder, EtcdCluster, EtcdTls, EtcdTlsFiles};
 
 /// Why an engine could not be started or queried.
 #[derive(Debug, thiserror::Error)]
@@ -90,6 +90,19 @@ pub enum EngineError {
         waited: Duration,
         /// The last lines of its log.
         log_tail: String,
+    },
+    /// A step the kit runs against a started engine to set it up failed,
+    /// such as `etcdctl user add` while enabling authentication.
+    #[error("{instance}: {step} failed ({status}):\n{output}")]
+    Setup {
+        /// Which instance, such as `etcd member m0`.
+        instance: String,
+        /// The step, such as `etcdctl auth enable` (never a password).
+        step: String,
+        /// How the step's program exited.
+        status: ExitStatus,
+        /// What it printed.
+        output: String,
     },
     /// No member of a cluster reported itself Raft leader in time.
     #[error("no {engine} member is leader after {waited:?}")]

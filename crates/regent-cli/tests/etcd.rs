@@ -1,0 +1,289 @@
+//! `regent` on etcd, beyond the tests every store runs (see
+//! `on_every_store!`): an unreachable cluster at start, a cluster that dies
+//! under a leader and comes back, sharing an election with `etcdctl elect`
+//! under a namespace, and TLS with client certificates and a user.
+
+mod common;
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use common::*;
+use regent_testkit::engines::{Etcd, EtcdTls};
+
+/// ttl 2s: renew every 400 ms, step down 1.2 s after the last renewal was
+/// sent, grace 775 ms (core defaults).
+const TTL: &str = "2s";
+const RENEW_DEADLINE_NS: u64 = 1_200_000_000;
+
+fn no_panic(out: &Output) {
+    assert!(
+        !out.stderr.contains("panicked"),
+        "regent panicked:\n{}",
+        out.stderr
+    );
+}
+
+/// A port nothing listens on: bound, then closed.
+fn closed_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port()
+}
+
+#[test]
+fn an_unreachable_cluster_is_exit_3_after_retries_naming_the_store() {
+    let store = format!(
+        "etcd://127.0.0.1:{},127.0.0.1:{}",
+        closed_port(),
+        closed_port()
+    );
+    for args in [
+        vec!["status", "--store", &store, "--election", "e"],
+        vec!["run", "--store", &store, "--election", "e", "--", "true"],
+    ] {
+        let out = run_bounded_env(
+            &args,
+            &[("REGENT_START_RETRY", "1s")],
+            Duration::from_secs(15),
+        );
+        no_panic(&out);
+        assert_eq!(out.code, Some(3), "{args:?}: {}", out.stderr);
+        assert!(
+            out.stderr
+                .contains(&format!("regent: store {store}: store unavailable")),
+            "{args:?}: {}",
+            out.stderr
+        );
+    }
+}
+
+/// etcd dies under a leader: its command stops at the renew deadline,
+/// regent stays up, and when etcd is back exactly one candidate leads
+/// again, with a larger token.
+#[test]
+fn a_dead_cluster_stops_the_command_and_regent_leads_again_when_it_returns() {
+    let mut sb = Sandbox::etcd();
+    sb.candidate("c1", TTL, &[]);
+    let old = sb.first_start(Duration::from_secs(10));
+    sb.candidate("c2", TTL, &[]);
+    std::thread::sleep(Duration::from_millis(500));
+
+    let killed_at = mono_ns();
+    sb.etcd_engine().kill();
+    let stop = wait_for(
+        Duration::from_secs(5),
+        "the leader's command to get SIGTERM",
+        || sb.stop_of(&old.id, old.token),
+        || sb.report(),
+    );
+    let took = stop.mono_ns - killed_at;
+    eprintln!("etcd killed -> command stopped: {:.3}s", secs(took));
+    // The last renewal was sent at most one renew interval before the kill,
+    // so the step-down comes at most the renew deadline after the kill.
+    assert!(
+        took <= RENEW_DEADLINE_NS + 300_000_000,
+        "the command stopped {:.3}s after etcd died, later than the renew deadline\n{}",
+        secs(took),
+        sb.report()
+    );
+    std::thread::sleep(Duration::from_secs(1));
+    for id in ["c1", "c2"] {
+        assert!(
+            sb.by_id(id).running(),
+            "{id} exited while etcd was down\n{}",
+            sb.report()
+        );
+    }
+    assert_eq!(
+        sb.starts().len(),
+        1,
+        "a term began without etcd\n{}",
+        sb.report()
+    );
+
+    sb.etcd_engine().restart().expect("restart etcd");
+    let next = wait_for(
+        Duration::from_secs(15),
+        "a leader after etcd came back",
+        || sb.start_after(old.token),
+        || sb.report(),
+    );
+    eprintln!(
+        "etcd back: {} leads with token {} (was {} with {})",
+        next.id, next.token, old.id, old.token
+    );
+    // One more ttl: no second task may start beside it.
+    std::thread::sleep(Duration::from_secs(2));
+    let starts = sb.starts();
+    assert_eq!(starts.len(), 2, "more than one new term\n{}", sb.report());
+    assert_tokens_increase(&starts, &sb.report());
+    assert_eq!(sb.status()["leader"]["token"], next.token);
+}
+
+/// `etcdctl elect NAME` and `regent run` on `etcd://…/NAMESPACE` with
+/// election `e` meet under the key prefix `/NAMESPACE/e/`: regent waits
+/// behind etcdctl's leader, `regent status` names it, and when etcdctl
+/// resigns regent leads and `etcdctl elect -l` names regent's leader.
+#[test]
+fn etcdctl_elect_and_regent_share_one_election_under_a_namespace() {
+    let mut sb = Sandbox::etcd();
+    let store = format!("etcd://{}/team/jobs", sb.etcd_engine().endpoint());
+    let mut elect = etcdctl_spawn(&mut sb, "elect", &["elect", "/team/jobs/e", "go-leader"]);
+    let status = |sb: &Sandbox| {
+        let out = run_bounded(
+            &[
+                "status",
+                "--store",
+                &store,
+                "--election",
+                ELECTION,
+                "--json",
+            ],
+            Duration::from_secs(15),
+        );
+        assert_eq!(out.code, Some(0), "{}", out.stderr);
+        serde_json::from_str::<serde_json::Value>(out.stdout.trim())
+            .unwrap_or_else(|e| panic!("{e}: {}\n{}", out.stdout, sb.report()))
+    };
+    wait_for(
+        Duration::from_secs(10),
+        "etcdctl's leader in regent status",
+        || (status(&sb)["leader"]["id"] == "go-leader").then_some(()),
+        || sb.report(),
+    );
+    sb.candidate_on(&store, "c1", TTL, &[]);
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(
+        sb.starts().is_empty(),
+        "regent led beside etcdctl's leader\n{}",
+        sb.report()
+    );
+
+    // etcdctl resigns on SIGINT (it deletes its key).
+    signal(
+        i32::try_from(elect.id()).unwrap(),
+        rustix::process::Signal::INT,
+    );
+    let _ = elect.wait();
+    let term = sb.first_start(Duration::from_secs(10));
+    let mut listen = etcdctl_spawn(&mut sb, "listen", &["elect", "-l", "/team/jobs/e"]);
+    let out = sb.path("listen.out");
+    let first_lines = wait_for(
+        Duration::from_secs(10),
+        "two lines from etcdctl elect -l",
+        || {
+            let text = std::fs::read_to_string(&out).ok()?;
+            let lines: Vec<String> = text.lines().map(str::to_owned).collect();
+            (lines.len() >= 2).then_some(lines)
+        },
+        || sb.report(),
+    );
+    let _ = listen.kill();
+    let _ = listen.wait();
+    assert!(
+        first_lines[0].starts_with("/team/jobs/e/") && first_lines[1].contains("\"holder\":\"c1\""),
+        "etcdctl elect -l printed {first_lines:?} while {term:?} leads"
+    );
+}
+
+/// Starts `etcdctl ARGS` on the sandbox's etcd, its output in
+/// `DIR/NAME.out`.
+fn etcdctl_spawn(sb: &mut Sandbox, name: &str, args: &[&str]) -> std::process::Child {
+    let out = std::fs::File::create(sb.path(&format!("{name}.out"))).unwrap();
+    sb.etcd_engine()
+        .etcdctl_command()
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(out)
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("etcdctl")
+}
+
+/// TLS with a client certificate and a user: flags for `run`, the
+/// environment variables for `status`; a wrong password is a usage error
+/// (exit 2) that names the user and never the password.
+#[test]
+fn tls_with_client_certificates_and_a_user() {
+    let etcd = Etcd::builder()
+        .tls(EtcdTls::ClientCert)
+        .auth("app", "app-secret")
+        .start()
+        .unwrap_or_else(|e| panic!("cannot start a secured etcd: {e}"));
+    let files = etcd.tls_files().expect("tls files").clone();
+    let store = format!("etcds://{}", etcd.endpoint());
+    let mut sb = Sandbox::with_etcd(etcd);
+    let password_file = sb.path("password");
+    std::fs::write(&password_file, "app-secret\n").unwrap();
+    let (ca, cert, key, pw) = (
+        files.ca_cert().display().to_string(),
+        files.client_cert().display().to_string(),
+        files.client_key().display().to_string(),
+        password_file.display().to_string(),
+    );
+    sb.candidate_on(
+        &store,
+        "c1",
+        TTL,
+        &[
+            "--etcd-cacert",
+            &ca,
+            "--etcd-cert",
+            &cert,
+            "--etcd-key",
+            &key,
+            "--etcd-user",
+            "app",
+            "--etcd-password-file",
+            &pw,
+        ],
+    );
+    let term = sb.first_start(Duration::from_secs(10));
+
+    let env = [
+        ("REGENT_ETCD_CACERT", ca.as_str()),
+        ("REGENT_ETCD_CERT", cert.as_str()),
+        ("REGENT_ETCD_KEY", key.as_str()),
+        ("REGENT_ETCD_USER", "app"),
+        ("REGENT_ETCD_PASSWORD", "app-secret"),
+    ];
+    let status = [
+        "status",
+        "--store",
+        &store,
+        "--election",
+        ELECTION,
+        "--json",
+    ];
+    let out = run_bounded_env(&status, &env, Duration::from_secs(15));
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let v: serde_json::Value = serde_json::from_str(out.stdout.trim()).unwrap();
+    assert_eq!(v["leader"]["id"], "c1", "{v}");
+    assert_eq!(v["leader"]["token"], term.token, "{v}");
+
+    let mut wrong = env;
+    wrong[4] = ("REGENT_ETCD_PASSWORD", "not-the-secret");
+    let out = run_bounded_env(&status, &wrong, Duration::from_secs(15));
+    no_panic(&out);
+    assert_eq!(out.code, Some(2), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("user 'app'") && !out.stderr.contains("not-the-secret"),
+        "{}",
+        out.stderr
+    );
+
+    // A server certificate from a CA regent was not told to trust is a
+    // configuration error, reported at once rather than retried.
+    let mut untrusted = env;
+    let other_ca = files.other_ca_cert().display().to_string();
+    untrusted[0] = ("REGENT_ETCD_CACERT", other_ca.as_str());
+    let out = run_bounded_env(&status, &untrusted, Duration::from_secs(15));
+    no_panic(&out);
+    assert_eq!(out.code, Some(2), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("certificate") && out.took < Duration::from_secs(5),
+        "{:?}: {}",
+        out.took,
+        out.stderr
+    );
+}

@@ -1,0 +1,464 @@
+//! The etcd store against a secured etcd: TLS (server certificate, client
+//! certificates) and etcd's authentication, with the certificates the test
+//! kit makes. What each misconfiguration comes out as, and that none of them
+//! hangs past the request timeout.
+//!
+//! Needs the `tls` feature (see `Cargo.toml`).
+
+mod common;
+
+use std::path::Path;
+use std::time::Duration;
+
+use etcd_client::{Certificate, Client, ConnectOptions, DeleteOptions, Identity, TlsOptions};
+use regent_core::testing::{Harness, run};
+use regent_core::{Acquire, Candidate, ElectionName, ErrorKind, LeaseStore, StoreError};
+use regent_etcd::{EtcdStore, EtcdStoreBuilder};
+use regent_testkit::engines::{Etcd, EtcdBuilder, EtcdTls};
+use tokio::time::Instant;
+
+use common::{holder, req};
+
+/// Short, so that a hang would fail a test quickly; every failure below
+/// must come well before it.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
+
+const TTL: Duration = Duration::from_secs(1);
+
+const USER: &str = "regent";
+const PASSWORD: &str = "correct-horse-battery-staple";
+
+async fn start(builder: EtcdBuilder) -> Etcd {
+    tokio::task::spawn_blocking(move || builder.start())
+        .await
+        .expect("the start task ran")
+        .unwrap_or_else(|e| panic!("cannot start a secured etcd for this test: {e}"))
+}
+
+fn pem(path: &Path) -> Vec<u8> {
+    std::fs::read(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()))
+}
+
+/// A builder trusting the member's CA, presenting the client certificate
+/// when the member requires one, without a user.
+fn tls_builder(etcd: &Etcd) -> EtcdStoreBuilder {
+    let files = etcd.tls_files().expect("a TLS member");
+    let builder = EtcdStore::builder(etcd.endpoints())
+        .request_timeout(REQUEST_TIMEOUT)
+        .tls_ca_pem(pem(files.ca_cert()));
+    match etcd.tls() {
+        Some(EtcdTls::ClientCert) => {
+            builder.tls_client_identity_pem(pem(files.client_cert()), pem(files.client_key()))
+        }
+        _ => builder,
+    }
+}
+
+/// As [`tls_builder`], logged in as the member's user.
+fn secured_builder(etcd: &Etcd) -> EtcdStoreBuilder {
+    let builder = tls_builder(etcd);
+    match etcd.credentials() {
+        Some((user, password)) => builder.user(user, password),
+        None => builder,
+    }
+}
+
+async fn secured_store(etcd: &Etcd) -> EtcdStore {
+    secured_builder(etcd)
+        .connect()
+        .await
+        .expect("connect to the secured etcd")
+}
+
+/// The error's message with all its sources, as a CLI would print it.
+fn full_message(err: &StoreError) -> String {
+    let mut message = err.to_string();
+    let mut source = std::error::Error::source(err);
+    while let Some(s) = source {
+        message.push_str(&format!(": {s}"));
+        source = s.source();
+    }
+    message
+}
+
+/// Fails unless `result` is an error that came before the request timeout
+/// (a timed-out request says "no answer within").
+#[track_caller]
+fn expect_prompt_error<T>(result: Result<T, StoreError>, started: Instant) -> StoreError {
+    let elapsed = started.elapsed();
+    let Err(err) = result else {
+        panic!("expected an error, got success")
+    };
+    assert!(
+        elapsed < REQUEST_TIMEOUT && !err.to_string().contains("no answer within"),
+        "the error came after {elapsed:?}, not at once: {}",
+        full_message(&err)
+    );
+    err
+}
+
+async fn try_acquire(store: &EtcdStore, election: &ElectionName) -> Result<Acquire, StoreError> {
+    store.try_acquire(&req(election, "a", TTL), None).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_server_tls_a_candidate_wins_and_every_endpoint_form_agrees() {
+    let etcd = start(Etcd::builder().tls(EtcdTls::Server)).await;
+    let store = secured_store(&etcd).await;
+    let e = common::election("tls");
+
+    let candidate = Candidate::builder(store.clone(), e.clone(), holder("a"))
+        .ttl(Duration::from_secs(2))
+        .build()
+        .expect("valid timing");
+    let leadership = candidate.campaign().await.expect("campaign over TLS");
+    let leader = store.current_leader(&e).await.unwrap().expect("a leader");
+    assert_eq!(leader.holder, holder("a"));
+    assert_eq!(leader.token, leadership.token());
+
+    // The kit's etcdctl, with the test CA, sees regent's key.
+    let keys = etcd.etcdctl(["get", &store.election_prefix(&e), "--prefix", "--keys-only"]);
+    assert!(keys.status.success(), "{keys:?}");
+    assert!(!String::from_utf8_lossy(&keys.stdout).trim().is_empty());
+
+    // The server certificate names 127.0.0.1 and localhost; an https://
+    // URL works as a bare endpoint does.
+    let port = etcd.client_addr().port();
+    let ca = pem(etcd.tls_files().unwrap().ca_cert());
+    for endpoint in [format!("localhost:{port}"), etcd.client_url()] {
+        let other = EtcdStore::builder([endpoint.clone()])
+            .request_timeout(REQUEST_TIMEOUT)
+            .tls_ca_pem(&ca)
+            .connect()
+            .await
+            .unwrap();
+        let seen = other.current_leader(&e).await;
+        assert_eq!(
+            seen.unwrap_or_else(|err| panic!("{endpoint}: {}", full_message(&err)))
+                .map(|l| l.token),
+            Some(leadership.token()),
+            "{endpoint}"
+        );
+    }
+    leadership.resign().await.unwrap();
+    assert_eq!(store.current_leader(&e).await.unwrap(), None);
+}
+
+/// The conformance suite over the most secured setup: TLS with client
+/// certificates, and authentication as a user other than root.
+struct SecuredHarness {
+    etcd: Etcd,
+}
+
+impl SecuredHarness {
+    /// A plain etcd client with the same certificates and user, as an
+    /// operator's tool would use.
+    async fn raw(&self) -> Client {
+        let files = self.etcd.tls_files().unwrap();
+        let (user, password) = self.etcd.credentials().unwrap();
+        let tls = TlsOptions::new()
+            .ca_certificate(Certificate::from_pem(pem(files.ca_cert())))
+            .identity(Identity::from_pem(
+                pem(files.client_cert()),
+                pem(files.client_key()),
+            ));
+        let options = ConnectOptions::new()
+            .with_tls(tls)
+            .with_user(user, password);
+        Client::connect(self.etcd.endpoints(), Some(options))
+            .await
+            .expect("connect a raw client")
+    }
+}
+
+impl Harness for SecuredHarness {
+    type Store = EtcdStore;
+
+    async fn store(&self) -> EtcdStore {
+        secured_store(&self.etcd).await
+    }
+
+    async fn unreachable_store(&self) -> EtcdStore {
+        // Without the user: connecting with one would already fail.
+        let files = self.etcd.tls_files().unwrap();
+        EtcdStore::builder([format!("127.0.0.1:{}", common::closed_port())])
+            .request_timeout(REQUEST_TIMEOUT)
+            .tls_ca_pem(pem(files.ca_cert()))
+            .tls_client_identity_pem(pem(files.client_cert()), pem(files.client_key()))
+            .connect()
+            .await
+            .expect("connecting without a user sends nothing")
+    }
+
+    fn ttl(&self) -> Duration {
+        TTL
+    }
+
+    async fn delete_records(&self, election: &ElectionName) {
+        self.raw()
+            .await
+            .delete(
+                format!("{election}/"),
+                Some(DeleteOptions::new().with_prefix()),
+            )
+            .await
+            .expect("delete the election's keys");
+    }
+
+    async fn put_garbage(&self, election: &ElectionName) {
+        self.raw()
+            .await
+            .put(
+                format!("{election}/garbage"),
+                b"\x00\xff not regent".to_vec(),
+                None,
+            )
+            .await
+            .expect("put a foreign key");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn etcd_store_conforms_over_client_cert_tls_and_auth() {
+    let harness = SecuredHarness {
+        etcd: start(
+            Etcd::builder()
+                .tls(EtcdTls::ClientCert)
+                .auth(USER, PASSWORD),
+        )
+        .await,
+    };
+    run(&harness).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_certificate_the_store_cannot_verify_is_a_config_error() {
+    let etcd = start(Etcd::builder().tls(EtcdTls::Server).auth(USER, PASSWORD)).await;
+    let files = etcd.tls_files().unwrap();
+    let e = common::election("untrusted");
+    let other_ca = || {
+        EtcdStore::builder(etcd.endpoints())
+            .request_timeout(REQUEST_TIMEOUT)
+            .tls_ca_pem(pem(files.other_ca_cert()))
+    };
+
+    // Without a user nothing is sent at connect: the first call fails.
+    let store = other_ca().connect().await.unwrap();
+    let started = Instant::now();
+    let err = expect_prompt_error(try_acquire(&store, &e).await, started);
+    assert_eq!(err.kind(), ErrorKind::Config, "{}", full_message(&err));
+    assert!(
+        err.to_string().contains("certificate failed verification")
+            && err.to_string().contains("UnknownIssuer"),
+        "{err}"
+    );
+
+    // With a user, connecting fails, before any password is sent.
+    let started = Instant::now();
+    let err = expect_prompt_error(other_ca().user(USER, PASSWORD).connect().await, started);
+    assert_eq!(err.kind(), ErrorKind::Config, "{}", full_message(&err));
+
+    // The right CA, but a name the certificate does not carry.
+    let store = tls_builder(&etcd)
+        .tls_domain_name("etcd.example.com")
+        .connect()
+        .await
+        .unwrap();
+    let started = Instant::now();
+    let err = expect_prompt_error(try_acquire(&store, &e).await, started);
+    assert_eq!(err.kind(), ErrorKind::Config, "{}", full_message(&err));
+    assert!(err.to_string().contains("etcd.example.com"), "{err}");
+
+    // No CA at all (an https:// URL without TLS settings): no system roots.
+    let store = EtcdStore::builder([etcd.client_url()])
+        .request_timeout(REQUEST_TIMEOUT)
+        .connect()
+        .await
+        .unwrap();
+    let started = Instant::now();
+    let err = expect_prompt_error(try_acquire(&store, &e).await, started);
+    assert_eq!(err.kind(), ErrorKind::Config, "{}", full_message(&err));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unusable_tls_settings_are_config_errors_at_connect() {
+    // Only the files are needed; nothing below reaches etcd.
+    let etcd = start(Etcd::builder().tls(EtcdTls::ClientCert)).await;
+    let files = etcd.tls_files().unwrap();
+    let builder = || EtcdStore::builder(etcd.endpoints()).request_timeout(REQUEST_TIMEOUT);
+    let cases = [
+        (
+            "a CA PEM without a certificate",
+            builder().tls_ca_pem(pem(files.client_key())),
+            "CA PEM must hold a certificate",
+        ),
+        (
+            "a client certificate PEM without a certificate",
+            builder().tls_client_identity_pem(b"not PEM", pem(files.client_key())),
+            "client certificate PEM must hold a certificate",
+        ),
+        (
+            "a client key PEM without a key",
+            builder().tls_client_identity_pem(pem(files.client_cert()), pem(files.client_cert())),
+            "client key PEM must hold a private key",
+        ),
+        (
+            "a key of another certificate",
+            builder()
+                .tls_client_identity_pem(pem(files.client_cert()), pem(files.other_client_key())),
+            "invalid TLS settings",
+        ),
+        (
+            "an invalid server name",
+            builder()
+                .tls_ca_pem(pem(files.ca_cert()))
+                .tls_domain_name("not a name!"),
+            "invalid TLS settings",
+        ),
+    ];
+    for (case, builder, expected) in cases {
+        let err = builder.connect().await.expect_err(case);
+        assert_eq!(
+            err.kind(),
+            ErrorKind::Config,
+            "{case}: {}",
+            full_message(&err)
+        );
+        assert!(
+            err.to_string().contains(expected),
+            "{case}: {expected:?} not in {err}"
+        );
+    }
+}
+
+/// etcd refuses a missing or foreign client certificate after the TLS 1.3
+/// handshake has ended on the client's side, so the call sees either the
+/// server's alert (`Auth`) or only the closed connection (`Unavailable`),
+/// by a race. Either way: at once, never a hang.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_certificate_required_but_missing_or_foreign_fails_at_once() {
+    let etcd = start(Etcd::builder().tls(EtcdTls::ClientCert)).await;
+    let files = etcd.tls_files().unwrap();
+    let e = common::election("client-cert");
+    let without = || {
+        EtcdStore::builder(etcd.endpoints())
+            .request_timeout(REQUEST_TIMEOUT)
+            .tls_ca_pem(pem(files.ca_cert()))
+    };
+    let foreign = || {
+        without().tls_client_identity_pem(
+            pem(files.other_client_cert()),
+            pem(files.other_client_key()),
+        )
+    };
+    for (case, builder) in [("no certificate", without()), ("foreign", foreign())] {
+        for _ in 0..3 {
+            let store = builder.clone().connect().await.unwrap();
+            let started = Instant::now();
+            let err = expect_prompt_error(try_acquire(&store, &e).await, started);
+            assert!(
+                matches!(err.kind(), ErrorKind::Auth | ErrorKind::Unavailable),
+                "{case}: {:?}: {}",
+                err.kind(),
+                full_message(&err)
+            );
+            if err.kind() == ErrorKind::Auth {
+                assert!(
+                    err.to_string()
+                        .contains("refused the client's TLS certificate"),
+                    "{case}: {err}"
+                );
+            }
+        }
+    }
+    // With a user, connecting authenticates and fails the same way.
+    let started = Instant::now();
+    let err = expect_prompt_error(without().user(USER, PASSWORD).connect().await, started);
+    assert!(
+        matches!(err.kind(), ErrorKind::Auth | ErrorKind::Unavailable),
+        "{:?}: {}",
+        err.kind(),
+        full_message(&err)
+    );
+
+    // The control: with the client certificate the same member serves.
+    let store = tls_builder(&etcd).connect().await.unwrap();
+    assert!(matches!(try_acquire(&store, &e).await, Ok(Acquire::Won(_))));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auth_takes_the_right_password_and_refuses_a_wrong_one_without_echoing_it() {
+    let etcd = start(Etcd::builder().tls(EtcdTls::Server).auth(USER, PASSWORD)).await;
+    let e = common::election("auth");
+
+    let store = secured_store(&etcd).await;
+    assert!(matches!(try_acquire(&store, &e).await, Ok(Acquire::Won(_))));
+
+    let wrong = "not-the-password";
+    for (user, password) in [(USER, wrong), ("nobody", PASSWORD)] {
+        let builder = tls_builder(&etcd).user(user, password);
+        assert!(!format!("{builder:?}").contains(password));
+        let started = Instant::now();
+        let err = expect_prompt_error(builder.connect().await, started);
+        assert_eq!(err.kind(), ErrorKind::Auth, "{}", full_message(&err));
+        let message = full_message(&err);
+        assert!(message.contains(&format!("user '{user}'")), "{message}");
+        assert!(message.contains("authentication failed"), "{message}");
+        for shown in [message, format!("{err:?}")] {
+            assert!(!shown.contains(password), "the password leaked: {shown}");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auth_without_a_user_is_an_auth_error_on_the_first_call() {
+    // Without client certificates etcd says "user name is empty"; with
+    // one whose common name names no user, "permission denied".
+    for tls in [EtcdTls::Server, EtcdTls::ClientCert] {
+        let etcd = start(Etcd::builder().tls(tls).auth(USER, PASSWORD)).await;
+        let e = common::election("no-user");
+        let store = tls_builder(&etcd)
+            .connect()
+            .await
+            .expect("connecting without a user sends nothing");
+        let started = Instant::now();
+        let err = expect_prompt_error(try_acquire(&store, &e).await, started);
+        assert_eq!(
+            err.kind(),
+            ErrorKind::Auth,
+            "{tls:?}: {}",
+            full_message(&err)
+        );
+        let started = Instant::now();
+        let err = expect_prompt_error(store.current_leader(&e).await, started);
+        assert_eq!(
+            err.kind(),
+            ErrorKind::Auth,
+            "{tls:?}: {}",
+            full_message(&err)
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plaintext_store_on_a_tls_port_fails_at_once() {
+    let etcd = start(Etcd::builder().tls(EtcdTls::Server)).await;
+    let e = common::election("plaintext");
+    for endpoint in [etcd.endpoint(), format!("http://{}", etcd.endpoint())] {
+        let store = EtcdStore::builder([endpoint.clone()])
+            .request_timeout(REQUEST_TIMEOUT)
+            .connect()
+            .await
+            .unwrap();
+        let started = Instant::now();
+        let err = expect_prompt_error(try_acquire(&store, &e).await, started);
+        // The server only closes the connection: nothing tells it from a
+        // member going away.
+        assert_eq!(
+            err.kind(),
+            ErrorKind::Unavailable,
+            "{endpoint}: {}",
+            full_message(&err)
+        );
+    }
+}

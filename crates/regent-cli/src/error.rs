@@ -47,6 +47,15 @@ impl CliError {
     }
 }
 
+impl CliError {
+    /// Adds a hint on a line of its own.
+    pub(crate) fn with_hint(mut self, hint: &str) -> Self {
+        self.message.push_str("\n  hint: ");
+        self.message.push_str(hint);
+        self
+    }
+}
+
 impl fmt::Display for CliError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.message)

@@ -98,8 +98,28 @@ pub(crate) async fn open(target: &Target, election: &ElectionName) -> Result<Box
                 tokio::time::sleep(delay).await;
                 delay = (delay * 2).min(Duration::from_secs(2));
             }
-            Err(e) => return Err(CliError::from_store(&format!("store {}", target.url), &e)),
+            Err(e) => {
+                let error = CliError::from_store(&format!("store {}", target.url), &e);
+                return Err(match unavailable_hint(target, &e) {
+                    Some(hint) => error.with_hint(hint),
+                    None => error,
+                });
+            }
         }
+    }
+}
+
+/// What else an unreachable store may mean. An etcd that requires client
+/// certificates refuses a missing or untrusted one after the TLS handshake
+/// has completed on the client's side (TLS 1.3), so the client mostly sees
+/// a closed connection, which looks like an unreachable cluster.
+fn unavailable_hint(target: &Target, e: &StoreError) -> Option<&'static str> {
+    match (&target.url, e.kind()) {
+        (StoreUrl::Etcd(url), regent_core::ErrorKind::Unavailable) if url.tls => Some(
+            "if the cluster is up, check the TLS settings: etcd closes the connection of a \
+             client whose certificate it requires and does not trust (--etcd-cert, --etcd-key)",
+        ),
+        _ => None,
     }
 }
 

@@ -286,4 +286,23 @@ fn tls_with_client_certificates_and_a_user() {
         out.took,
         out.stderr
     );
+
+    // No client certificate where etcd requires one: etcd refuses it after
+    // the client's side of the TLS 1.3 handshake is done, so regent sees
+    // either the refusal (exit 2) or a closed connection (exit 3 after the
+    // retries), and then says what else it may mean.
+    let no_cert = [env[0], ("REGENT_START_RETRY", "1s"), env[3], env[4]];
+    let out = run_bounded_env(&status, &no_cert, Duration::from_secs(15));
+    no_panic(&out);
+    eprintln!("no client certificate: exit {:?}\n{}", out.code, out.stderr);
+    match out.code {
+        Some(2) => assert!(out.stderr.contains("certificate"), "{}", out.stderr),
+        Some(3) => assert!(
+            out.stderr
+                .contains("hint: if the cluster is up, check the TLS settings"),
+            "{}",
+            out.stderr
+        ),
+        other => panic!("exit {other:?}: {}", out.stderr),
+    }
 }

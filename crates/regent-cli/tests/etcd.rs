@@ -16,14 +16,6 @@ use regent_testkit::engines::{Etcd, EtcdTls};
 const TTL: &str = "2s";
 const RENEW_DEADLINE_NS: u64 = 1_200_000_000;
 
-fn no_panic(out: &Output) {
-    assert!(
-        !out.stderr.contains("panicked"),
-        "regent panicked:\n{}",
-        out.stderr
-    );
-}
-
 /// A port nothing listens on: bound, then closed.
 fn closed_port() -> u16 {
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -37,24 +29,10 @@ fn an_unreachable_cluster_is_exit_3_after_retries_naming_the_store() {
         closed_port(),
         closed_port()
     );
-    for args in [
-        vec!["status", "--store", &store, "--election", "e"],
-        vec!["run", "--store", &store, "--election", "e", "--", "true"],
-    ] {
-        let out = run_bounded_env(
-            &args,
-            &[("REGENT_START_RETRY", "1s")],
-            Duration::from_secs(15),
-        );
-        no_panic(&out);
-        assert_eq!(out.code, Some(3), "{args:?}: {}", out.stderr);
-        assert!(
-            out.stderr
-                .contains(&format!("regent: store {store}: store unavailable")),
-            "{args:?}: {}",
-            out.stderr
-        );
-    }
+    assert_unavailable_at_start(
+        &store,
+        &[&format!("regent: store {store}: store unavailable")],
+    );
 }
 
 /// etcd dies under a leader: its command stops at the renew deadline,
@@ -129,26 +107,10 @@ fn etcdctl_elect_and_regent_share_one_election_under_a_namespace() {
     let mut sb = Sandbox::etcd();
     let store = format!("etcd://{}/team/jobs", sb.etcd_engine().endpoint());
     let mut elect = etcdctl_spawn(&mut sb, "elect", &["elect", "/team/jobs/e", "go-leader"]);
-    let status = |sb: &Sandbox| {
-        let out = run_bounded(
-            &[
-                "status",
-                "--store",
-                &store,
-                "--election",
-                ELECTION,
-                "--json",
-            ],
-            Duration::from_secs(15),
-        );
-        assert_eq!(out.code, Some(0), "{}", out.stderr);
-        serde_json::from_str::<serde_json::Value>(out.stdout.trim())
-            .unwrap_or_else(|e| panic!("{e}: {}\n{}", out.stdout, sb.report()))
-    };
     wait_for(
         Duration::from_secs(10),
         "etcdctl's leader in regent status",
-        || (status(&sb)["leader"]["id"] == "go-leader").then_some(()),
+        || (status_json(&store, &[])["leader"]["id"] == "go-leader").then_some(()),
         || sb.report(),
     );
     sb.candidate_on(&store, "c1", TTL, &[]);
@@ -247,6 +209,10 @@ fn tls_with_client_certificates_and_a_user() {
         ("REGENT_ETCD_USER", "app"),
         ("REGENT_ETCD_PASSWORD", "app-secret"),
     ];
+    let v = status_json(&store, &env);
+    assert_eq!(v["leader"]["id"], "c1", "{v}");
+    assert_eq!(v["leader"]["token"], term.token, "{v}");
+
     let status = [
         "status",
         "--store",
@@ -255,12 +221,6 @@ fn tls_with_client_certificates_and_a_user() {
         ELECTION,
         "--json",
     ];
-    let out = run_bounded_env(&status, &env, Duration::from_secs(15));
-    assert_eq!(out.code, Some(0), "{}", out.stderr);
-    let v: serde_json::Value = serde_json::from_str(out.stdout.trim()).unwrap();
-    assert_eq!(v["leader"]["id"], "c1", "{v}");
-    assert_eq!(v["leader"]["token"], term.token, "{v}");
-
     let mut wrong = env;
     wrong[4] = ("REGENT_ETCD_PASSWORD", "not-the-secret");
     let out = run_bounded_env(&status, &wrong, Duration::from_secs(15));

@@ -11,20 +11,7 @@ use rustix::process::Signal;
 
 /// `regent run --store STORE --election e --ttl 2s EXTRA -- CMD`, to its end.
 fn run(sb: &Sandbox, extra: &[&str], cmd: &[&str]) -> Output {
-    let store = sb.store();
-    let mut args = vec![
-        "run",
-        "--store",
-        &store,
-        "--election",
-        ELECTION,
-        "--ttl",
-        "2s",
-    ];
-    args.extend_from_slice(extra);
-    args.push("--");
-    args.extend_from_slice(cmd);
-    let out = run_bounded(&args, Duration::from_secs(15));
+    let out = run_owned(&sb.run_args(extra, cmd), &[], Duration::from_secs(15));
     assert!(!out.stderr.contains("panicked"), "{}", out.stderr);
     out
 }
@@ -63,26 +50,8 @@ fn a_command_that_does_not_exist_exits_127_naming_it(sb: Sandbox) {
 fn restart_on_failure_runs_a_failing_command_again(mut sb: Sandbox) {
     let runs = sb.path("runs");
     let script = format!("echo $REGENT_FENCING_TOKEN >> '{}'; exit 3", runs.display());
-    let store = sb.store();
-    let i = sb.spawn(
-        "c1",
-        &[
-            "run",
-            "--store",
-            &store,
-            "--election",
-            ELECTION,
-            "--ttl",
-            "2s",
-            "--restart",
-            "on-failure",
-            "--",
-            "sh",
-            "-c",
-            &script,
-        ]
-        .map(String::from),
-    );
+    let args = sb.run_args(&["--restart", "on-failure"], &["sh", "-c", &script]);
+    let i = sb.spawn("c1", &args);
     let tokens: Vec<u64> = wait_for(
         Duration::from_secs(10),
         "three runs of the failing command",
@@ -106,7 +75,6 @@ fn restart_on_failure_runs_a_failing_command_again(mut sb: Sandbox) {
 /// On SIGTERM regent stops the command (SIGTERM, grace, SIGKILL); a second
 /// signal makes it exit at once, and the shim still finishes the stop.
 fn a_second_signal_exits_at_once_and_the_command_still_dies(mut sb: Sandbox) {
-    let store = sb.store();
     let log = sb.log();
     // The task ignores SIGTERM (inherited SIG_IGN), so only SIGKILL after
     // the grace of 2 s ends it.
@@ -114,25 +82,13 @@ fn a_second_signal_exits_at_once_and_the_command_still_dies(mut sb: Sandbox) {
         "trap '' TERM; exec '{REGENT}' __demo-task --log '{}'",
         log.display()
     );
-    let i = sb.spawn(
-        "c1",
-        &[
-            "run",
-            "--store",
-            &store,
-            "--election",
-            ELECTION,
-            "--ttl",
-            "10s",
-            "--grace",
-            "2s",
-            "--",
-            "sh",
-            "-c",
-            &script,
-        ]
-        .map(String::from),
+    let store = sb.store();
+    let args = run_args_on(
+        &store,
+        &["--ttl", "10s", "--grace", "2s"],
+        &["sh", "-c", &script],
     );
+    let i = sb.spawn("c1", &args);
     let task = sb.first_start(Duration::from_secs(10));
     sb.regent(i).signal(Signal::TERM);
     std::thread::sleep(Duration::from_millis(300));

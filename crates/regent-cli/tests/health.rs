@@ -10,24 +10,10 @@ use common::*;
 use rustix::process::Signal;
 
 fn args(sb: &Sandbox, id: &str, extra: &[&str], cmd: &[String]) -> Vec<String> {
-    let mut a: Vec<String> = [
-        "run",
-        "--store",
-        &sb.store(),
-        "--election",
-        ELECTION,
-        "--id",
-        id,
-        "--ttl",
-        "2s",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    a.extend(extra.iter().map(|s| s.to_string()));
-    a.push("--".into());
-    a.extend(cmd.iter().cloned());
-    a
+    let mut flags = vec!["--id", id];
+    flags.extend_from_slice(extra);
+    let cmd: Vec<&str> = cmd.iter().map(String::as_str).collect();
+    sb.run_args(&flags, &cmd)
 }
 
 /// Also pins that the descriptor works from dash, which accepts only

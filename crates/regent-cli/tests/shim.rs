@@ -10,27 +10,13 @@ use common::*;
 
 /// `regent run --ttl 2s --restart never -- sh -c SCRIPT` in `sb`, to its end.
 fn run_script(sb: &Sandbox, script: &str) -> Output {
-    let store = sb.store();
-    let out = run_bounded(
-        &[
-            "run",
-            "--store",
-            &store,
-            "--election",
-            ELECTION,
-            "--id",
-            "c1",
-            "--ttl",
-            "2s",
-            "--restart",
-            "never",
-            "--",
-            "sh",
-            "-c",
-            script,
-        ],
-        Duration::from_secs(10),
-    );
+    run_script_env(sb, script, &[])
+}
+
+/// [`run_script`] with `env` added to regent's environment.
+fn run_script_env(sb: &Sandbox, script: &str, env: &[(&str, &str)]) -> Output {
+    let args = sb.run_args(&["--id", "c1", "--restart", "never"], &["sh", "-c", script]);
+    let out = run_owned(&args, env, Duration::from_secs(10));
     assert!(!out.stderr.contains("panicked"), "{}", out.stderr);
     out
 }
@@ -207,31 +193,14 @@ fn replacing_the_binary_on_disk_does_not_stop_a_running_regent(mut sb: Sandbox) 
         "echo $REGENT_FENCING_TOKEN >> '{}'; sleep 0.1",
         terms.display()
     );
-    let store = sb.store();
     let count = || {
         std::fs::read_to_string(&terms)
             .unwrap_or_default()
             .lines()
             .count()
     };
-    let i = sb.spawn_from(
-        "copy",
-        &bin,
-        &[
-            "run",
-            "--store",
-            &store,
-            "--election",
-            ELECTION,
-            "--ttl",
-            "2s",
-            "--",
-            "sh",
-            "-c",
-            &script,
-        ]
-        .map(String::from),
-    );
+    let args = sb.run_args(&[], &["sh", "-c", &script]);
+    let i = sb.spawn_from("copy", &bin, &args);
     wait_for(
         Duration::from_secs(10),
         "a first term",
@@ -267,32 +236,17 @@ on_every_store!(
 fn the_command_does_not_inherit_the_etcd_password() {
     let sb = Sandbox::new();
     let seen = sb.path("seen");
-    let store = sb.store();
     let script = format!(
         "echo \"${{REGENT_ETCD_PASSWORD-unset}} ${{REGENT_ETCD_USER-unset}}\" > '{}'",
         seen.display()
     );
-    let out = run_bounded_env(
-        &[
-            "run",
-            "--store",
-            &store,
-            "--election",
-            ELECTION,
-            "--ttl",
-            "2s",
-            "--restart",
-            "never",
-            "--",
-            "sh",
-            "-c",
-            &script,
-        ],
+    let out = run_script_env(
+        &sb,
+        &script,
         &[
             ("REGENT_ETCD_PASSWORD", "s3cret"),
             ("REGENT_ETCD_USER", "app"),
         ],
-        Duration::from_secs(10),
     );
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     // The user name is no secret and stays; the password goes.

@@ -7,14 +7,6 @@ use std::time::Duration;
 
 use common::*;
 
-fn no_panic(out: &Output) {
-    assert!(
-        !out.stderr.contains("panicked"),
-        "regent panicked:\n{}",
-        out.stderr
-    );
-}
-
 #[test]
 fn directory_that_does_not_exist_is_a_usage_error_naming_the_path() {
     let dir = tempfile::tempdir().unwrap();
@@ -112,48 +104,6 @@ fn locked_database_is_unavailable_exit_3_after_retries() {
         .unwrap();
     tx.execute("INSERT INTO other VALUES (1)", []).unwrap();
     let store = format!("sqlite:{}", path.display());
-    for args in [
-        vec!["status", "--store", &store, "--election", "e", "--json"],
-        vec![
-            "run",
-            "--store",
-            &store,
-            "--election",
-            "e",
-            "--ttl",
-            "2s",
-            "--",
-            "true",
-        ],
-    ] {
-        let out = run_bounded_env(
-            &args,
-            &[("REGENT_START_RETRY", "1s")],
-            Duration::from_secs(15),
-        );
-        no_panic(&out);
-        assert_eq!(out.code, Some(3), "{args:?}: {}", out.stderr);
-        assert!(
-            out.stderr.contains("unavailable") && out.stderr.contains("locked"),
-            "{args:?}: {}",
-            out.stderr
-        );
-        assert!(
-            out.stderr.contains("retrying"),
-            "{args:?}: no retry before giving up:\n{}",
-            out.stderr
-        );
-        assert!(
-            out.took >= Duration::from_secs(1) && out.took < Duration::from_secs(6),
-            "{args:?}: gave up after {:?}, not after the 1 s window",
-            out.took
-        );
-        assert!(
-            !out.stderr.contains('\u{1b}'),
-            "{args:?}: escape codes in a non-terminal stderr: {:?}",
-            out.stderr
-        );
-        assert!(out.stdout.is_empty());
-    }
+    assert_unavailable_at_start(&store, &["unavailable", "locked"]);
     tx.rollback().unwrap();
 }

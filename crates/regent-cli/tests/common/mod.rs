@@ -359,6 +359,14 @@ impl Sandbox {
         vec!["sh".into(), "-c".into(), script]
     }
 
+    /// `run --store STORE --election e --ttl 2s EXTRA -- CMD` on this
+    /// sandbox's store.
+    pub fn run_args(&self, extra: &[&str], cmd: &[&str]) -> Vec<String> {
+        let mut with_ttl = vec!["--ttl", "2s"];
+        with_ttl.extend_from_slice(extra);
+        run_args_on(&self.store(), &with_ttl, cmd)
+    }
+
     /// Starts `regent run --id ID --ttl TTL [extra] -- task_cmd`.
     pub fn candidate(&mut self, id: &str, ttl: &str, extra: &[&str]) -> usize {
         let store = self.store();
@@ -367,23 +375,11 @@ impl Sandbox {
 
     /// [`Self::candidate`] with the store URL `store`.
     pub fn candidate_on(&mut self, store: &str, id: &str, ttl: &str, extra: &[&str]) -> usize {
-        let mut args: Vec<String> = [
-            "run",
-            "--store",
-            store,
-            "--election",
-            ELECTION,
-            "--id",
-            id,
-            "--ttl",
-            ttl,
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-        args.extend(extra.iter().map(|s| s.to_string()));
-        args.push("--".into());
-        args.extend(self.task_cmd());
+        let mut flags = vec!["--id", id, "--ttl", ttl];
+        flags.extend_from_slice(extra);
+        let task = self.task_cmd();
+        let task: Vec<&str> = task.iter().map(String::as_str).collect();
+        let args = run_args_on(store, &flags, &task);
         self.spawn(id, &args)
     }
 
@@ -438,20 +434,7 @@ impl Sandbox {
 
     /// `regent status --json` on this sandbox's store.
     pub fn status(&self) -> serde_json::Value {
-        let out = run_bounded(
-            &[
-                "status",
-                "--store",
-                &self.store(),
-                "--election",
-                ELECTION,
-                "--json",
-            ],
-            Duration::from_secs(15),
-        );
-        assert_eq!(out.code, Some(0), "regent status failed: {}", out.stderr);
-        serde_json::from_str(out.stdout.trim())
-            .unwrap_or_else(|e| panic!("status printed {:?}: {e}", out.stdout))
+        status_json(&self.store(), &[])
     }
 }
 
@@ -559,6 +542,82 @@ impl Drop for Regent {
 }
 
 // ------------------------------------------------------------------ one-shot runs
+
+/// `run --store STORE --election e EXTRA -- CMD`.
+pub fn run_args_on(store: &str, extra: &[&str], cmd: &[&str]) -> Vec<String> {
+    let mut args = vec!["run", "--store", store, "--election", ELECTION];
+    args.extend_from_slice(extra);
+    args.push("--");
+    args.extend_from_slice(cmd);
+    args.into_iter().map(String::from).collect()
+}
+
+/// `regent status --store STORE --election e --json` with `env` added,
+/// which must succeed; its JSON.
+pub fn status_json(store: &str, env: &[(&str, &str)]) -> serde_json::Value {
+    let args = ["status", "--store", store, "--election", ELECTION, "--json"];
+    let out = run_bounded_env(&args, env, Duration::from_secs(15));
+    assert_eq!(out.code, Some(0), "regent status failed: {}", out.stderr);
+    serde_json::from_str(out.stdout.trim())
+        .unwrap_or_else(|e| panic!("status printed {:?}: {e}", out.stdout))
+}
+
+/// Fails if regent panicked.
+pub fn no_panic(out: &Output) {
+    assert!(
+        !out.stderr.contains("panicked"),
+        "regent panicked:\n{}",
+        out.stderr
+    );
+}
+
+/// `regent status` and `regent run` on `store` with a start window of
+/// 1 s: both retry, then exit 3 with a message containing `needles`, and
+/// print nothing on stdout nor any terminal escape code.
+pub fn assert_unavailable_at_start(store: &str, needles: &[&str]) {
+    let status = ["status", "--store", store, "--election", ELECTION, "--json"].map(String::from);
+    for args in [
+        status.to_vec(),
+        run_args_on(store, &["--ttl", "2s"], &["true"]),
+    ] {
+        let out = run_owned(
+            &args,
+            &[("REGENT_START_RETRY", "1s")],
+            Duration::from_secs(15),
+        );
+        no_panic(&out);
+        assert_eq!(out.code, Some(3), "{args:?}: {}", out.stderr);
+        for needle in needles {
+            assert!(
+                out.stderr.contains(needle),
+                "{args:?}: no {needle:?} in\n{}",
+                out.stderr
+            );
+        }
+        assert!(
+            out.stderr.contains("retrying"),
+            "{args:?}: no retry before giving up:\n{}",
+            out.stderr
+        );
+        assert!(
+            out.took >= Duration::from_secs(1) && out.took < Duration::from_secs(6),
+            "{args:?}: gave up after {:?}, not after the 1 s window",
+            out.took
+        );
+        assert!(
+            !out.stderr.contains('\u{1b}'),
+            "{args:?}: escape codes in a non-terminal stderr: {:?}",
+            out.stderr
+        );
+        assert!(out.stdout.is_empty(), "{args:?}: {}", out.stdout);
+    }
+}
+
+/// [`run_bounded_env`] with arguments as owned strings.
+pub fn run_owned(args: &[String], env: &[(&str, &str)], within: Duration) -> Output {
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    run_bounded_env(&args, env, within)
+}
 
 /// What a bounded run of `regent` produced.
 #[derive(Debug)]

@@ -10,18 +10,13 @@ mod common;
 use std::path::Path;
 use std::time::Duration;
 
-use etcd_client::{Certificate, Client, ConnectOptions, DeleteOptions, Identity, TlsOptions};
-use regent_core::testing::{Harness, run};
+use etcd_client::{Certificate, ConnectOptions, Identity, TlsOptions};
 use regent_core::{Acquire, Candidate, ElectionName, ErrorKind, LeaseStore, StoreError};
 use regent_etcd::{EtcdStore, EtcdStoreBuilder};
 use regent_testkit::engines::{Etcd, EtcdBuilder, EtcdTls};
 use tokio::time::Instant;
 
-use common::{holder, req};
-
-/// Short, so that a hang would fail a test quickly; every failure below
-/// must come well before it.
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
+use common::{ConformanceHarness, REQUEST_TIMEOUT, holder, req, store_builder};
 
 const TTL: Duration = Duration::from_secs(1);
 
@@ -43,9 +38,7 @@ fn pem(path: &Path) -> Vec<u8> {
 /// when the member requires one, without a user.
 fn tls_builder(etcd: &Etcd) -> EtcdStoreBuilder {
     let files = etcd.tls_files().expect("a TLS member");
-    let builder = EtcdStore::builder(etcd.endpoints())
-        .request_timeout(REQUEST_TIMEOUT)
-        .tls_ca_pem(pem(files.ca_cert()));
+    let builder = store_builder(etcd.endpoints()).tls_ca_pem(pem(files.ca_cert()));
     match etcd.tls() {
         Some(EtcdTls::ClientCert) => {
             builder.tls_client_identity_pem(pem(files.client_cert()), pem(files.client_key()))
@@ -81,11 +74,17 @@ fn full_message(err: &StoreError) -> String {
     message
 }
 
-/// Fails unless `result` is an error that came before the request timeout
-/// (a timed-out request says "no answer within").
+/// `future`'s output and how long it took.
+async fn timed<T>(future: impl Future<Output = T>) -> (T, Duration) {
+    let started = Instant::now();
+    let output = future.await;
+    (output, started.elapsed())
+}
+
+/// Fails unless the [`timed`] `result` is an error that came before the
+/// request timeout (a timed-out request says "no answer within").
 #[track_caller]
-fn expect_prompt_error<T>(result: Result<T, StoreError>, started: Instant) -> StoreError {
-    let elapsed = started.elapsed();
+fn expect_prompt_error<T>((result, elapsed): (Result<T, StoreError>, Duration)) -> StoreError {
     let Err(err) = result else {
         panic!("expected an error, got success")
     };
@@ -126,8 +125,7 @@ async fn over_server_tls_a_candidate_wins_and_every_endpoint_form_agrees() {
     let port = etcd.client_addr().port();
     let ca = pem(etcd.tls_files().unwrap().ca_cert());
     for endpoint in [format!("localhost:{port}"), etcd.client_url()] {
-        let other = EtcdStore::builder([endpoint.clone()])
-            .request_timeout(REQUEST_TIMEOUT)
+        let other = store_builder([endpoint.clone()])
             .tls_ca_pem(&ca)
             .connect()
             .await
@@ -146,89 +144,39 @@ async fn over_server_tls_a_candidate_wins_and_every_endpoint_form_agrees() {
 
 /// The conformance suite over the most secured setup: TLS with client
 /// certificates, and authentication as a user other than root.
-struct SecuredHarness {
-    etcd: Etcd,
-}
-
-impl SecuredHarness {
-    /// A plain etcd client with the same certificates and user, as an
-    /// operator's tool would use.
-    async fn raw(&self) -> Client {
-        let files = self.etcd.tls_files().unwrap();
-        let (user, password) = self.etcd.credentials().unwrap();
-        let tls = TlsOptions::new()
-            .ca_certificate(Certificate::from_pem(pem(files.ca_cert())))
-            .identity(Identity::from_pem(
-                pem(files.client_cert()),
-                pem(files.client_key()),
-            ));
-        let options = ConnectOptions::new()
-            .with_tls(tls)
-            .with_user(user, password);
-        Client::connect(self.etcd.endpoints(), Some(options))
-            .await
-            .expect("connect a raw client")
-    }
-}
-
-impl Harness for SecuredHarness {
-    type Store = EtcdStore;
-
-    async fn store(&self) -> EtcdStore {
-        secured_store(&self.etcd).await
-    }
-
-    async fn unreachable_store(&self) -> EtcdStore {
-        // Without the user: connecting with one would already fail.
-        let files = self.etcd.tls_files().unwrap();
-        EtcdStore::builder([format!("127.0.0.1:{}", common::closed_port())])
-            .request_timeout(REQUEST_TIMEOUT)
-            .tls_ca_pem(pem(files.ca_cert()))
-            .tls_client_identity_pem(pem(files.client_cert()), pem(files.client_key()))
-            .connect()
-            .await
-            .expect("connecting without a user sends nothing")
-    }
-
-    fn ttl(&self) -> Duration {
-        TTL
-    }
-
-    async fn delete_records(&self, election: &ElectionName) {
-        self.raw()
-            .await
-            .delete(
-                format!("{election}/"),
-                Some(DeleteOptions::new().with_prefix()),
-            )
-            .await
-            .expect("delete the election's keys");
-    }
-
-    async fn put_garbage(&self, election: &ElectionName) {
-        self.raw()
-            .await
-            .put(
-                format!("{election}/garbage"),
-                b"\x00\xff not regent".to_vec(),
-                None,
-            )
-            .await
-            .expect("put a foreign key");
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn etcd_store_conforms_over_client_cert_tls_and_auth() {
-    let harness = SecuredHarness {
-        etcd: start(
-            Etcd::builder()
-                .tls(EtcdTls::ClientCert)
-                .auth(USER, PASSWORD),
+    let etcd = start(
+        Etcd::builder()
+            .tls(EtcdTls::ClientCert)
+            .auth(USER, PASSWORD),
+    )
+    .await;
+    let files = etcd.tls_files().unwrap();
+    let (user, password) = etcd.credentials().unwrap();
+    // A plain etcd client with the same certificates and user, as an
+    // operator's tool would use.
+    let raw_options = ConnectOptions::new()
+        .with_tls(
+            TlsOptions::new()
+                .ca_certificate(Certificate::from_pem(pem(files.ca_cert())))
+                .identity(Identity::from_pem(
+                    pem(files.client_cert()),
+                    pem(files.client_key()),
+                )),
         )
-        .await,
+        .with_user(user, password);
+    // Without the user: connecting with one would already fail.
+    let unreachable_store = store_builder([format!("127.0.0.1:{}", common::closed_port())])
+        .tls_ca_pem(pem(files.ca_cert()))
+        .tls_client_identity_pem(pem(files.client_cert()), pem(files.client_key()));
+    let harness = ConformanceHarness {
+        store: secured_builder(&etcd),
+        unreachable_store,
+        raw_options: Some(raw_options),
+        etcd,
     };
-    run(&harness).await;
+    harness.run().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -236,16 +184,11 @@ async fn a_server_certificate_the_store_cannot_verify_is_a_config_error() {
     let etcd = start(Etcd::builder().tls(EtcdTls::Server).auth(USER, PASSWORD)).await;
     let files = etcd.tls_files().unwrap();
     let e = common::election("untrusted");
-    let other_ca = || {
-        EtcdStore::builder(etcd.endpoints())
-            .request_timeout(REQUEST_TIMEOUT)
-            .tls_ca_pem(pem(files.other_ca_cert()))
-    };
+    let other_ca = || store_builder(etcd.endpoints()).tls_ca_pem(pem(files.other_ca_cert()));
 
     // Without a user nothing is sent at connect: the first call fails.
     let store = other_ca().connect().await.unwrap();
-    let started = Instant::now();
-    let err = expect_prompt_error(try_acquire(&store, &e).await, started);
+    let err = expect_prompt_error(timed(try_acquire(&store, &e)).await);
     assert_eq!(err.kind(), ErrorKind::Config, "{}", full_message(&err));
     assert!(
         err.to_string().contains("certificate failed verification")
@@ -254,8 +197,7 @@ async fn a_server_certificate_the_store_cannot_verify_is_a_config_error() {
     );
 
     // With a user, connecting fails, before any password is sent.
-    let started = Instant::now();
-    let err = expect_prompt_error(other_ca().user(USER, PASSWORD).connect().await, started);
+    let err = expect_prompt_error(timed(other_ca().user(USER, PASSWORD).connect()).await);
     assert_eq!(err.kind(), ErrorKind::Config, "{}", full_message(&err));
 
     // The right CA, but a name the certificate does not carry.
@@ -264,19 +206,13 @@ async fn a_server_certificate_the_store_cannot_verify_is_a_config_error() {
         .connect()
         .await
         .unwrap();
-    let started = Instant::now();
-    let err = expect_prompt_error(try_acquire(&store, &e).await, started);
+    let err = expect_prompt_error(timed(try_acquire(&store, &e)).await);
     assert_eq!(err.kind(), ErrorKind::Config, "{}", full_message(&err));
     assert!(err.to_string().contains("etcd.example.com"), "{err}");
 
     // No CA at all (an https:// URL without TLS settings): no system roots.
-    let store = EtcdStore::builder([etcd.client_url()])
-        .request_timeout(REQUEST_TIMEOUT)
-        .connect()
-        .await
-        .unwrap();
-    let started = Instant::now();
-    let err = expect_prompt_error(try_acquire(&store, &e).await, started);
+    let store = store_builder([etcd.client_url()]).connect().await.unwrap();
+    let err = expect_prompt_error(timed(try_acquire(&store, &e)).await);
     assert_eq!(err.kind(), ErrorKind::Config, "{}", full_message(&err));
 }
 
@@ -285,7 +221,7 @@ async fn unusable_tls_settings_are_config_errors_at_connect() {
     // Only the files are needed; nothing below reaches etcd.
     let etcd = start(Etcd::builder().tls(EtcdTls::ClientCert)).await;
     let files = etcd.tls_files().unwrap();
-    let builder = || EtcdStore::builder(etcd.endpoints()).request_timeout(REQUEST_TIMEOUT);
+    let builder = || store_builder(etcd.endpoints());
     let cases = [
         (
             "a CA PEM without a certificate",
@@ -340,11 +276,7 @@ async fn a_client_certificate_required_but_missing_or_foreign_fails_at_once() {
     let etcd = start(Etcd::builder().tls(EtcdTls::ClientCert)).await;
     let files = etcd.tls_files().unwrap();
     let e = common::election("client-cert");
-    let without = || {
-        EtcdStore::builder(etcd.endpoints())
-            .request_timeout(REQUEST_TIMEOUT)
-            .tls_ca_pem(pem(files.ca_cert()))
-    };
+    let without = || store_builder(etcd.endpoints()).tls_ca_pem(pem(files.ca_cert()));
     let foreign = || {
         without().tls_client_identity_pem(
             pem(files.other_client_cert()),
@@ -354,8 +286,7 @@ async fn a_client_certificate_required_but_missing_or_foreign_fails_at_once() {
     for (case, builder) in [("no certificate", without()), ("foreign", foreign())] {
         for _ in 0..3 {
             let store = builder.clone().connect().await.unwrap();
-            let started = Instant::now();
-            let err = expect_prompt_error(try_acquire(&store, &e).await, started);
+            let err = expect_prompt_error(timed(try_acquire(&store, &e)).await);
             assert!(
                 matches!(err.kind(), ErrorKind::Auth | ErrorKind::Unavailable),
                 "{case}: {:?}: {}",
@@ -372,8 +303,7 @@ async fn a_client_certificate_required_but_missing_or_foreign_fails_at_once() {
         }
     }
     // With a user, connecting authenticates and fails the same way.
-    let started = Instant::now();
-    let err = expect_prompt_error(without().user(USER, PASSWORD).connect().await, started);
+    let err = expect_prompt_error(timed(without().user(USER, PASSWORD).connect()).await);
     assert!(
         matches!(err.kind(), ErrorKind::Auth | ErrorKind::Unavailable),
         "{:?}: {}",
@@ -398,8 +328,7 @@ async fn auth_takes_the_right_password_and_refuses_a_wrong_one_without_echoing_i
     for (user, password) in [(USER, wrong), ("nobody", PASSWORD)] {
         let builder = tls_builder(&etcd).user(user, password);
         assert!(!format!("{builder:?}").contains(password));
-        let started = Instant::now();
-        let err = expect_prompt_error(builder.connect().await, started);
+        let err = expect_prompt_error(timed(builder.connect()).await);
         assert_eq!(err.kind(), ErrorKind::Auth, "{}", full_message(&err));
         let message = full_message(&err);
         assert!(message.contains(&format!("user '{user}'")), "{message}");
@@ -421,16 +350,14 @@ async fn auth_without_a_user_is_an_auth_error_on_the_first_call() {
             .connect()
             .await
             .expect("connecting without a user sends nothing");
-        let started = Instant::now();
-        let err = expect_prompt_error(try_acquire(&store, &e).await, started);
+        let err = expect_prompt_error(timed(try_acquire(&store, &e)).await);
         assert_eq!(
             err.kind(),
             ErrorKind::Auth,
             "{tls:?}: {}",
             full_message(&err)
         );
-        let started = Instant::now();
-        let err = expect_prompt_error(store.current_leader(&e).await, started);
+        let err = expect_prompt_error(timed(store.current_leader(&e)).await);
         assert_eq!(
             err.kind(),
             ErrorKind::Auth,
@@ -445,13 +372,8 @@ async fn a_plaintext_store_on_a_tls_port_fails_at_once() {
     let etcd = start(Etcd::builder().tls(EtcdTls::Server)).await;
     let e = common::election("plaintext");
     for endpoint in [etcd.endpoint(), format!("http://{}", etcd.endpoint())] {
-        let store = EtcdStore::builder([endpoint.clone()])
-            .request_timeout(REQUEST_TIMEOUT)
-            .connect()
-            .await
-            .unwrap();
-        let started = Instant::now();
-        let err = expect_prompt_error(try_acquire(&store, &e).await, started);
+        let store = store_builder([endpoint.clone()]).connect().await.unwrap();
+        let err = expect_prompt_error(timed(try_acquire(&store, &e)).await);
         // The server only closes the connection: nothing tells it from a
         // member going away.
         assert_eq!(

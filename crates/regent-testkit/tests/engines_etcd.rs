@@ -2,27 +2,16 @@
 //! (installed by `scripts/install-engines`; without them these tests fail,
 //! naming that script).
 
+mod common;
+
 use std::net::TcpStream;
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use regent_testkit::engines::{EngineError, Etcd, EtcdBuilder, EtcdCluster, EtcdTls, EtcdTlsFiles};
 
-fn stdout(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
-
-#[track_caller]
-fn assert_success(output: &Output) {
-    assert!(
-        output.status.success(),
-        "etcdctl failed ({}): {}{}",
-        output.status,
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-}
+use common::{assert_success, stdout};
 
 fn process_exists(pid: u32) -> bool {
     Path::new(&format!("/proc/{pid}")).exists()
@@ -128,25 +117,21 @@ fn cluster_of_three_elects_a_new_leader_when_the_leader_is_killed() {
     }
 }
 
-const CHECKED_MISSING_ETCD: &str = "checked: missing etcd names the install script";
-
-/// Re-runs this very test in a child process whose environment points
-/// `REGENT_ETCD_BIN` at nothing (this process's environment is shared by the
-/// tests running in parallel, and setting it would need unsafe code); the
-/// child takes the other branch and checks the error.
-#[test]
-fn missing_etcd_is_an_error_naming_the_install_script() {
-    if std::env::var("REGENT_ETCD_BIN").as_deref() == Ok("/nonexistent/etcd") {
-        missing_etcd_checks();
+/// Runs `checks` in a child process re-running only the test `name` with
+/// `var=value` in its environment (this process's environment is shared by
+/// the tests running in parallel, and setting it would need unsafe code).
+/// In the child, `var` is set and `checks` runs; here, the child must pass
+/// and say that it ran them.
+fn in_child_with_env(name: &str, var: &str, value: &str, checks: impl FnOnce()) {
+    let checked = format!("checked in a child: {name}");
+    if std::env::var(var).as_deref() == Ok(value) {
+        checks();
+        println!("{checked}");
         return;
     }
     let child = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "missing_etcd_is_an_error_naming_the_install_script",
-            "--exact",
-            "--nocapture",
-        ])
-        .env("REGENT_ETCD_BIN", "/nonexistent/etcd")
+        .args([name, "--exact", "--nocapture"])
+        .env(var, value)
         .output()
         .unwrap();
     let out = format!(
@@ -155,89 +140,67 @@ fn missing_etcd_is_an_error_naming_the_install_script() {
         String::from_utf8_lossy(&child.stderr)
     );
     assert!(child.status.success(), "child test failed:\n{out}");
+    assert!(out.contains(&checked), "child test did not run:\n{out}");
+}
+
+/// Fails unless `err` says `program` is not where its override variable
+/// points, naming the install script.
+#[track_caller]
+fn assert_not_installed_at(err: &EngineError, program: &str) {
     assert!(
-        out.contains(CHECKED_MISSING_ETCD),
-        "child test did not run:\n{out}"
+        matches!(err, EngineError::NotInstalledAt { program: p, .. } if *p == program),
+        "{err:?}"
+    );
+    assert_names_install_script(err);
+}
+
+/// Fails unless `err`'s message tells to run the install script.
+#[track_caller]
+fn assert_names_install_script(err: &EngineError) {
+    assert!(
+        err.to_string().contains("run scripts/install-engines"),
+        "{err}"
+    );
+}
+
+#[test]
+fn missing_etcd_is_an_error_naming_the_install_script() {
+    in_child_with_env(
+        "missing_etcd_is_an_error_naming_the_install_script",
+        "REGENT_ETCD_BIN",
+        "/nonexistent/etcd",
+        missing_etcd_checks,
     );
 }
 
 fn missing_etcd_checks() {
     let err = Etcd::start().unwrap_err();
-    assert!(
-        matches!(
-            err,
-            EngineError::NotInstalledAt {
-                program: "etcd",
-                ..
-            }
-        ),
-        "{err:?}"
-    );
-    let message = err.to_string();
-    assert!(message.contains("etcd not found"), "{message}");
-    assert!(message.contains("run scripts/install-engines"), "{message}");
+    assert_not_installed_at(&err, "etcd");
+    assert!(err.to_string().contains("etcd not found"), "{err}");
 
     let err = EtcdCluster::start(3).unwrap_err();
-    assert!(
-        err.to_string().contains("run scripts/install-engines"),
-        "{err}"
-    );
+    assert_names_install_script(&err);
 
     let err = Etcd::builder()
         .tls(EtcdTls::ClientCert)
         .auth("root", "secret")
         .start()
         .unwrap_err();
-    assert!(
-        err.to_string().contains("run scripts/install-engines"),
-        "{err}"
-    );
-    println!("{CHECKED_MISSING_ETCD}");
+    assert_names_install_script(&err);
 }
-
-const CHECKED_MISSING_ETCDCTL: &str = "checked: missing etcdctl names the install script";
 
 /// As [`missing_etcd_is_an_error_naming_the_install_script`], for the
 /// etcdctl that enabling authentication runs.
 #[test]
 fn missing_etcdctl_for_auth_is_an_error_naming_the_install_script() {
-    if std::env::var("REGENT_ETCDCTL_BIN").as_deref() == Ok("/nonexistent/etcdctl") {
-        let err = Etcd::builder().auth("root", "secret").start().unwrap_err();
-        assert!(
-            matches!(
-                err,
-                EngineError::NotInstalledAt {
-                    program: "etcdctl",
-                    ..
-                }
-            ),
-            "{err:?}"
-        );
-        assert!(
-            err.to_string().contains("run scripts/install-engines"),
-            "{err}"
-        );
-        println!("{CHECKED_MISSING_ETCDCTL}");
-        return;
-    }
-    let child = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "missing_etcdctl_for_auth_is_an_error_naming_the_install_script",
-            "--exact",
-            "--nocapture",
-        ])
-        .env("REGENT_ETCDCTL_BIN", "/nonexistent/etcdctl")
-        .output()
-        .unwrap();
-    let out = format!(
-        "{}{}",
-        String::from_utf8_lossy(&child.stdout),
-        String::from_utf8_lossy(&child.stderr)
-    );
-    assert!(child.status.success(), "child test failed:\n{out}");
-    assert!(
-        out.contains(CHECKED_MISSING_ETCDCTL),
-        "child test did not run:\n{out}"
+    in_child_with_env(
+        "missing_etcdctl_for_auth_is_an_error_naming_the_install_script",
+        "REGENT_ETCDCTL_BIN",
+        "/nonexistent/etcdctl",
+        || {
+            let err = Etcd::builder().auth("root", "secret").start().unwrap_err();
+            assert_not_installed_at(&err, "etcdctl");
+        },
     );
 }
 

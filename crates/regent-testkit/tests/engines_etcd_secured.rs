@@ -1,6 +1,8 @@
 //! Secured etcd members of the test kit (TLS, authentication), against the
 //! real etcd and etcdctl (installed by `scripts/install-engines`).
 
+mod common;
+
 use std::fs;
 use std::io::{Read as _, Write as _};
 use std::net::TcpStream;
@@ -10,24 +12,7 @@ use std::time::Duration;
 
 use regent_testkit::engines::{EngineError, Etcd, EtcdTls, EtcdTlsFiles};
 
-fn stdout(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
-
-fn stderr(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stderr).into_owned()
-}
-
-#[track_caller]
-fn assert_success(output: &Output) {
-    assert!(
-        output.status.success(),
-        "etcdctl failed ({}): {}{}",
-        output.status,
-        stdout(output),
-        stderr(output)
-    );
-}
+use common::{assert_success, stderr, stdout};
 
 /// etcdctl's words for a refused TLS handshake: its gRPC dial never
 /// succeeds.

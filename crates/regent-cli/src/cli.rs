@@ -52,8 +52,8 @@ pub(crate) enum Command {
     /// Print who leads, then every change, until interrupted.
     #[command(after_help = AFTER_HELP)]
     Watch(ShowArgs),
-    /// Start several candidates on the embedded store, inject failures and
-    /// show every failover.
+    /// Start several candidates on one store (by default a temporary SQLite
+    /// file), inject failures and show every failover.
     #[command(after_help = AFTER_HELP)]
     Demo(DemoArgs),
     /// Internal: the process that owns CMD's process group.
@@ -85,8 +85,8 @@ pub(crate) struct StoreArgs {
 #[derive(Debug, Clone, Default, Args)]
 #[command(next_help_heading = "etcd store")]
 pub(crate) struct EtcdArgs {
-    /// CA certificate (PEM) that signed etcd's server certificates; needed by
-    /// etcds:// [env: REGENT_ETCD_CACERT]
+    /// CA certificate (PEM) that signed etcd's server certificates, for
+    /// etcds:// (default: the system's CA store) [env: REGENT_ETCD_CACERT]
     #[arg(long, value_name = "FILE")]
     pub(crate) etcd_cacert: Option<PathBuf>,
     /// Client certificate (PEM) for etcd's --client-cert-auth; with
@@ -208,6 +208,9 @@ pub(crate) struct DemoArgs {
     /// Store URL (default: a fresh SQLite file in a temporary directory).
     #[arg(long, value_name = "URL")]
     pub(crate) store: Option<String>,
+    /// Election name, for a demo on a shared store (etcd).
+    #[arg(long, value_name = "NAME", default_value = "demo")]
+    pub(crate) election: String,
     #[command(flatten)]
     pub(crate) etcd: EtcdArgs,
     /// Upper bound on the whole demo.

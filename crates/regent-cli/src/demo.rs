@@ -21,8 +21,6 @@ use crate::clock::mono_ns;
 use crate::error::CliError;
 use crate::store;
 
-const ELECTION: &str = "demo";
-
 #[derive(Debug, Args)]
 pub(crate) struct TaskArgs {
     /// Where to append "start ID TOKEN MONO_NS PID" when the task starts.
@@ -121,6 +119,7 @@ struct Demo {
     exe: PathBuf,
     dir: PathBuf,
     url: String,
+    election: ElectionName,
     /// The `--etcd-*` flags, passed on to every candidate.
     etcd_args: Vec<std::ffi::OsString>,
     ttl: Duration,
@@ -142,7 +141,7 @@ impl Demo {
                 "--store",
                 &self.url,
                 "--election",
-                ELECTION,
+                self.election.as_str(),
                 "--id",
                 id,
             ])
@@ -225,15 +224,16 @@ pub(crate) async fn demo(args: DemoArgs) -> Result<u8, CliError> {
         .unwrap_or_else(|| format!("sqlite:{}", tmp.path().join("demo.db").display()));
     let store_args = StoreArgs {
         store: Some(url.clone()),
-        election: ELECTION.into(),
+        election: args.election.clone(),
         etcd: args.etcd.clone(),
     };
-    let election = ElectionName::new(ELECTION).expect("valid name");
-    let store = store::open(&store::target(&store_args)?, &election).await?;
+    let election = store::election(&store_args)?;
+    let store = store::open(&store::target(&store_args)?, &election, None).await?;
     let mut demo = Demo {
         exe: crate::run::own_exe()?,
         dir: tmp.path().to_owned(),
         url,
+        election: election.clone(),
         etcd_args: args.etcd.to_args(),
         ttl: args.ttl,
         log: tmp.path().join("starts.log"),
@@ -241,9 +241,10 @@ pub(crate) async fn demo(args: DemoArgs) -> Result<u8, CliError> {
         started: Instant::now(),
     };
     say!(
-        "regent demo: {} candidates on {}, election '{ELECTION}', ttl {:?}",
+        "regent demo: {} candidates on {}, election '{}', ttl {:?}",
         args.candidates,
         demo.url,
+        demo.election,
         args.ttl
     );
     for k in 1..=args.candidates {
@@ -273,7 +274,7 @@ async fn scenario(
     demo: &mut Demo,
     store: regent_core::BoxStore,
 ) -> Result<Vec<Failover>, CliError> {
-    let observer = Observer::new(store, ElectionName::new(ELECTION).expect("valid"));
+    let observer = Observer::new(store, demo.election.clone());
     let mut changes = Box::pin(observer.changes());
     let mut current: Option<LeaderInfo> = None;
     let within = demo.ttl * 4 + Duration::from_secs(10);

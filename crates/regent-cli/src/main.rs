@@ -78,6 +78,9 @@ fn main() -> ExitCode {
         // Colour only for a person at a terminal: escape codes would litter
         // log files and the journal.
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        // A log line that cannot be written (stderr a closed pipe) is lost,
+        // not a panic: regent must still stop CMD and release the lease.
+        .log_internal_errors(false)
         .init();
     // One thread: the shim is spawned from the main thread, which lives as
     // long as the process, so the shim's parent-death signal cannot fire

@@ -88,7 +88,7 @@ pub(crate) async fn run(args: RunArgs) -> Result<u8, CliError> {
     }
     // Check the timing before touching the store: a usage error must not
     // wait for a dead store.
-    configure(
+    let timing = *configure(
         Candidate::builder(
             regent_core::memory::MemoryStore::race(),
             election.clone(),
@@ -97,11 +97,12 @@ pub(crate) async fn run(args: RunArgs) -> Result<u8, CliError> {
         &args,
     )
     .build()
-    .map_err(|e| timing_error(&e, &args))?;
+    .map_err(|e| timing_error(&e, &args))?
+    .timing();
 
     let mut stops = Stops::new(args.lifeline_stdin)?;
     let store = tokio::select! {
-        r = store::open(&target, &election) => r?,
+        r = store::open(&target, &election, Some(timing.renew_every)) => r?,
         () = stops.next() => return Ok(0),
     };
     let candidate = configure(Candidate::builder(store, election, holder), &args)
@@ -118,7 +119,10 @@ pub(crate) async fn run(args: RunArgs) -> Result<u8, CliError> {
             r = candidate.campaign() => match r {
                 Ok(l) => l,
                 Err(CampaignError::Shutdown) => return Ok(0),
-                Err(e) => return Err(CliError::failure(format!("campaign failed: {}", chain(&e)))),
+                Err(CampaignError::Store(e)) => {
+                    return Err(store::store_error(&target, candidate.election(), "campaign on", &e));
+                }
+                Err(e) => return Err(CliError::failure(chain(&e))),
             },
             () = stops.next() => return Ok(shut_down(&candidate, &mut stops).await),
         };

@@ -47,7 +47,7 @@ fn print(args: &ShowArgs, election: &ElectionName, leader: Option<&LeaderInfo>) 
 
 pub(crate) async fn status(args: ShowArgs) -> Result<u8, CliError> {
     let election = store::election(&args.store)?;
-    let store = store::open(&store::target(&args.store)?, &election).await?;
+    let store = store::open(&store::target(&args.store)?, &election, None).await?;
     let leader = Observer::new(store, election.clone())
         .current()
         .await
@@ -58,7 +58,7 @@ pub(crate) async fn status(args: ShowArgs) -> Result<u8, CliError> {
 
 pub(crate) async fn watch(args: ShowArgs) -> Result<u8, CliError> {
     let election = store::election(&args.store)?;
-    let store = store::open(&store::target(&args.store)?, &election).await?;
+    let store = store::open(&store::target(&args.store)?, &election, None).await?;
     let observer = Observer::new(store, election.clone());
     let mut changes = Box::pin(observer.changes());
     let sig =

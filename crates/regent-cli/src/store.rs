@@ -2,11 +2,11 @@
 
 use std::time::Duration;
 
-use regent_core::{BoxStore, ElectionName, LeaseStore, StoreError};
+use regent_core::{BoxStore, ElectionName, ErrorKind, LeaseStore, StoreError};
 use tokio::time::Instant;
 
 use crate::cli::{StoreArgs, default_store_path, parse_duration};
-use crate::error::CliError;
+use crate::error::{CliError, chain};
 use crate::target::{EtcdSecurity, EtcdTlsPem, EtcdUrl, StoreUrl, etcd_security, parse_store_url};
 
 /// How long a command keeps retrying an unreachable store at start before
@@ -47,6 +47,7 @@ struct EtcdTarget {
 /// Parses and checks `--store` (or the default) and the `--etcd-*` flags
 /// and variables, and reads the files they name.
 pub(crate) fn target(args: &StoreArgs) -> Result<Target, CliError> {
+    hide_environment_if_secret();
     let url = match &args.store {
         Some(url) => parse_store_url(url).map_err(CliError::usage)?,
         None => StoreUrl::Sqlite(default_store_path()),
@@ -67,10 +68,32 @@ pub(crate) fn target(args: &StoreArgs) -> Result<Target, CliError> {
     })
 }
 
+/// With `REGENT_ETCD_PASSWORD` in regent's environment, makes the process
+/// non-dumpable: `/proc/PID/environ` is then readable by root only, not by
+/// CMD and other processes of the same user (the shim and CMD are not given
+/// the variable at all). No core dumps and no debugger attach by the same
+/// user follow from it; `--etcd-password-file` needs none of this.
+fn hide_environment_if_secret() {
+    if std::env::var_os(crate::target::ENV_PASSWORD).is_some_and(|v| !v.is_empty())
+        && let Err(e) =
+            rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)
+    {
+        tracing::warn!(error = %e, "cannot hide REGENT_ETCD_PASSWORD from other processes");
+    }
+}
+
 /// The store `--store` names (or the default), opened and checked with one
 /// read, retried for [`START_RETRY`] (or [`START_RETRY_ENV`]) while
 /// unreachable.
-pub(crate) async fn open(target: &Target, election: &ElectionName) -> Result<BoxStore, CliError> {
+///
+/// `call_timeout` bounds every later call of the store (an etcd request, a
+/// wait on SQLite's lock): `regent run` passes its renew interval, so that
+/// one stalled request leaves time to retry before the renew deadline.
+pub(crate) async fn open(
+    target: &Target,
+    election: &ElectionName,
+    call_timeout: Option<Duration>,
+) -> Result<BoxStore, CliError> {
     if let (StoreUrl::Sqlite(path), true) = (&target.url, target.default)
         && let Some(dir) = path.parent()
     {
@@ -85,40 +108,76 @@ pub(crate) async fn open(target: &Target, election: &ElectionName) -> Result<Box
     // An attempt waits on another connection's lock (SQLite) or for an
     // answer (etcd) for at most half the window, so that a shortened window
     // still retries once.
-    let attempt_timeout = regent_sqlite::DEFAULT_BUSY_TIMEOUT
+    let mut attempt_timeout = regent_sqlite::DEFAULT_BUSY_TIMEOUT
         .min(regent_etcd::DEFAULT_REQUEST_TIMEOUT)
         .min(window / 2);
+    if let Some(bound) = call_timeout {
+        attempt_timeout = attempt_timeout.min(bound);
+    }
     let start = Instant::now();
     let mut delay = Duration::from_millis(100);
     loop {
         match try_open(target, election, attempt_timeout).await {
             Ok(store) => return Ok(store),
             Err(e) if e.is_transient() && start.elapsed() < window => {
-                tracing::warn!(error = %e, "store unavailable; retrying");
+                tracing::warn!(error = %chain(&e), "store unavailable; retrying");
                 tokio::time::sleep(delay).await;
                 delay = (delay * 2).min(Duration::from_secs(2));
             }
-            Err(e) => {
-                let error = CliError::from_store(&format!("store {}", target.url), &e);
-                return Err(match unavailable_hint(target, &e) {
-                    Some(hint) => error.with_hint(hint),
-                    None => error,
-                });
-            }
+            Err(e) => return Err(store_error(target, election, "store", &e)),
         }
     }
 }
 
-/// What else an unreachable store may mean. An etcd that requires client
-/// certificates refuses a missing or untrusted one after the TLS handshake
-/// has completed on the client's side (TLS 1.3), so the client mostly sees
-/// a closed connection, which looks like an unreachable cluster.
-fn unavailable_hint(target: &Target, e: &StoreError) -> Option<&'static str> {
-    match (&target.url, e.kind()) {
-        (StoreUrl::Etcd(url), regent_core::ErrorKind::Unavailable) if url.tls => Some(
-            "if the cluster is up, check the TLS settings: etcd closes the connection of a \
-             client whose certificate it requires and does not trust (--etcd-cert, --etcd-key)",
-        ),
+/// A store error as the CLI reports it: `WHAT URL: ERROR`, the exit code
+/// of its kind, and a hint where the error alone may mislead.
+pub(crate) fn store_error(
+    target: &Target,
+    election: &ElectionName,
+    what: &str,
+    e: &StoreError,
+) -> CliError {
+    let error = CliError::from_store(&format!("{what} {}", target.url), e);
+    match hint(target, election, e) {
+        Some(hint) => error.with_hint(&hint),
+        None => error,
+    }
+}
+
+/// What else a store error may mean.
+///
+/// * An etcd that requires client certificates refuses a missing or
+///   untrusted one after the client's side of the TLS 1.3 handshake is
+///   done, so the client mostly sees a connection closed or reset after
+///   connecting — which looks like an unreachable cluster. A refused
+///   connection or an unknown host is what it says, and gets no hint.
+/// * etcd answers "permission denied" to a user without a role that may
+///   read and write the election's keys.
+fn hint(target: &Target, election: &ElectionName, e: &StoreError) -> Option<String> {
+    let StoreUrl::Etcd(url) = &target.url else {
+        return None;
+    };
+    let text = chain(e);
+    match e.kind() {
+        ErrorKind::Unavailable
+            if url.tls
+                && !text.contains("Connection refused")
+                && !text.contains("dns error")
+                && !text.contains("no answer within") =>
+        {
+            Some(
+                "if the cluster is up, check the TLS settings: etcd closes the connection of a \
+                 client whose certificate it requires and does not trust (--etcd-cert, --etcd-key)"
+                    .into(),
+            )
+        }
+        ErrorKind::Auth if text.contains("permission denied") => {
+            let prefix = format!("{}{}/", url.namespace, election);
+            Some(format!(
+                "the etcd user needs read and write permission on the keys under '{prefix}', \
+                 e.g. etcdctl role grant-permission ROLE --prefix=true readwrite '{prefix}'"
+            ))
+        }
         _ => None,
     }
 }
@@ -153,7 +212,11 @@ fn etcd_builder(
         .namespace(url.namespace.clone())
         .request_timeout(request_timeout);
     if let Some(tls) = &etcd.tls {
-        builder = builder.tls_ca_pem(&tls.ca);
+        // As etcdctl: a CA file replaces the system's CA store.
+        builder = match &tls.ca {
+            Some(ca) => builder.tls_ca_pem(ca),
+            None => builder.tls_system_roots(),
+        };
         if let Some((cert, key)) = &tls.identity {
             builder = builder.tls_client_identity_pem(cert, key);
         }

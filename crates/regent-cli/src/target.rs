@@ -6,6 +6,7 @@
 //! the caller makes it a usage error (exit 2).
 
 use std::ffi::OsString;
+use std::net::Ipv6Addr;
 use std::path::{Path, PathBuf};
 
 use crate::cli::EtcdArgs;
@@ -62,15 +63,20 @@ impl std::fmt::Display for StoreUrl {
 /// Schemes regent knows of but this build does not include yet.
 const PLANNED: &[&str] = &["consul", "azblob", "zk", "redis", "postgres"];
 
-const SUPPORTED: &str = "sqlite:PATH, etcd://HOST:PORT[,HOST:PORT], etcds://HOST:PORT[,HOST:PORT]";
+const SUPPORTED: &str = concat!(
+    "sqlite:PATH, etcd://HOST[:PORT][,HOST[:PORT]…][/NAMESPACE], ",
+    "etcds://… (the same, over TLS); PORT defaults to 2379"
+);
 
 pub(crate) fn parse_store_url(url: &str) -> Result<StoreUrl, String> {
+    let shown = redacted(url);
     let Some((scheme, rest)) = url.split_once(':') else {
         return Err(format!(
-            "--store '{url}' has no scheme; expected one of {SUPPORTED}"
+            "--store '{shown}' has no scheme; expected one of {SUPPORTED}"
         ));
     };
-    match scheme {
+    // Schemes are case-insensitive (RFC 3986, section 3.1).
+    match scheme.to_ascii_lowercase().as_str() {
         "sqlite" => {
             let path = rest.strip_prefix("//").unwrap_or(rest);
             if path.is_empty() {
@@ -80,29 +86,118 @@ pub(crate) fn parse_store_url(url: &str) -> Result<StoreUrl, String> {
             }
             Ok(StoreUrl::Sqlite(PathBuf::from(path)))
         }
-        "etcd" | "etcds" => parse_etcd(url, scheme == "etcds", rest).map(StoreUrl::Etcd),
+        "etcd" => parse_etcd(&shown, false, rest).map(StoreUrl::Etcd),
+        "etcds" => parse_etcd(&shown, true, rest).map(StoreUrl::Etcd),
+        "http" => Err(not_http(&shown, false, rest)),
+        "https" => Err(not_http(&shown, true, rest)),
         s if PLANNED.contains(&s) => Err(format!(
             "--store scheme '{s}' is not supported by this build yet; supported: {SUPPORTED}"
         )),
-        s => Err(format!(
-            "--store has unknown scheme '{s}'; supported: {SUPPORTED}"
+        _ => Err(format!(
+            "--store has unknown scheme '{}'; supported: {SUPPORTED}",
+            printable(scheme)
         )),
     }
 }
 
-fn parse_etcd(url: &str, tls: bool, rest: &str) -> Result<EtcdUrl, String> {
+/// `url` as an error message may quote it: whatever lies between `://` and
+/// the last `@` becomes `***`, and control characters are escaped.
+///
+/// The last `@` of the whole URL rather than of the authority: a password
+/// may hold `/`, `?` or `#`, which would end the authority early and leave
+/// the rest of the password in the message. Hiding part of a namespace
+/// that holds `@` costs only detail.
+fn redacted(url: &str) -> String {
+    let Some(at) = url.rfind('@') else {
+        return printable(url);
+    };
+    let keep = url.find("://").filter(|&i| i < at).map_or(0, |i| i + 3);
+    printable(&format!("{}***{}", &url[..keep], &url[at..]))
+}
+
+/// `s` with control characters escaped, so that a message cannot move the
+/// cursor or hide part of itself.
+fn printable(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// The message for `http[s]://…`, what etcdctl's `--endpoints` takes: the
+/// etcd URL to write instead, spelled out when the endpoints parse.
+fn not_http(shown: &str, tls: bool, rest: &str) -> String {
+    let (scheme, ours) = if tls {
+        ("https", "etcds")
+    } else {
+        ("http", "etcd")
+    };
+    let example = rest.strip_prefix("//").and_then(|r| {
+        let endpoints = r
+            .split(',')
+            .map(|e| strip_http(e).unwrap_or(e))
+            .collect::<Vec<_>>()
+            .join(",");
+        parse_etcd("", tls, &format!("//{endpoints}")).ok()
+    });
+    let example = match example {
+        Some(e) => format!(" (here {})", StoreUrl::Etcd(e)),
+        None => String::new(),
+    };
+    let ca = if tls {
+        ", with the CA in --etcd-cacert"
+    } else {
+        ""
+    };
+    format!(
+        "--store '{shown}': regent does not take {scheme}:// URLs; write etcd endpoints as \
+         {ours}://HOST:PORT[,HOST:PORT]{example}{ca}"
+    )
+}
+
+/// `e` without a leading `http://` or `https://`, in any case.
+fn strip_http(e: &str) -> Option<&str> {
+    let (scheme, rest) = e.split_once("://")?;
+    ["http", "https"]
+        .iter()
+        .any(|s| scheme.eq_ignore_ascii_case(s))
+        .then_some(rest)
+}
+
+/// `shown` is the URL as messages may quote it (see [`redacted`]).
+fn parse_etcd(shown: &str, tls: bool, rest: &str) -> Result<EtcdUrl, String> {
     let Some(rest) = rest.strip_prefix("//") else {
         return Err(format!(
-            "--store '{url}': write etcd stores as etcd://HOST:PORT[,HOST:PORT]"
+            "--store '{shown}': write etcd stores as etcd://HOST:PORT[,HOST:PORT]"
         ));
     };
-    if let Some(c) = rest.chars().find(|c| matches!(c, '?' | '#' | '@')) {
-        let why = if c == '@' {
-            "put the user in --etcd-user and the password in REGENT_ETCD_PASSWORD or --etcd-password-file"
-        } else {
-            "etcd URLs take no query or fragment"
-        };
-        return Err(format!("--store '{url}': unexpected '{c}': {why}"));
+    // Before any other check: a password may hold any of the characters
+    // the others look for, and '@' says best what went wrong.
+    if rest.contains('@') {
+        return Err(format!(
+            "--store '{shown}': unexpected '@': put the user in --etcd-user and the password in \
+             {ENV_PASSWORD} or --etcd-password-file"
+        ));
+    }
+    // `etcd://http://h:2379` or `etcd://a:2379,etcd://b:2379`: a scheme
+    // inside the host list, i.e. a `://` before the namespace starts.
+    if let Some(i) = rest.find("://")
+        && !rest[..i].contains('/')
+    {
+        return Err(format!(
+            "--store '{shown}': list endpoints as HOST:PORT after one etcd:// \
+             (e.g. etcd://a:2379,b:2379)"
+        ));
+    }
+    if let Some(c) = rest.chars().find(|c| matches!(c, '?' | '#')) {
+        return Err(format!(
+            "--store '{shown}': unexpected '{c}': etcd URLs take no query or fragment"
+        ));
     }
     let (hosts, path) = match rest.find('/') {
         Some(i) => rest.split_at(i),
@@ -110,13 +205,14 @@ fn parse_etcd(url: &str, tls: bool, rest: &str) -> Result<EtcdUrl, String> {
     };
     if hosts.is_empty() {
         return Err(format!(
-            "--store '{url}' names no etcd endpoint; expected etcd://HOST:PORT[,HOST:PORT]"
+            "--store '{shown}' names no etcd endpoint; expected etcd://HOST:PORT[,HOST:PORT]"
         ));
     }
     let endpoints = hosts
         .split(',')
-        .map(|h| parse_endpoint(h).map_err(|e| format!("--store '{url}': {e}")))
+        .map(|h| parse_endpoint(h).map_err(|e| format!("--store '{shown}': {e}")))
         .collect::<Result<Vec<_>, _>>()?;
+    check_namespace(path).map_err(|e| format!("--store '{shown}': {e}"))?;
     let namespace = match path {
         "" | "/" => String::new(),
         p if p.ends_with('/') => p.to_owned(),
@@ -124,7 +220,7 @@ fn parse_etcd(url: &str, tls: bool, rest: &str) -> Result<EtcdUrl, String> {
     };
     if namespace.contains("//") {
         return Err(format!(
-            "--store '{url}': the namespace '{path}' has an empty segment"
+            "--store '{shown}': the namespace '{path}' has an empty segment"
         ));
     }
     Ok(EtcdUrl {
@@ -134,19 +230,41 @@ fn parse_etcd(url: &str, tls: bool, rest: &str) -> Result<EtcdUrl, String> {
     })
 }
 
+/// The URL's path, used as the etcd key prefix exactly as written.
+fn check_namespace(path: &str) -> Result<(), String> {
+    if let Some(c) = path.chars().find(|c| c.is_whitespace() || c.is_control()) {
+        let what = match c {
+            ' ' => "a space",
+            c if c.is_control() => "a control character",
+            _ => "whitespace",
+        };
+        return Err(format!(
+            "the namespace '{}' contains {what}; write it without whitespace or control characters",
+            printable(path)
+        ));
+    }
+    if path.contains('%') {
+        return Err(format!(
+            "the namespace '{path}' contains '%': regent does not percent-decode the URL, so \
+             '%' would be part of the etcd keys; write the namespace without it"
+        ));
+    }
+    Ok(())
+}
+
 /// `HOST`, `HOST:PORT`, `[V6]` or `[V6]:PORT` → `HOST:PORT`.
 fn parse_endpoint(h: &str) -> Result<String, String> {
     if h.is_empty() {
         return Err("empty endpoint (two commas, or a trailing comma)".into());
     }
     if h.chars().any(|c| c.is_whitespace() || c.is_control()) {
-        return Err(format!("endpoint '{h}' contains whitespace"));
+        return Err(format!("endpoint '{}' contains whitespace", printable(h)));
     }
     let (host, port) = if let Some(v6) = h.strip_prefix('[') {
         let Some((addr, after)) = v6.split_once(']') else {
             return Err(format!("endpoint '{h}' opens '[' without closing it"));
         };
-        if addr.parse::<std::net::Ipv6Addr>().is_err() {
+        if addr.parse::<Ipv6Addr>().is_err() {
             return Err(format!("'{addr}' in endpoint '{h}' is not an IPv6 address"));
         }
         let port = match after {
@@ -158,6 +276,9 @@ fn parse_endpoint(h: &str) -> Result<String, String> {
         };
         (format!("[{addr}]"), port)
     } else {
+        if h.matches(':').count() > 1 {
+            return Err(unbracketed_v6(h));
+        }
         match h.split_once(':') {
             Some((host, port)) => (host.to_owned(), Some(port)),
             None => (h.to_owned(), None),
@@ -168,16 +289,37 @@ fn parse_endpoint(h: &str) -> Result<String, String> {
     }
     let port = match port {
         None => ETCD_DEFAULT_PORT,
-        Some(p) => match p.parse::<u16>() {
-            Ok(n) if n > 0 => n,
-            _ => {
-                return Err(format!(
-                    "endpoint '{h}': port '{p}' is not a number from 1 to 65535"
-                ));
-            }
-        },
+        Some(p) => port_number(p)
+            .ok_or_else(|| format!("endpoint '{h}': port '{p}' is not a number from 1 to 65535"))?,
     };
     Ok(format!("{host}:{port}"))
+}
+
+/// A port: ASCII digits only (`u16::from_str` would take a leading `+`),
+/// from 1 to 65535.
+fn port_number(p: &str) -> Option<u16> {
+    if p.is_empty() || !p.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    p.parse().ok().filter(|&n| n > 0)
+}
+
+/// The message for an endpoint with two or more ':' outside brackets: an
+/// IPv6 address, with the bracketed form to write when it is one.
+fn unbracketed_v6(h: &str) -> String {
+    let whole = h.parse::<Ipv6Addr>().is_ok();
+    let with_port = h
+        .rsplit_once(':')
+        .filter(|(addr, port)| addr.parse::<Ipv6Addr>().is_ok() && port_number(port).is_some());
+    let fix = match (with_port, whole) {
+        (Some((addr, port)), true) => {
+            format!("[{addr}]:{port}, or [{h}] if all of it is the address")
+        }
+        (Some((addr, port)), false) => format!("[{addr}]:{port}"),
+        (None, true) => format!("[{h}]"),
+        (None, false) => "[ADDRESS]:PORT".into(),
+    };
+    format!("endpoint '{h}' has more than one ':'; IPv6 addresses go in brackets: {fix}")
 }
 
 /// A value and where it came from: a flag or an environment variable.
@@ -187,9 +329,25 @@ pub(crate) struct Sourced<T> {
     pub(crate) from: &'static str,
 }
 
+/// A password on its way from a variable or file to [`EtcdSecurity`]:
+/// `Debug` shows `***`, so that no `{:?}` of it or of a [`Sourced`]
+/// holding it prints it.
+struct Secret(String);
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("\"***\"")
+    }
+}
+
 /// TLS files and credentials for an etcd store, checked against its URL.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+///
+/// `Debug` shows the user but not the password.
+#[derive(Clone, Default, PartialEq, Eq)]
 pub(crate) struct EtcdSecurity {
+    /// `etcds://`: TLS, trusting `cacert` if given, else the system's CA
+    /// store (as etcdctl does without `--cacert`).
+    pub(crate) tls: bool,
     pub(crate) cacert: Option<Sourced<PathBuf>>,
     /// Client certificate and its key.
     pub(crate) identity: Option<(Sourced<PathBuf>, Sourced<PathBuf>)>,
@@ -197,41 +355,161 @@ pub(crate) struct EtcdSecurity {
     pub(crate) user: Option<(String, String)>,
 }
 
+impl std::fmt::Debug for EtcdSecurity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        struct User<'a>(&'a str);
+        impl std::fmt::Debug for User<'_> {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.debug_struct("User")
+                    .field("user", &self.0)
+                    .field("password", &"***")
+                    .finish()
+            }
+        }
+        f.debug_struct("EtcdSecurity")
+            .field("tls", &self.tls)
+            .field("cacert", &self.cacert)
+            .field("identity", &self.identity)
+            .field("user", &self.user.as_ref().map(|(u, _)| User(u)))
+            .finish()
+    }
+}
+
 /// PEM contents read from the files an [`EtcdSecurity`] names.
-#[derive(Debug, Clone)]
+///
+/// `Debug` shows sizes only: the identity holds a private key.
+#[derive(Clone)]
 pub(crate) struct EtcdTlsPem {
-    pub(crate) ca: Vec<u8>,
+    /// The CA to trust; `None`: the system's CA store.
+    pub(crate) ca: Option<Vec<u8>>,
     pub(crate) identity: Option<(Vec<u8>, Vec<u8>)>,
 }
 
+impl std::fmt::Debug for EtcdTlsPem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        struct Bytes(usize);
+        impl std::fmt::Debug for Bytes {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                write!(f, "<{} bytes>", self.0)
+            }
+        }
+        let key = Secret(String::new());
+        f.debug_struct("EtcdTlsPem")
+            .field("ca", &self.ca.as_ref().map(|ca| Bytes(ca.len())))
+            .field(
+                "identity",
+                &self
+                    .identity
+                    .as_ref()
+                    .map(|(cert, _)| (Bytes(cert.len()), &key)),
+            )
+            .finish()
+    }
+}
+
 impl EtcdSecurity {
-    /// Reads the TLS files (`None` without TLS).
+    /// Reads the TLS files (`None` without TLS), checking that each holds
+    /// what its flag takes: a swapped certificate and key fail here, naming
+    /// the flags, rather than as a TLS error at connection.
     pub(crate) fn read_tls(&self) -> Result<Option<EtcdTlsPem>, String> {
-        let Some(ca) = &self.cacert else {
+        if !self.tls {
             return Ok(None);
-        };
+        }
         let identity = match &self.identity {
-            Some((cert, key)) => Some((read_pem(cert)?, read_pem(key)?)),
+            Some((cert, key)) => Some((
+                read_pem(cert, PemKind::Certificate)?,
+                read_pem(key, PemKind::PrivateKey)?,
+            )),
             None => None,
         };
         Ok(Some(EtcdTlsPem {
-            ca: read_pem(ca)?,
+            ca: match &self.cacert {
+                Some(ca) => Some(read_pem(ca, PemKind::Certificate)?),
+                None => None,
+            },
             identity,
         }))
     }
 }
 
-fn read_pem(file: &Sourced<PathBuf>) -> Result<Vec<u8>, String> {
-    let bytes = std::fs::read(&file.value)
-        .map_err(|e| format!("{} {}: {e}", file.from, file.value.display()))?;
-    if !bytes.windows(11).any(|w| w == b"-----BEGIN ") {
-        return Err(format!(
-            "{} {}: not a PEM file (no '-----BEGIN' line)",
-            file.from,
-            file.value.display()
-        ));
+/// What a PEM file must hold for the flag that names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PemKind {
+    /// `--etcd-cacert`, `--etcd-cert`: a `CERTIFICATE` block.
+    Certificate,
+    /// `--etcd-key`: a `PRIVATE KEY` block (`RSA PRIVATE KEY`, `EC …` too).
+    PrivateKey,
+}
+
+impl PemKind {
+    fn of(label: &str) -> Option<Self> {
+        if label == "CERTIFICATE" {
+            Some(Self::Certificate)
+        } else if label.ends_with("PRIVATE KEY") {
+            Some(Self::PrivateKey)
+        } else {
+            None
+        }
     }
-    Ok(bytes)
+}
+
+fn read_pem(file: &Sourced<PathBuf>, want: PemKind) -> Result<Vec<u8>, String> {
+    let name = format!("{} {}", file.from, file.value.display());
+    let bytes = std::fs::read(&file.value).map_err(|e| format!("{name}: {e}"))?;
+    let labels = pem_labels(&bytes);
+    if labels.is_empty() {
+        return Err(format!("{name}: not a PEM file (no '-----BEGIN' line)"));
+    }
+    if labels.iter().any(|l| PemKind::of(l) == Some(want)) {
+        return Ok(bytes);
+    }
+    // Name the other file the way this one was given: flag or variable.
+    let by_flag = file.from.starts_with("--");
+    let (block, hint) = match want {
+        PemKind::Certificate => (
+            "CERTIFICATE",
+            format!(
+                "is it the key? {} takes that",
+                if by_flag { "--etcd-key" } else { ENV_KEY }
+            ),
+        ),
+        PemKind::PrivateKey => (
+            "PRIVATE KEY",
+            format!(
+                "is it the certificate? {} takes that",
+                if by_flag { "--etcd-cert" } else { ENV_CERT }
+            ),
+        ),
+    };
+    let found = labels.join(", ");
+    // A block of the other kind: most likely the two files were swapped.
+    if labels.iter().any(|l| PemKind::of(l).is_some()) {
+        Err(format!(
+            "{name}: holds no {block} block, only {found} ({hint})"
+        ))
+    } else {
+        Err(format!("{name}: holds no {block} block, only {found}"))
+    }
+}
+
+/// The labels of a PEM file's `-----BEGIN LABEL-----` lines, each once,
+/// in order.
+fn pem_labels(bytes: &[u8]) -> Vec<String> {
+    let text = String::from_utf8_lossy(bytes);
+    let mut labels = Vec::<String>::new();
+    for line in text.lines() {
+        if let Some(label) = line
+            .trim()
+            .strip_prefix("-----BEGIN ")
+            .and_then(|l| l.strip_suffix("-----"))
+        {
+            let label = printable(label);
+            if !labels.contains(&label) {
+                labels.push(label);
+            }
+        }
+    }
+    labels
 }
 
 /// Resolves the `--etcd-*` flags, falling back to their environment
@@ -267,17 +545,12 @@ pub(crate) fn etcd_security(
     let cert = path(&args.etcd_cert, "--etcd-cert", ENV_CERT);
     let key = path(&args.etcd_key, "--etcd-key", ENV_KEY);
 
-    if !etcd.tls {
-        if let Some(s) = [&cacert, &cert, &key].into_iter().flatten().next() {
-            return Err(format!(
-                "{} is set, but the store {url} is plain-text etcd; write etcds://… to speak TLS",
-                s.from
-            ));
-        }
-    } else if cacert.is_none() {
+    if !etcd.tls
+        && let Some(s) = [&cacert, &cert, &key].into_iter().flatten().next()
+    {
         return Err(format!(
-            "the store {url} speaks TLS and needs the CA that signed etcd's server certificates: \
-             --etcd-cacert FILE (or {ENV_CACERT})"
+            "{} is set, but the store {url} is plain-text etcd; write etcds://… to speak TLS",
+            s.from
         ));
     }
     let identity = match (cert, key) {
@@ -319,7 +592,7 @@ pub(crate) fn etcd_security(
     let password = password(args, &var)?;
     let user = match (user, password) {
         (None, None) => None,
-        (Some(u), Some(p)) => Some((u.value, p.value)),
+        (Some(u), Some(p)) => Some((u.value, p.value.0)),
         (Some(u), None) => {
             return Err(format!(
                 "{} '{}' needs a password: set {ENV_PASSWORD}, or pass --etcd-password-file FILE \
@@ -335,6 +608,7 @@ pub(crate) fn etcd_security(
         }
     };
     Ok(EtcdSecurity {
+        tls: etcd.tls,
         cacert,
         identity,
         user,
@@ -347,7 +621,7 @@ pub(crate) fn etcd_security(
 fn password(
     args: &EtcdArgs,
     var: &impl Fn(&'static str) -> Option<OsString>,
-) -> Result<Option<Sourced<String>>, String> {
+) -> Result<Option<Sourced<Secret>>, String> {
     let file = match (&args.etcd_password_file, var(ENV_PASSWORD)) {
         (Some(f), _) => Some(("--etcd-password-file", f.clone())),
         (None, Some(p)) => {
@@ -355,7 +629,7 @@ fn password(
                 .into_string()
                 .map_err(|_| format!("{ENV_PASSWORD} is not valid UTF-8"))?;
             return Ok(Some(Sourced {
-                value,
+                value: Secret(value),
                 from: ENV_PASSWORD,
             }));
         }
@@ -365,7 +639,10 @@ fn password(
         return Ok(None);
     };
     let text = read_password_file(&path).map_err(|e| format!("{from} {}: {e}", path.display()))?;
-    Ok(Some(Sourced { value: text, from }))
+    Ok(Some(Sourced {
+        value: Secret(text),
+        from,
+    }))
 }
 
 fn read_password_file(path: &Path) -> Result<String, String> {
@@ -486,6 +763,186 @@ mod tests {
         }
     }
 
+    /// Regression: `--store etcd://root:hunter2@h:2379` printed the URL,
+    /// password included, in its error message.
+    #[test]
+    fn messages_never_quote_a_password_typed_into_the_url() {
+        for url in [
+            "etcd://root:hunter2@h:2379",
+            "etcds://root:hunter2@h:2379/ns",
+            "ETCD://root:hunter2@h:2379",
+            "etcd://root:hun/ter2@h:2379",
+            "etcd://root:hun#ter2@h:2379",
+            "etcd://root:hun?ter2@h:2379",
+            "etcd://root:hun@ter2@h:2379",
+            "etcd://a:1,root:hunter2@b:2",
+            "etcd://root:hunter2@",
+            "etcd:root:hunter2@h:2379",
+            "http://root:hunter2@h:2379",
+            "https://root:hunter2@h:2379",
+        ] {
+            let e = parse_store_url(url).expect_err(url);
+            assert!(
+                !e.contains("hunter2") && !e.contains("ter2") && !e.contains("root"),
+                "{url}: {e}"
+            );
+        }
+        let e = parse_store_url("etcd://root:hunter2@h:2379").unwrap_err();
+        assert!(
+            e.contains("--store 'etcd://***@h:2379'")
+                && e.contains("unexpected '@'")
+                && e.contains("--etcd-user"),
+            "{e}"
+        );
+        let e = parse_store_url("etcd:root:hunter2@h:2379").unwrap_err();
+        assert!(e.contains("'***@h:2379'"), "{e}");
+        assert_eq!(redacted("etcd://h:1/ns"), "etcd://h:1/ns");
+        assert_eq!(redacted("etcd://u:p@h/a@b"), "etcd://***@b");
+    }
+
+    #[test]
+    fn http_urls_as_etcdctl_takes_them_get_the_etcd_url_to_write() {
+        let e = parse_store_url("http://10.0.0.1:2379").unwrap_err();
+        assert!(
+            e.contains("--store 'http://10.0.0.1:2379'")
+                && e.contains("etcd://HOST:PORT")
+                && e.contains("(here etcd://10.0.0.1:2379)")
+                && !e.contains("unknown scheme"),
+            "{e}"
+        );
+        let e = parse_store_url("https://a:2379,https://b:2379").unwrap_err();
+        assert!(
+            e.contains("etcds://HOST:PORT")
+                && e.contains("(here etcds://a:2379,b:2379)")
+                && e.contains("--etcd-cacert"),
+            "{e}"
+        );
+        let e = parse_store_url("HTTP://h").unwrap_err();
+        assert!(e.contains("(here etcd://h:2379)"), "{e}");
+        // Nothing to spell out: the general form only.
+        let e = parse_store_url("http:h").unwrap_err();
+        assert!(e.contains("etcd://HOST:PORT") && !e.contains("here"), "{e}");
+    }
+
+    /// Regression: `etcd://http://h:2379` said "endpoint 'http:' … port ''".
+    #[test]
+    fn a_scheme_inside_the_endpoint_list_is_named() {
+        for url in [
+            "etcd://http://h:2379",
+            "etcd://a:2379,etcd://b:2379",
+            "etcds://https://h:2379/ns",
+        ] {
+            let e = parse_store_url(url).expect_err(url);
+            assert!(
+                e.contains("list endpoints as HOST:PORT after one etcd://")
+                    && e.contains("etcd://a:2379,b:2379")
+                    && !e.contains("port ''"),
+                "{url}: {e}"
+            );
+        }
+    }
+
+    /// Regression: `etcd://::1` said "has no host", `etcd://fe80::1`
+    /// "port ':1'".
+    #[test]
+    fn ipv6_without_brackets_gets_the_bracketed_form() {
+        for (url, fix) in [
+            ("etcd://::1", "brackets: [::1]"),
+            ("etcd://fe80::1", "brackets: [fe80::1]"),
+            ("etcd://2001:db8::1:2379", "brackets: [2001:db8::1]:2379"),
+            ("etcd://a:1,::1:2379", "brackets: [::1]:2379"),
+            ("etcd://a:1:2", "brackets: [ADDRESS]:PORT"),
+        ] {
+            let e = parse_store_url(url).expect_err(url);
+            assert!(
+                e.contains("IPv6 addresses go in brackets") && e.contains(fix),
+                "{url}: {e}"
+            );
+            assert!(
+                !e.contains("has no host") && !e.contains("port '"),
+                "{url}: {e}"
+            );
+        }
+        let e = parse_store_url("etcd://2001:db8::1:2379").unwrap_err();
+        assert!(e.contains("or [2001:db8::1:2379] if all of it"), "{e}");
+    }
+
+    #[test]
+    fn schemes_are_case_insensitive() {
+        assert_eq!(parse_store_url("ETCD://h:1"), Ok(etcd(false, &["h:1"], "")));
+        assert_eq!(
+            parse_store_url("Etcds://h/ns"),
+            Ok(etcd(true, &["h:2379"], "/ns/"))
+        );
+        assert_eq!(
+            parse_store_url("SQLite:/x.db"),
+            Ok(StoreUrl::Sqlite("/x.db".into()))
+        );
+        let e = parse_store_url("CONSUL://h:1").unwrap_err();
+        assert!(e.contains("not supported by this build"), "{e}");
+        let e = parse_store_url("Mongo://h").unwrap_err();
+        assert!(e.contains("unknown scheme 'Mongo'"), "{e}");
+    }
+
+    /// Regression: `u16::from_str` takes a leading '+', so `etcd://h:+80`
+    /// was port 80.
+    #[test]
+    fn ports_are_digits_only() {
+        for (url, port) in [
+            ("etcd://h:+80", "'+80'"),
+            ("etcd://[::1]:+1", "'+1'"),
+            ("etcd://h:-1", "'-1'"),
+            ("etcd://h:٣", "'٣'"),
+        ] {
+            let e = parse_store_url(url).expect_err(url);
+            assert!(
+                e.contains(&format!("port {port} is not a number from 1 to 65535")),
+                "{url}: {e}"
+            );
+        }
+        assert_eq!(
+            parse_store_url("etcd://h:02379"),
+            Ok(etcd(false, &["h:2379"], ""))
+        );
+    }
+
+    #[test]
+    fn namespaces_are_checked() {
+        let e = parse_store_url("etcd://h:1/svc/a b").unwrap_err();
+        assert!(
+            e.contains("the namespace '/svc/a b' contains a space"),
+            "{e}"
+        );
+        let e = parse_store_url("etcd://h:1/a\tb").unwrap_err();
+        assert!(
+            e.contains("the namespace '/a\\tb' contains a control character") && !e.contains('\t'),
+            "{e}"
+        );
+        let e = parse_store_url("etcd://h:1/a\u{1b}[2Jb").unwrap_err();
+        assert!(
+            !e.contains('\u{1b}') && e.contains("control character"),
+            "{e}"
+        );
+        let e = parse_store_url("etcd://h:1/a%20b").unwrap_err();
+        assert!(
+            e.contains("the namespace '/a%20b' contains '%'") && e.contains("percent-decode"),
+            "{e}"
+        );
+        let e = parse_store_url("etcd://h:1/a//b").unwrap_err();
+        assert!(e.contains("namespace '/a//b' has an empty segment"), "{e}");
+    }
+
+    #[test]
+    fn supported_names_the_default_port_and_the_namespace() {
+        assert!(SUPPORTED.contains("[/NAMESPACE]"), "{SUPPORTED}");
+        assert!(
+            SUPPORTED.contains(&format!("PORT defaults to {ETCD_DEFAULT_PORT}")),
+            "{SUPPORTED}"
+        );
+        let e = parse_store_url("mongo://x").unwrap_err();
+        assert!(e.contains("PORT defaults to 2379"), "{e}");
+    }
+
     fn no_env(_: &str) -> Option<OsString> {
         None
     }
@@ -494,13 +951,16 @@ mod tests {
         move |k| pairs.iter().find(|(n, _)| *n == k).map(|(_, v)| v.into())
     }
 
+    const CERT_PEM: &str = "-----BEGIN CERTIFICATE-----\nAA==\n-----END CERTIFICATE-----\n";
+    const KEY_PEM: &str = "-----BEGIN PRIVATE KEY-----\nS0VZ\n-----END PRIVATE KEY-----\n";
+
     fn pem_file(dir: &tempfile::TempDir, name: &str) -> PathBuf {
+        write_file(dir, name, CERT_PEM)
+    }
+
+    fn write_file(dir: &tempfile::TempDir, name: &str, text: &str) -> PathBuf {
         let p = dir.path().join(name);
-        std::fs::write(
-            &p,
-            "-----BEGIN CERTIFICATE-----\nAA==\n-----END CERTIFICATE-----\n",
-        )
-        .unwrap();
+        std::fs::write(&p, text).unwrap();
         p
     }
 
@@ -521,7 +981,7 @@ mod tests {
     }
 
     #[test]
-    fn tls_files_need_etcds_and_etcds_needs_a_ca() {
+    fn tls_files_need_etcds_and_etcds_trusts_its_ca_or_the_system_store() {
         let plain = parse_store_url("etcd://h:1").unwrap();
         let tls = parse_store_url("etcds://h:1").unwrap();
         let args = EtcdArgs {
@@ -536,8 +996,11 @@ mod tests {
         let e =
             etcd_security(&EtcdArgs::default(), &plain, env_of(&[(ENV_CERT, "/c")])).unwrap_err();
         assert!(e.contains(ENV_CERT), "{e}");
-        let e = etcd_security(&EtcdArgs::default(), &tls, no_env).unwrap_err();
-        assert!(e.contains("--etcd-cacert FILE"), "{e}");
+        // Without a CA file, the system's CA store.
+        let system = etcd_security(&EtcdArgs::default(), &tls, no_env).unwrap();
+        assert!(system.tls && system.cacert.is_none());
+        let pem = system.read_tls().unwrap().expect("tls");
+        assert!(pem.ca.is_none() && pem.identity.is_none());
         let ok = etcd_security(&args, &tls, no_env).unwrap();
         assert_eq!(ok.cacert.unwrap().from, "--etcd-cacert");
         // The flag wins over the variable.
@@ -646,7 +1109,7 @@ mod tests {
             .read_tls()
             .unwrap()
             .expect("tls");
-        assert!(pem.ca.starts_with(b"-----BEGIN"));
+        assert!(pem.ca.expect("a CA").starts_with(b"-----BEGIN"));
         let bad = EtcdArgs {
             etcd_cacert: Some(junk),
             ..EtcdArgs::default()
@@ -668,5 +1131,148 @@ mod tests {
             .read_tls()
             .unwrap_err();
         assert!(e.contains("gone.pem"), "{e}");
+    }
+
+    /// Regression: `EtcdSecurity` derived `Debug`, password included.
+    #[test]
+    fn debug_output_hides_passwords_and_keys() {
+        let url = parse_store_url("etcd://h:1").unwrap();
+        let args = EtcdArgs {
+            etcd_user: Some("root".into()),
+            ..EtcdArgs::default()
+        };
+        let sec = etcd_security(&args, &url, env_of(&[(ENV_PASSWORD, "s3cret")])).unwrap();
+        let shown = format!("{sec:?}");
+        assert!(
+            shown.contains("\"root\"")
+                && shown.contains("password: \"***\"")
+                && !shown.contains("s3cret"),
+            "{shown}"
+        );
+        let pw = password(&EtcdArgs::default(), &|k| {
+            env_of(&[(ENV_PASSWORD, "s3cret")])(k)
+        })
+        .unwrap()
+        .expect("a password");
+        let shown = format!("{pw:?}");
+        assert!(
+            shown.contains("***") && !shown.contains("s3cret"),
+            "{shown}"
+        );
+        let pem = EtcdTlsPem {
+            ca: Some(b"CA".to_vec()),
+            identity: Some((b"CERT".to_vec(), b"KEYMATERIAL".to_vec())),
+        };
+        let shown = format!("{pem:?}");
+        assert!(
+            shown.contains("<2 bytes>") && shown.contains("***") && !shown.contains("KEYMATERIAL"),
+            "{shown}"
+        );
+    }
+
+    /// Regression: a certificate given as `--etcd-key` (or the key as
+    /// `--etcd-cert`) passed as PEM and failed only as a TLS error.
+    #[test]
+    fn pem_files_must_hold_what_their_flag_takes() {
+        let dir = tempfile::tempdir().unwrap();
+        let tls = parse_store_url("etcds://h:1").unwrap();
+        let ca = pem_file(&dir, "ca.pem");
+        let cert = pem_file(&dir, "cert.pem");
+        let key = write_file(&dir, "key.pem", KEY_PEM);
+        let read = |args: &EtcdArgs, env: &'static [(&'static str, &'static str)]| {
+            etcd_security(args, &tls, env_of(env)).unwrap().read_tls()
+        };
+        let right = EtcdArgs {
+            etcd_cacert: Some(ca.clone()),
+            etcd_cert: Some(cert.clone()),
+            etcd_key: Some(key.clone()),
+            ..EtcdArgs::default()
+        };
+        let pem = read(&right, &[]).unwrap().expect("tls");
+        assert_eq!(pem.identity, Some((CERT_PEM.into(), KEY_PEM.into())));
+
+        let swapped = EtcdArgs {
+            etcd_cert: Some(key.clone()),
+            etcd_key: Some(cert.clone()),
+            ..right.clone()
+        };
+        let e = read(&swapped, &[]).unwrap_err();
+        assert!(
+            e.contains(&format!("--etcd-cert {}", key.display()))
+                && e.contains("holds no CERTIFICATE block, only PRIVATE KEY")
+                && e.contains("(is it the key? --etcd-key takes that)"),
+            "{e}"
+        );
+        let key_is_cert = EtcdArgs {
+            etcd_key: Some(cert.clone()),
+            ..right.clone()
+        };
+        let e = read(&key_is_cert, &[]).unwrap_err();
+        assert!(
+            e.contains(&format!(
+                "--etcd-key {}: holds no PRIVATE KEY block",
+                cert.display()
+            )) && e.contains("only CERTIFICATE")
+                && e.contains("(is it the certificate? --etcd-cert takes that)"),
+            "{e}"
+        );
+        let ca_is_key = EtcdArgs {
+            etcd_cacert: Some(key.clone()),
+            ..EtcdArgs::default()
+        };
+        let e = read(&ca_is_key, &[]).unwrap_err();
+        assert!(
+            e.contains("--etcd-cacert")
+                && e.contains("holds no CERTIFICATE block, only PRIVATE KEY"),
+            "{e}"
+        );
+
+        // Given by variables: the messages name the variables.
+        let e = etcd_security(
+            &EtcdArgs {
+                etcd_cacert: Some(ca.clone()),
+                ..EtcdArgs::default()
+            },
+            &tls,
+            |k: &str| match k {
+                ENV_CERT => Some(cert.clone().into()),
+                ENV_KEY => Some(cert.clone().into()),
+                _ => None,
+            },
+        )
+        .unwrap()
+        .read_tls()
+        .unwrap_err();
+        assert!(
+            e.contains("REGENT_ETCD_KEY") && e.contains("REGENT_ETCD_CERT takes that"),
+            "{e}"
+        );
+
+        // Other key labels count; other blocks are named, without a hint.
+        let rsa = write_file(
+            &dir,
+            "rsa.pem",
+            "-----BEGIN RSA PRIVATE KEY-----\r\nAA==\r\n-----END RSA PRIVATE KEY-----\r\n",
+        );
+        let csr = write_file(
+            &dir,
+            "csr.pem",
+            "-----BEGIN CERTIFICATE REQUEST-----\nAA==\n-----END CERTIFICATE REQUEST-----\n",
+        );
+        let rsa_key = EtcdArgs {
+            etcd_key: Some(rsa),
+            ..right.clone()
+        };
+        assert!(read(&rsa_key, &[]).is_ok());
+        let csr_cert = EtcdArgs {
+            etcd_cert: Some(csr),
+            ..right
+        };
+        let e = read(&csr_cert, &[]).unwrap_err();
+        assert!(
+            e.contains("holds no CERTIFICATE block, only CERTIFICATE REQUEST")
+                && !e.contains("is it"),
+            "{e}"
+        );
     }
 }

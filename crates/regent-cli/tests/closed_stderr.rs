@@ -70,3 +70,22 @@ fn a_killed_regent_with_a_dead_stderr_still_takes_its_command_down() {
     }
     assert!(gone, "the command outlived its killed regent");
 }
+
+/// Regression: with stderr a closed pipe, the first retry warning made the
+/// log subscriber fail to write and then panic (exit 101) instead of the
+/// documented exit 3 for an unreachable store.
+#[test]
+fn retry_warnings_into_a_dead_stderr_still_end_with_exit_3() {
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let status = Command::new(REGENT)
+        // Port 1: nothing listens there, the connection is refused.
+        .args(["status", "--store", "etcd://127.0.0.1:1", "--election", "e"])
+        .env("REGENT_START_RETRY", "1s")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(writer)
+        .status()
+        .unwrap();
+    assert_eq!(status.code(), Some(3), "{status:?}");
+}

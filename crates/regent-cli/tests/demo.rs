@@ -1,5 +1,6 @@
 //! `regent demo`: finishes, prints the failover table with a measured time
-//! for each failure, and leaves no process behind.
+//! for each failure, and leaves no process behind — on its default SQLite
+//! file, and on etcd with the `--etcd-*` flags passed on to its candidates.
 //!
 //! This binary holds one test because it makes the test process a child
 //! subreaper: every process the demo leaves behind is reparented here,
@@ -20,12 +21,53 @@ fn demo_with_three_candidates_prints_three_measured_failovers_and_cleans_up() {
     let me = rustix::process::getpid();
     rustix::process::set_child_subreaper(Some(me)).expect("PR_SET_CHILD_SUBREAPER");
     let me = me.as_raw_nonzero().get();
+    demo(me, &[], None);
 
+    // On etcd with a user: the flags reach every candidate (a candidate
+    // without them could not authenticate, and the demo would not finish).
+    let etcd = regent_testkit::engines::Etcd::builder()
+        .auth("demo-user", "demo-secret")
+        .start()
+        .unwrap_or_else(|e| panic!("cannot start etcd: {e}"));
+    let dir = tempfile::tempdir().unwrap();
+    let password = dir.path().join("password");
+    std::fs::write(&password, "demo-secret\n").unwrap();
+    let store = format!("etcd://{}/demos", etcd.endpoint());
+    let etcd_pid = etcd.pid().map(|p| i32::try_from(p).unwrap());
+    demo(
+        me,
+        &[
+            "--store",
+            &store,
+            "--election",
+            "etcd-demo",
+            "--etcd-user",
+            "demo-user",
+            "--etcd-password-file",
+            password.to_str().unwrap(),
+        ],
+        etcd_pid,
+    );
+    let keys = etcd
+        .etcdctl(["get", "--prefix", "--keys-only", "/demos/"])
+        .stdout;
+    assert!(
+        String::from_utf8_lossy(&keys).trim().is_empty(),
+        "the demo left keys behind: {}",
+        String::from_utf8_lossy(&keys)
+    );
+}
+
+/// Runs `regent demo --candidates 3 --ttl 1s EXTRA` as a child of this
+/// subreaper (`me`) and checks its table and that nothing is left behind
+/// (but `ours`, the test's own etcd, also a child of `me`).
+fn demo(me: i32, extra: &[&str], ours: Option<i32>) {
     let dir = tempfile::tempdir().unwrap();
     let out_path = dir.path().join("demo.out");
     let err_path = dir.path().join("demo.err");
     let mut demo = Command::new(REGENT)
         .args(["demo", "--candidates", "3", "--ttl", "1s"])
+        .args(extra)
         .stdin(Stdio::null())
         .stdout(std::fs::File::create(&out_path).unwrap())
         .stderr(std::fs::File::create(&err_path).unwrap())
@@ -67,7 +109,7 @@ fn demo_with_three_candidates_prints_three_measured_failovers_and_cleans_up() {
     std::thread::sleep(Duration::from_millis(200));
     let orphans: Vec<(i32, String)> = descendants(me)
         .into_iter()
-        .filter(|&p| alive(p))
+        .filter(|&p| alive(p) && Some(p) != ours)
         .map(|p| (p, cmdline(p)))
         .collect();
     let survivors: Vec<(i32, String)> = seen

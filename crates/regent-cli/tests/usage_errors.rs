@@ -136,6 +136,13 @@ fn bad_etcd_settings() {
     let ca = dir.path().join("ca.pem");
     std::fs::write(&ca, "no pem here").unwrap();
     let ca = ca.to_str().unwrap();
+    let cert = dir.path().join("cert.pem");
+    std::fs::write(
+        &cert,
+        "-----BEGIN CERTIFICATE-----\nAA==\n-----END CERTIFICATE-----\n",
+    )
+    .unwrap();
+    let cert = cert.to_str().unwrap();
     let sqlite = format!("sqlite:{}", dir.path().join("e.db").display());
     for (extra, expected) in [
         (
@@ -151,8 +158,48 @@ fn bad_etcd_settings() {
             vec!["unexpected '@'", "--etcd-user"],
         ),
         (
-            vec!["--store", "etcds://127.0.0.1:1"],
-            vec!["speaks TLS", "--etcd-cacert FILE"],
+            vec!["--store", "etcd://root:hunter2@127.0.0.1:1"],
+            vec!["--store 'etcd://***@127.0.0.1:1'", "unexpected '@'"],
+        ),
+        (
+            vec!["--store", "http://127.0.0.1:1"],
+            vec!["etcd://HOST:PORT", "etcd://127.0.0.1:1"],
+        ),
+        (
+            vec!["--store", "etcd://http://127.0.0.1:1"],
+            vec!["list endpoints as HOST:PORT after one etcd://"],
+        ),
+        (
+            vec!["--store", "etcd://::1"],
+            vec!["IPv6 addresses go in brackets: [::1]"],
+        ),
+        (vec!["--store", "etcd://127.0.0.1:+1"], vec!["port '+1'"]),
+        (
+            vec!["--store", "etcd://127.0.0.1:1/a%20b"],
+            vec!["namespace '/a%20b'", "percent-decode"],
+        ),
+        (
+            // Schemes are case-insensitive: the URL is accepted, and the
+            // user without a password is what is wrong.
+            vec!["--store", "ETCD://127.0.0.1:1", "--etcd-user", "root"],
+            vec!["--etcd-user 'root' needs a password"],
+        ),
+        (
+            vec![
+                "--store",
+                "etcds://127.0.0.1:1",
+                "--etcd-cacert",
+                cert,
+                "--etcd-cert",
+                cert,
+                "--etcd-key",
+                cert,
+            ],
+            vec![
+                "--etcd-key",
+                "holds no PRIVATE KEY block",
+                "--etcd-cert takes that",
+            ],
         ),
         (
             vec!["--store", "etcd://127.0.0.1:1", "--etcd-cacert", ca],
@@ -178,6 +225,22 @@ fn bad_etcd_settings() {
         args.extend_from_slice(&extra);
         usage_error(&args, &expected);
     }
+    // Regression: a password typed into the URL was printed back.
+    let out = run_bounded(
+        &[
+            "status",
+            "--election",
+            "e",
+            "--store",
+            "etcd://root:hunter2@127.0.0.1:1",
+        ],
+        Duration::from_secs(10),
+    );
+    assert!(
+        !out.stderr.contains("hunter2"),
+        "the password is printed:\n{}",
+        out.stderr
+    );
 }
 
 #[test]

@@ -81,7 +81,7 @@ impl fmt::Display for ErrorKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             ErrorKind::Unavailable => "store unavailable",
-            ErrorKind::Auth => "store refused authentication",
+            ErrorKind::Auth => "store refused the credentials or the permission",
             ErrorKind::Config => "store misconfigured",
             ErrorKind::Corrupt => "unexpected data in the store",
             ErrorKind::Protocol => "store broke its contract",

@@ -133,8 +133,13 @@
 //!   NAMESPACE`). Errors of `connect` name the user, never the password,
 //!   and neither does the builder's `Debug`.
 //! * **TLS** (cargo feature `tls`: rustls with ring; the setters exist only
-//!   with it): `EtcdStoreBuilder::tls_ca_pem` is the only CA trusted (there
-//!   are no system roots), `tls_client_identity_pem` answers etcd's
+//!   with it): the store trusts the CAs it is told to, and no other.
+//!   `EtcdStoreBuilder::tls_ca_pem` trusts one CA (etcd's `--cacert`);
+//!   `tls_system_roots` trusts the system's trust store (etcdctl's default
+//!   without `--cacert`); with both, both are trusted. The system's store
+//!   is read at `connect` (on Linux the files OpenSSL uses; `SSL_CERT_FILE`
+//!   and `SSL_CERT_DIR` replace them when set), and one without any
+//!   certificate fails `connect` with `Config`. `tls_client_identity_pem` answers etcd's
 //!   `--client-cert-auth`, and `tls_domain_name` is the name the server
 //!   certificate must carry when the endpoints' hosts are not. Once a TLS setter is
 //!   called, endpoints without a scheme use `https://`; an `http://` endpoint
@@ -150,8 +155,8 @@
 //! | --- | --- | --- |
 //! | a wrong user or password | [`Auth`](regent_core::ErrorKind::Auth) | `connect` |
 //! | no user while etcd's authentication is on | [`Auth`](regent_core::ErrorKind::Auth) | the first call (`user name is empty`; `permission denied` with a client certificate that names no user) |
-//! | a server certificate not signed by the trusted CA, or not for the endpoint's host (or `tls_domain_name`) | [`Config`](regent_core::ErrorKind::Config) | the first request: `connect` with a user, else the first call |
-//! | a PEM text without its certificate or key, a key that does not match its certificate, an invalid server name | [`Config`](regent_core::ErrorKind::Config) | `connect` |
+//! | a server certificate not signed by a trusted CA, or not for the endpoint's host (or `tls_domain_name`) | [`Config`](regent_core::ErrorKind::Config) | the first request: `connect` with a user, else the first call |
+//! | a PEM text without its certificate or key, a key that does not match its certificate, an invalid server name, system roots from a trust store without any certificate | [`Config`](regent_core::ErrorKind::Config) | `connect` |
 //! | no client certificate, or one of another CA, where etcd requires one | [`Auth`](regent_core::ErrorKind::Auth) or [`Unavailable`](regent_core::ErrorKind::Unavailable) | the first request, at once |
 //! | a plaintext client on etcd's TLS port, or a TLS client on a plaintext port | [`Unavailable`](regent_core::ErrorKind::Unavailable) | the first request, at once |
 //!

@@ -112,9 +112,10 @@ impl EtcdStoreBuilder {
         self
     }
 
-    /// Speaks TLS to etcd, trusting the CA certificate `ca_pem` (PEM; the
-    /// only CA trusted, no system roots). Endpoints without a scheme then
-    /// use `https://`.
+    /// Speaks TLS to etcd, trusting the CA certificate `ca_pem` (PEM, etcd's
+    /// `--cacert`). It is the only CA trusted unless
+    /// [`tls_system_roots`](Self::tls_system_roots) adds the system's.
+    /// Endpoints without a scheme then use `https://`.
     #[cfg(feature = "tls")]
     pub fn tls_ca_pem(mut self, ca_pem: impl AsRef<[u8]>) -> Self {
         if !pem_holds(ca_pem.as_ref(), PEM_CERTIFICATE) {
@@ -123,6 +124,26 @@ impl EtcdStoreBuilder {
         }
         let tls = self.tls.take().unwrap_or_default();
         self.tls = Some(tls.ca_certificate(etcd_client::Certificate::from_pem(ca_pem)));
+        self
+    }
+
+    /// Speaks TLS to etcd, trusting the certificates of the system's trust
+    /// store, as etcdctl does without `--cacert`: for a managed etcd or one
+    /// whose certificate a CA installed on the host signed. Endpoints
+    /// without a scheme then use `https://`.
+    ///
+    /// With [`tls_ca_pem`](Self::tls_ca_pem) as well, both are trusted. The
+    /// store is read at [`connect`](Self::connect), by rustls-native-certs:
+    /// on Linux and the BSDs the files OpenSSL uses (`/etc/ssl/certs`), on
+    /// macOS the keychains, on Windows the system store. When
+    /// `SSL_CERT_FILE` or `SSL_CERT_DIR` is set, the certificates there
+    /// (PEM) replace the platform's. A trust store without any certificate
+    /// fails `connect` with [`ErrorKind::Config`] ("no native certs found"),
+    /// even with `tls_ca_pem`.
+    #[cfg(feature = "tls")]
+    pub fn tls_system_roots(mut self) -> Self {
+        let tls = self.tls.take().unwrap_or_default();
+        self.tls = Some(tls.with_native_roots());
         self
     }
 
@@ -165,8 +186,9 @@ impl EtcdStoreBuilder {
     /// [`ErrorKind::Config`] for no endpoints, a malformed endpoint, a zero
     /// request timeout, TLS settings that cannot be used (a PEM text without
     /// its certificate or key, a key that does not match its certificate,
-    /// an invalid server name) and, with a user, a server certificate that
-    /// fails verification; [`ErrorKind::Auth`] for refused credentials;
+    /// an invalid server name, `tls_system_roots` with no certificate in
+    /// the system's trust store) and, with a user, a server certificate
+    /// that fails verification; [`ErrorKind::Auth`] for refused credentials;
     /// [`ErrorKind::Unavailable`] when authenticating could not reach the
     /// cluster. See the [crate docs](crate#tls-and-authentication).
     ///

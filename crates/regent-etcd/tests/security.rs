@@ -216,6 +216,184 @@ async fn a_server_certificate_the_store_cannot_verify_is_a_config_error() {
     assert_eq!(err.kind(), ErrorKind::Config, "{}", full_message(&err));
 }
 
+/// The test that [`run_in_child`] runs again, in a child process.
+const SYSTEM_ROOTS_TEST: &str = "system_roots_trust_the_system_store_alone_or_with_a_ca_pem";
+
+/// Set in a child of [`SYSTEM_ROOTS_TEST`]: which [`SystemStore`] its
+/// `SSL_CERT_FILE` is, by [`SystemStore::name`].
+const CHILD_CASE: &str = "REGENT_TEST_SYSTEM_STORE";
+/// Set in a child: the member's `https://` URL.
+const CHILD_URL: &str = "REGENT_TEST_ETCD_URL";
+/// Set in a child: the member's CA certificate file.
+const CHILD_CA: &str = "REGENT_TEST_CA_CERT";
+/// Set in a child: a CA certificate file that cannot verify the member.
+const CHILD_OTHER_CA: &str = "REGENT_TEST_OTHER_CA_CERT";
+
+/// What the system's trust store holds in a child: rustls-native-certs
+/// reads `SSL_CERT_FILE` instead of the platform's store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SystemStore {
+    /// The member's CA.
+    TheCa,
+    /// Only a CA that cannot verify the member.
+    AnotherCa,
+    /// No certificate at all.
+    Nothing,
+}
+
+impl SystemStore {
+    const ALL: [Self; 3] = [Self::TheCa, Self::AnotherCa, Self::Nothing];
+
+    fn name(self) -> &'static str {
+        match self {
+            Self::TheCa => "the-ca",
+            Self::AnotherCa => "another-ca",
+            Self::Nothing => "nothing",
+        }
+    }
+}
+
+/// `tls_system_roots` trusts the system's store, which `SSL_CERT_FILE`
+/// stands in for. Setting it in this multi-threaded process would race the
+/// other tests, so each [`SystemStore`] is checked by this test run again
+/// in a child process with its own environment.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn system_roots_trust_the_system_store_alone_or_with_a_ca_pem() {
+    if let Ok(case) = std::env::var(CHILD_CASE) {
+        let store = SystemStore::ALL
+            .into_iter()
+            .find(|s| s.name() == case)
+            .unwrap_or_else(|| panic!("unknown {CHILD_CASE}={case}"));
+        system_roots_checks(store).await;
+        println!("{}", child_ran(store));
+        return;
+    }
+    let etcd = start(Etcd::builder().tls(EtcdTls::Server)).await;
+    let files = etcd.tls_files().unwrap();
+    for store in SystemStore::ALL {
+        let cert_file = match store {
+            SystemStore::TheCa => files.ca_cert(),
+            SystemStore::AnotherCa => files.other_ca_cert(),
+            // A PEM file without a certificate.
+            SystemStore::Nothing => files.client_key(),
+        };
+        run_in_child(
+            store,
+            &[
+                ("SSL_CERT_FILE", cert_file.as_os_str()),
+                (CHILD_URL, etcd.client_url().as_ref()),
+                (CHILD_CA, files.ca_cert().as_os_str()),
+                (CHILD_OTHER_CA, files.other_ca_cert().as_os_str()),
+            ],
+        )
+        .await;
+    }
+}
+
+/// What a child prints once its checks of `store` passed.
+fn child_ran(store: SystemStore) -> String {
+    format!("system store checked in a child: {}", store.name())
+}
+
+/// Runs [`SYSTEM_ROOTS_TEST`] in a child process of this test binary, for
+/// `store`, with `envs` set and no `SSL_CERT_DIR` (it would add to
+/// `SSL_CERT_FILE`); fails unless the child ran its checks and passed.
+async fn run_in_child(store: SystemStore, envs: &[(&str, &std::ffi::OsStr)]) {
+    let child = tokio::process::Command::new(std::env::current_exe().unwrap())
+        .args([SYSTEM_ROOTS_TEST, "--exact", "--nocapture"])
+        .env_remove("SSL_CERT_DIR")
+        .env(CHILD_CASE, store.name())
+        .envs(envs.iter().copied())
+        .output()
+        .await
+        .unwrap();
+    let out = format!(
+        "{}{}",
+        String::from_utf8_lossy(&child.stdout),
+        String::from_utf8_lossy(&child.stderr)
+    );
+    assert!(child.status.success(), "{store:?}: child failed:\n{out}");
+    assert!(
+        out.contains(&child_ran(store)),
+        "{store:?}: child did not run:\n{out}"
+    );
+}
+
+/// The checks in a child whose system store is `store`.
+async fn system_roots_checks(store: SystemStore) {
+    let var = |name: &str| std::env::var(name).unwrap_or_else(|_| panic!("{name} is set"));
+    let url = var(CHILD_URL);
+    let ca = pem(Path::new(&var(CHILD_CA)));
+    let other_ca = pem(Path::new(&var(CHILD_OTHER_CA)));
+    // The bare host:port: tls_system_roots alone must choose https://.
+    let bare = url.trim_start_matches("https://").to_owned();
+    let system = || store_builder([bare.clone()]).tls_system_roots();
+    let e = common::election("system-roots");
+
+    let wins = async |builder: EtcdStoreBuilder, case: &str| {
+        let store = builder
+            .connect()
+            .await
+            .unwrap_or_else(|err| panic!("{case}: {}", full_message(&err)));
+        let e = common::election("system-roots");
+        match try_acquire(&store, &e).await {
+            Ok(Acquire::Won(_)) => {}
+            Ok(other) => panic!("{case}: {other:?}"),
+            Err(err) => panic!("{case}: {}", full_message(&err)),
+        }
+    };
+    let unverified = async |builder: EtcdStoreBuilder, case: &str| {
+        let store = builder.connect().await.unwrap();
+        let err = expect_prompt_error(timed(try_acquire(&store, &e)).await);
+        assert_eq!(
+            err.kind(),
+            ErrorKind::Config,
+            "{case}: {}",
+            full_message(&err)
+        );
+        assert!(
+            err.to_string().contains("certificate failed verification")
+                && err.to_string().contains("UnknownIssuer"),
+            "{case}: {err}"
+        );
+    };
+    match store {
+        SystemStore::TheCa => {
+            wins(system(), "system roots alone").await;
+            wins(system().tls_ca_pem(&other_ca), "system roots and a CA PEM").await;
+            // Without tls_system_roots the system's store is not consulted.
+            unverified(
+                store_builder([url.clone()]).tls_ca_pem(&other_ca),
+                "a CA PEM alone",
+            )
+            .await;
+            unverified(store_builder([url.clone()]), "an https:// URL alone").await;
+        }
+        SystemStore::AnotherCa => {
+            unverified(system(), "system roots alone").await;
+            wins(system().tls_ca_pem(&ca), "a CA PEM and system roots").await;
+        }
+        SystemStore::Nothing => {
+            for (case, builder) in [
+                ("system roots alone", system()),
+                ("system roots and a CA PEM", system().tls_ca_pem(&ca)),
+            ] {
+                let err = builder.connect().await.expect_err(case);
+                assert_eq!(
+                    err.kind(),
+                    ErrorKind::Config,
+                    "{case}: {}",
+                    full_message(&err)
+                );
+                assert!(
+                    err.to_string().contains("no native certs found"),
+                    "{case}: {err}"
+                );
+            }
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unusable_tls_settings_are_config_errors_at_connect() {
     // Only the files are needed; nothing below reaches etcd.

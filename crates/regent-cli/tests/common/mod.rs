@@ -295,7 +295,16 @@ impl Sandbox {
     /// # Panics
     ///
     /// If its store is not etcd.
-    pub fn etcd_engine(&mut self) -> &mut regent_testkit::engines::Etcd {
+    pub fn etcd_engine(&self) -> &regent_testkit::engines::Etcd {
+        self.etcd.as_ref().expect("a sandbox with etcd")
+    }
+
+    /// [`Self::etcd_engine`], to kill or restart it.
+    ///
+    /// # Panics
+    ///
+    /// If its store is not etcd.
+    pub fn etcd_engine_mut(&mut self) -> &mut regent_testkit::engines::Etcd {
         self.etcd.as_mut().expect("a sandbox with etcd")
     }
 

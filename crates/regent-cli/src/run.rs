@@ -42,7 +42,8 @@ impl Stops {
         })
     }
 
-    /// Completes on SIGTERM, SIGINT, or the lifeline closing.
+    /// Completes on SIGTERM, SIGINT, or the lifeline closing. The lifeline
+    /// closes once: after that only a signal counts as a second stop.
     async fn next(&mut self) {
         let lifeline = async {
             match &mut self.lifeline {
@@ -57,10 +58,16 @@ impl Stops {
                 None => std::future::pending().await,
             }
         };
-        tokio::select! {
-            _ = self.term.recv() => {}
-            _ = self.int.recv() => {}
-            () = lifeline => {}
+        let closed = tokio::select! {
+            _ = self.term.recv() => false,
+            _ = self.int.recv() => false,
+            () = lifeline => true,
+        };
+        if closed {
+            // Regression: a closed stdin reads EOF again at once, which made
+            // the graceful stop it began end as a "second signal" (exit
+            // 130) before the lease was released.
+            self.lifeline = None;
         }
     }
 }

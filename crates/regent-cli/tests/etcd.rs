@@ -349,3 +349,35 @@ fn a_user_without_write_permission_is_exit_2_naming_the_prefix() {
         out.stderr
     );
 }
+
+/// Regression: a follower stopped by SIGTERM left its key in line until
+/// its lease expired, so when the leader then stopped too, the election
+/// showed a leader that was gone and the next candidate waited a ttl.
+#[test]
+fn a_stopped_follower_takes_its_key_out_of_line_at_once() {
+    let mut sb = Sandbox::etcd();
+    sb.candidate("c1", "10s", &[]);
+    let term = sb.first_start(Duration::from_secs(10));
+    let c2 = sb.candidate("c2", "10s", &[]);
+    let keys = |sb: &Sandbox| {
+        let out = sb
+            .etcd_engine()
+            .etcdctl(["get", "--prefix", "--keys-only", "e/"])
+            .stdout;
+        String::from_utf8_lossy(&out)
+            .lines()
+            .filter(|l| !l.is_empty())
+            .count()
+    };
+    wait_for(
+        Duration::from_secs(10),
+        "c2's key in line",
+        || (keys(&sb) == 2).then_some(()),
+        || sb.report(),
+    );
+    sb.regent(c2).signal(rustix::process::Signal::TERM);
+    let status = sb.regent(c2).wait_exit(Duration::from_secs(5));
+    assert_eq!(status.code(), Some(0), "{}", sb.report());
+    assert_eq!(keys(&sb), 1, "c2's key outlived c2\n{}", sb.report());
+    assert_eq!(sb.status()["leader"]["token"], term.token);
+}

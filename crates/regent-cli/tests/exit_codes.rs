@@ -105,7 +105,46 @@ fn a_second_signal_exits_at_once_and_the_command_still_dies(mut sb: Sandbox) {
     );
 }
 
+/// Regression: the demo's lifeline (a closed stdin) began a graceful stop,
+/// then read EOF again at once, which counted as a second signal: regent
+/// exited 130 before releasing the lease, and its key (etcd) or row stayed
+/// until the ttl ran out.
+fn a_closed_lifeline_stops_gracefully_and_releases(sb: Sandbox) {
+    let args = run_args_on(
+        &sb.store(),
+        &["--ttl", "10s", "--lifeline-stdin"],
+        &["sleep", "1000"],
+    );
+    let mut regent = std::process::Command::new(REGENT)
+        .args(&args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(sb.path("lifeline.err")).unwrap())
+        .spawn()
+        .unwrap();
+    wait_for(
+        Duration::from_secs(10),
+        "regent to lead",
+        || (!sb.status()["leader"].is_null()).then_some(()),
+        || sb.report(),
+    );
+    drop(regent.stdin.take());
+    let status = wait_for(
+        Duration::from_secs(10),
+        "regent to exit",
+        || regent.try_wait().unwrap(),
+        || sb.report(),
+    );
+    assert_eq!(status.code(), Some(0), "{status:?}");
+    assert!(
+        sb.status()["leader"].is_null(),
+        "the lease outlived regent: {}",
+        sb.status()
+    );
+}
+
 on_every_store!(
+    a_closed_lifeline_stops_gracefully_and_releases,
     restart_never_exits_with_the_commands_status,
     restart_never_exits_128_plus_the_signal_that_killed_the_command,
     restart_on_failure_ends_with_0_after_a_clean_exit,

@@ -255,6 +255,65 @@ struct Queued {
     next_renew: Instant,
 }
 
+/// A campaign's place in line, given back to the store when the campaign
+/// leaves without leading — also when its future is dropped — so that the
+/// line does not wait a ttl for a candidate that is gone.
+struct QueueSlot<S: LeaseStore> {
+    core: Arc<Core<S>>,
+    queued: Option<Queued>,
+}
+
+impl<S: LeaseStore> std::ops::Deref for QueueSlot<S> {
+    type Target = Option<Queued>;
+    fn deref(&self) -> &Option<Queued> {
+        &self.queued
+    }
+}
+
+impl<S: LeaseStore> std::ops::DerefMut for QueueSlot<S> {
+    fn deref_mut(&mut self) -> &mut Option<Queued> {
+        &mut self.queued
+    }
+}
+
+impl<S: LeaseStore> Drop for QueueSlot<S> {
+    fn drop(&mut self) {
+        if let Some(q) = self.queued.take() {
+            let store = self.core.store.clone();
+            let bound = self.core.timing.renew_deadline;
+            spawn_tracked(&self.core, async move {
+                let _ = timeout(bound, store.release(&q.lease)).await;
+            });
+        }
+    }
+}
+
+/// An acquire in flight. Dropped before its answer was taken (timeout,
+/// shutdown, or the campaign's future dropped), it is abandoned: whatever
+/// it still wins is given back.
+struct PendingAcquire<'a, S: LeaseStore> {
+    candidate: &'a Candidate<S>,
+    call: Option<tokio::task::JoinHandle<Result<Acquire, StoreError>>>,
+    place: Option<Lease>,
+}
+
+impl<S: LeaseStore> Drop for PendingAcquire<'_, S> {
+    fn drop(&mut self) {
+        if let Some(call) = self.call.take() {
+            self.candidate.abandon(call, self.place.take());
+        }
+    }
+}
+
+/// Spawns `task` on the candidate's tracker (which `shutdown` waits for),
+/// if a runtime is there to run it; without one (a runtime shutting down)
+/// the lease it would have released expires by itself.
+fn spawn_tracked<S>(core: &Core<S>, task: impl Future<Output = ()> + Send + 'static) {
+    if let Ok(handle) = tokio::runtime::Handle::try_current() {
+        core.tracker.spawn_on(task, &handle);
+    }
+}
+
 enum Wake {
     Retry,
     Shutdown,
@@ -337,12 +396,18 @@ impl<S: LeaseStore> Candidate<S> {
     ///
     /// # Cancel safety
     ///
-    /// Not cancel safe: a dropped campaign may have won a lease, which then
-    /// expires after its ttl. Use [`shutdown`](Self::shutdown) to stop.
+    /// Cancel safe as far as the store is concerned: a dropped campaign
+    /// gives back its place in line, and whatever an acquire in flight
+    /// still wins, in background tasks that [`shutdown`](Self::shutdown)
+    /// waits for. (A dropped campaign does not set the status to
+    /// [`Stopped`](Status::Stopped); `shutdown` does.)
     pub async fn campaign(&self) -> Result<Leadership, CampaignError> {
         let c = &*self.core;
         let t = c.timing;
-        let mut queued: Option<Queued> = None;
+        let mut queued = QueueSlot {
+            core: self.core.clone(),
+            queued: None,
+        };
         let mut watch: Option<LeaderStream> = None;
         let mut backoff = Backoff::new(
             (t.retry_every / 20).clamp(Duration::from_millis(1), Duration::from_millis(100)),
@@ -360,7 +425,11 @@ impl<S: LeaseStore> Candidate<S> {
             let place = queued.as_ref().map(|q| q.lease.clone());
             // The call runs as a task so that, when we stop waiting for it
             // (timeout, shutdown), whatever it won can still be given back.
-            let mut call = self.spawn_acquire(place.clone());
+            let mut pending = PendingAcquire {
+                candidate: self,
+                call: Some(self.spawn_acquire(place.clone())),
+                place: place.clone(),
+            };
             enum Outcome {
                 Done(Result<Acquire, StoreError>),
                 TimedOut,
@@ -369,7 +438,10 @@ impl<S: LeaseStore> Candidate<S> {
             let outcome = tokio::select! {
                 biased;
                 () = c.shutdown.cancelled() => Outcome::Shutdown,
-                r = timeout(t.renew_deadline, &mut call) => match r {
+                r = timeout(
+                    t.renew_deadline,
+                    pending.call.as_mut().expect("an acquire in flight"),
+                ) => match r {
                     Ok(Ok(r)) => Outcome::Done(r),
                     Ok(Err(join)) => Outcome::Done(Err(StoreError::new(
                         ErrorKind::Protocol,
@@ -379,13 +451,17 @@ impl<S: LeaseStore> Candidate<S> {
                 },
             };
             let attempt = match outcome {
-                Outcome::Done(r) => r,
+                Outcome::Done(r) => {
+                    // Answered: nothing to abandon.
+                    pending.call = None;
+                    r
+                }
                 Outcome::TimedOut => {
-                    self.abandon(call, place);
+                    drop(pending);
                     Err(timed_out("acquire", &c.req.election, t.renew_deadline))
                 }
                 Outcome::Shutdown => {
-                    self.abandon(call, place);
+                    drop(pending);
                     break Err(CampaignError::Shutdown);
                 }
             };
@@ -411,9 +487,12 @@ impl<S: LeaseStore> Candidate<S> {
                             "won, but the answer arrived after the renew deadline; releasing"
                         );
                         let _ = timeout(t.renew_deadline, c.store.release(&lease)).await;
-                        queued = None;
+                        *queued = None;
                         continue;
                     }
+                    // The place in line, if any, is now the lease we lead
+                    // with: not to be given back.
+                    *queued = None;
                     let info = LeaderInfo {
                         holder: lease.holder.clone(),
                         token: lease.token,
@@ -427,7 +506,7 @@ impl<S: LeaseStore> Candidate<S> {
                 }) => {
                     failing_since = None;
                     backoff.reset();
-                    queued = match (place, queued.take()) {
+                    *queued = match (place, queued.take()) {
                         (None, _) => None,
                         (Some(lease), Some(old)) if old.lease.token == lease.token => {
                             Some(Queued { lease, ..old })
@@ -480,15 +559,9 @@ impl<S: LeaseStore> Candidate<S> {
                 Err(e) => break Err(CampaignError::Store(e)),
             }
         };
-        // Leaving without leadership: take our place out of the line (a
-        // tracked task, so that shutdown waits for it).
-        if let Some(q) = queued {
-            let store = c.store.clone();
-            let bound = t.renew_deadline;
-            c.tracker.spawn(async move {
-                let _ = timeout(bound, store.release(&q.lease)).await;
-            });
-        }
+        // Leaving without leadership: dropping `queued` takes our place out
+        // of the line (a tracked task, so that shutdown waits for it).
+        drop(queued);
         if matches!(result, Err(CampaignError::Shutdown)) {
             c.status.send_replace(Status::Stopped);
         }
@@ -524,7 +597,7 @@ impl<S: LeaseStore> Candidate<S> {
         let c = &*self.core;
         let store = c.store.clone();
         let bound = c.timing.renew_deadline;
-        c.tracker.spawn(async move {
+        spawn_tracked(c, async move {
             let won = match call.await {
                 Ok(Ok(Acquire::Won(lease))) => Some(lease),
                 Ok(Ok(Acquire::Held {

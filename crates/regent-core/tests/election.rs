@@ -440,3 +440,52 @@ async fn shutdown_during_an_acquire_releases_what_it_won() {
     assert_eq!(store.current_leader(&jobs()).await.unwrap(), None);
     assert_eq!(store.stats().releases, 1);
 }
+
+/// Regression: a follower whose campaign future was dropped (a `select!`
+/// that took another branch, as `regent run` does on SIGTERM) left its
+/// place in line on a queue store. When the leader resigned, that stale
+/// place came first, and the next live candidate waited a whole ttl.
+#[tokio::test(start_paused = true)]
+async fn a_dropped_campaign_gives_back_its_place_in_line() {
+    let store = MemoryStore::queue();
+    let a = candidate(&store, "a");
+    let la = a.campaign().await.unwrap();
+    let b = candidate(&store, "b");
+    tokio::select! {
+        r = b.campaign() => panic!("b cannot lead while a does: {:?}", r.map(|l| l.token())),
+        () = sleep(secs(1)) => {}
+    }
+    let c = candidate(&store, "c");
+    let fc = spawn_follower(c);
+    sleep(secs(1)).await;
+    // b's campaign is gone; shutdown waits for its place to be given back.
+    b.shutdown().await;
+    assert_eq!(store.stats().releases, 1, "b's place was not given back");
+    let resigned = Instant::now();
+    la.resign().await.unwrap();
+    let (at, lc) = fc.await.unwrap();
+    assert!(
+        at - resigned < secs(1),
+        "c led {:?} after a resigned: it waited for b's stale place",
+        at - resigned
+    );
+    assert_eq!(lc.holder().as_str(), "c");
+}
+
+/// Regression: an acquire in flight when its campaign future was dropped
+/// won, and the lease was left to expire, so the election had a leader
+/// nobody acted for during a ttl.
+#[tokio::test(start_paused = true)]
+async fn a_dropped_campaign_gives_back_what_its_acquire_in_flight_won() {
+    let store = MemoryStore::race();
+    store.set_reply_delay(secs(1));
+    let a = candidate(&store, "a");
+    tokio::select! {
+        r = a.campaign() => panic!("the reply is 1 s away: {:?}", r.map(|l| l.token())),
+        () = sleep(Duration::from_millis(500)) => {}
+    }
+    a.shutdown().await;
+    store.set_reply_delay(Duration::ZERO);
+    assert_eq!(store.current_leader(&jobs()).await.unwrap(), None);
+    assert_eq!(store.stats().releases, 1);
+}

@@ -21,6 +21,7 @@ Exit codes:
   0  normal end (or the command's own 0)
   1  runtime failure after start (a store error)
   2  usage or configuration error; the message names the flag and the rule
+     (refused credentials or permissions too)
   3  store unreachable at start, after retries
   127  the command could not be started (not found, not executable)
   130  a second SIGTERM/SIGINT cut the graceful stop short
@@ -67,7 +68,7 @@ pub(crate) enum Command {
 /// Where the election lives.
 #[derive(Debug, Args)]
 pub(crate) struct StoreArgs {
-    /// Store URL: sqlite:PATH, etcd://HOST:PORT[,HOST:PORT][/NAMESPACE] or
+    /// Store URL: sqlite:PATH, etcd://HOST[:PORT][,HOST[:PORT]…][/NAMESPACE] or
     /// etcds://… for TLS (default: sqlite:$XDG_STATE_HOME/regent/elections.db,
     /// else ~/.local/state/regent/elections.db).
     #[arg(long, value_name = "URL")]
@@ -79,30 +80,33 @@ pub(crate) struct StoreArgs {
     pub(crate) etcd: EtcdArgs,
 }
 
+/// The `--help` section of the etcd flags. (Per flag: a struct-level
+/// `next_help_heading` would also cover every flag after them.)
+const ETCD_HEADING: &str = "etcd store";
+
 /// TLS and credentials for etcd stores. Each flag falls back to its
 /// environment variable; the password is read only from a file or from
 /// REGENT_ETCD_PASSWORD, never from the command line (which `ps` shows).
 #[derive(Debug, Clone, Default, Args)]
-#[command(next_help_heading = "etcd store")]
 pub(crate) struct EtcdArgs {
     /// CA certificate (PEM) that signed etcd's server certificates, for
     /// etcds:// (default: the system's CA store) [env: REGENT_ETCD_CACERT]
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", help_heading = ETCD_HEADING)]
     pub(crate) etcd_cacert: Option<PathBuf>,
     /// Client certificate (PEM) for etcd's --client-cert-auth; with
     /// --etcd-key [env: REGENT_ETCD_CERT]
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", help_heading = ETCD_HEADING)]
     pub(crate) etcd_cert: Option<PathBuf>,
     /// Private key (PEM) of --etcd-cert [env: REGENT_ETCD_KEY]
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", help_heading = ETCD_HEADING)]
     pub(crate) etcd_key: Option<PathBuf>,
     /// etcd user; its password comes from --etcd-password-file or
     /// REGENT_ETCD_PASSWORD [env: REGENT_ETCD_USER]
-    #[arg(long, value_name = "USER")]
+    #[arg(long, value_name = "USER", help_heading = ETCD_HEADING)]
     pub(crate) etcd_user: Option<String>,
     /// File holding the etcd user's password on one line
     /// [env: REGENT_ETCD_PASSWORD_FILE]
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", help_heading = ETCD_HEADING)]
     pub(crate) etcd_password_file: Option<PathBuf>,
 }
 

@@ -108,12 +108,7 @@ pub(crate) async fn open(
     // An attempt waits on another connection's lock (SQLite) or for an
     // answer (etcd) for at most half the window, so that a shortened window
     // still retries once.
-    let mut attempt_timeout = regent_sqlite::DEFAULT_BUSY_TIMEOUT
-        .min(regent_etcd::DEFAULT_REQUEST_TIMEOUT)
-        .min(window / 2);
-    if let Some(bound) = call_timeout {
-        attempt_timeout = attempt_timeout.min(bound);
-    }
+    let attempt_timeout = attempt_timeout(window, call_timeout);
     let start = Instant::now();
     let mut delay = Duration::from_millis(100);
     loop {
@@ -126,6 +121,19 @@ pub(crate) async fn open(
             }
             Err(e) => return Err(store_error(target, election, "store", &e)),
         }
+    }
+}
+
+/// How long one store call may take: the stores' defaults (5 s), at most
+/// half the start window (so that a shortened window still retries once),
+/// and at most `bound` (`regent run`'s renew interval).
+fn attempt_timeout(window: Duration, bound: Option<Duration>) -> Duration {
+    let t = regent_sqlite::DEFAULT_BUSY_TIMEOUT
+        .min(regent_etcd::DEFAULT_REQUEST_TIMEOUT)
+        .min(window / 2);
+    match bound {
+        Some(b) => t.min(b),
+        None => t,
     }
 }
 
@@ -225,4 +233,29 @@ fn etcd_builder(
         builder = builder.user(user, password);
     }
     builder
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Regression: `regent run` kept etcd's 5 s request timeout whatever
+    /// its timing, so at `--ttl 3s` (renew deadline 1.8 s) one stalled
+    /// request outlasted the deadline with no retry; a renewal (two
+    /// requests) could take 10 s at the default ttl of 10 s.
+    #[test]
+    fn store_calls_are_bounded_by_the_renew_interval() {
+        let s = Duration::from_secs;
+        assert_eq!(attempt_timeout(s(10), None), s(5));
+        assert_eq!(attempt_timeout(s(1), None), Duration::from_millis(500));
+        assert_eq!(attempt_timeout(s(10), Some(s(2))), s(2));
+        assert_eq!(
+            attempt_timeout(s(10), Some(Duration::from_millis(600))),
+            Duration::from_millis(600)
+        );
+        assert_eq!(
+            attempt_timeout(s(1), Some(s(2))),
+            Duration::from_millis(500)
+        );
+    }
 }

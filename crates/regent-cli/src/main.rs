@@ -82,6 +82,7 @@ fn main() -> ExitCode {
         // not a panic: regent must still stop CMD and release the lease.
         .log_internal_errors(false)
         .init();
+    store::hide_environment_if_secret();
     // One thread: the shim is spawned from the main thread, which lives as
     // long as the process, so the shim's parent-death signal cannot fire
     // when some worker thread exits.

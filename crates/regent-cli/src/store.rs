@@ -47,7 +47,6 @@ struct EtcdTarget {
 /// Parses and checks `--store` (or the default) and the `--etcd-*` flags
 /// and variables, and reads the files they name.
 pub(crate) fn target(args: &StoreArgs) -> Result<Target, CliError> {
-    hide_environment_if_secret();
     let url = match &args.store {
         Some(url) => parse_store_url(url).map_err(CliError::usage)?,
         None => StoreUrl::Sqlite(default_store_path()),
@@ -73,7 +72,7 @@ pub(crate) fn target(args: &StoreArgs) -> Result<Target, CliError> {
 /// CMD and other processes of the same user (the shim and CMD are not given
 /// the variable at all). No core dumps and no debugger attach by the same
 /// user follow from it; `--etcd-password-file` needs none of this.
-fn hide_environment_if_secret() {
+pub(crate) fn hide_environment_if_secret() {
     if std::env::var_os(crate::target::ENV_PASSWORD).is_some_and(|v| !v.is_empty())
         && let Err(e) =
             rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)

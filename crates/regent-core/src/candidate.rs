@@ -73,6 +73,9 @@ pub(crate) struct Core<S> {
     pub(crate) give_up_after: Option<Duration>,
     pub(crate) shutdown: CancellationToken,
     pub(crate) tracker: TaskTracker,
+    /// Campaigns running (each holds a token while its future lives), so
+    /// that `shutdown` can wait for them to give back their places.
+    pub(crate) campaigns: TaskTracker,
     pub(crate) status: Arc<watch::Sender<Status>>,
 }
 
@@ -242,6 +245,7 @@ impl<S: LeaseStore> CandidateBuilder<S> {
                 give_up_after: self.give_up_after,
                 shutdown: self.shutdown.unwrap_or_default(),
                 tracker: TaskTracker::new(),
+                campaigns: TaskTracker::new(),
                 status: Arc::new(watch::Sender::new(Status::Starting)),
             }),
         })
@@ -365,14 +369,22 @@ impl<S: LeaseStore> Candidate<S> {
     /// Shuts down: a campaign in progress returns
     /// [`CampaignError::Shutdown`], a leadership ends with
     /// [`EndReason::Shutdown`](crate::EndReason::Shutdown) and its lease is
-    /// released. Waits until every release has finished (each is bounded by
-    /// the renew deadline).
+    /// released. Waits for campaigns running in other tasks to end and give
+    /// back their places in line (at most a renew deadline), then until
+    /// every release has finished: each is bounded by the renew deadline,
+    /// and one behind an acquire still in flight by the ttl on top.
     ///
     /// # Cancel safety
     ///
     /// Cancel safe: shutdown has begun once this is first polled.
     pub async fn shutdown(&self) {
         self.core.shutdown.cancel();
+        // A campaign running in another task sees the cancellation, gives
+        // back its place in line (a tracked task) and ends; wait for that
+        // first. Bounded, because a campaign future that is alive but not
+        // polled (held across this call in the same task) never ends.
+        self.core.campaigns.close();
+        let _ = timeout(self.core.timing.renew_deadline, self.core.campaigns.wait()).await;
         self.core.tracker.close();
         self.core.tracker.wait().await;
         self.core.status.send_replace(Status::Stopped);
@@ -404,6 +416,9 @@ impl<S: LeaseStore> Candidate<S> {
     pub async fn campaign(&self) -> Result<Leadership, CampaignError> {
         let c = &*self.core;
         let t = c.timing;
+        // Dropped last (locals drop in reverse order): after `queued` has
+        // spawned its release.
+        let _running = c.campaigns.token();
         let mut queued = QueueSlot {
             core: self.core.clone(),
             queued: None,
@@ -598,11 +613,16 @@ impl<S: LeaseStore> Candidate<S> {
         let store = c.store.clone();
         let bound = c.timing.renew_deadline;
         spawn_tracked(c, async move {
+            // On a queue store a win or a place with our place's token *is*
+            // our place, which the campaign still holds (and leads with, or
+            // gives back itself): releasing it here could end a leadership
+            // a later acquire won with it.
+            let ours = |lease: &Lease| place.as_ref().is_some_and(|p| p.token == lease.token);
             let won = match call.await {
-                Ok(Ok(Acquire::Won(lease))) => Some(lease),
+                Ok(Ok(Acquire::Won(lease))) if !ours(&lease) => Some(lease),
                 Ok(Ok(Acquire::Held {
                     queued: Some(q), ..
-                })) if place.as_ref().is_none_or(|p| p.token != q.token) => Some(q),
+                })) if !ours(&q) => Some(q),
                 _ => None,
             };
             if let Some(lease) = won {

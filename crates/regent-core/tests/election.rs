@@ -489,3 +489,71 @@ async fn a_dropped_campaign_gives_back_what_its_acquire_in_flight_won() {
     assert_eq!(store.current_leader(&jobs()).await.unwrap(), None);
     assert_eq!(store.stats().releases, 1);
 }
+
+/// Regression: `shutdown` waited only for background tasks, and a follower
+/// running its campaign in another task spawned the release of its place
+/// after `shutdown` had returned — often never, when the process then
+/// exited: the line waited a ttl for a candidate that was gone.
+#[tokio::test(start_paused = true)]
+async fn shutdown_waits_for_a_follower_in_another_task_to_give_back_its_place() {
+    let store = MemoryStore::queue();
+    let a = candidate(&store, "a");
+    let _la = a.campaign().await.unwrap();
+    let b = candidate(&store, "b");
+    let follower = tokio::spawn({
+        let b = b.clone();
+        async move { b.campaign().await }
+    });
+    sleep(secs(1)).await;
+    b.shutdown().await;
+    assert_eq!(
+        store.stats().releases,
+        1,
+        "shutdown returned before b's place was given back"
+    );
+    assert!(matches!(
+        follower.await.unwrap(),
+        Err(CampaignError::Shutdown)
+    ));
+}
+
+/// Regression: on a queue store an acquire from our place that timed out
+/// and then won was "given back" by the abandon path — but that place was
+/// still ours, and the retry had meanwhile won with it: the release ended
+/// the new leadership in the store while its holder still led.
+#[tokio::test(start_paused = true)]
+async fn an_abandoned_acquire_never_releases_the_place_a_retry_leads_with() {
+    let store = MemoryStore::queue();
+    let a = candidate(&store, "a");
+    let la = a.campaign().await.unwrap();
+    let b = candidate(&store, "b");
+    let follower = spawn_follower(b);
+    sleep(secs(1)).await;
+    // b's next acquire from its place is answered after 7 s, beyond its
+    // 6 s renew deadline; the retries after it at once.
+    store.set_reply_delay(secs(7));
+    let s = store.clone();
+    tokio::spawn(async move {
+        sleep(Duration::from_millis(500)).await;
+        s.set_reply_delay(Duration::ZERO);
+    });
+    // The release applies at once; its answer comes too late (an error).
+    let _ = la.resign().await;
+    let (_, lb) = follower.await.unwrap();
+    // Past the moment the abandoned acquire answers.
+    sleep(secs(10)).await;
+    assert!(
+        lb.ended().is_none(),
+        "b's leadership ended: {:?}",
+        lb.ended()
+    );
+    assert_eq!(
+        store
+            .current_leader(&jobs())
+            .await
+            .unwrap()
+            .map(|l| l.token),
+        Some(lb.token()),
+        "the store no longer has b's lease while b leads"
+    );
+}

@@ -127,7 +127,7 @@ pub(crate) async fn run(args: RunArgs) -> Result<u8, CliError> {
                 Ok(l) => l,
                 Err(CampaignError::Shutdown) => return Ok(0),
                 Err(CampaignError::Store(e)) => {
-                    return Err(store::store_error(&target, candidate.election(), "campaign on", &e));
+                    return Err(store::store_error(&target, "campaign on", &e));
                 }
                 Err(e) => return Err(CliError::failure(chain(&e))),
             },

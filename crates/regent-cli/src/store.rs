@@ -1,13 +1,17 @@
 //! Opening the store a URL names, with retries while it is unreachable.
 
+use std::fmt;
+use std::path::PathBuf;
 use std::time::Duration;
 
-use regent_core::{BoxStore, ElectionName, ErrorKind, LeaseStore, StoreError};
+use regent_core::{BoxStore, ElectionName, LeaseStore, StoreError};
 use tokio::time::Instant;
 
 use crate::cli::{StoreArgs, default_store_path, parse_duration};
 use crate::error::{CliError, chain};
-use crate::target::{EtcdSecurity, EtcdTlsPem, EtcdUrl, StoreUrl, etcd_security, parse_store_url};
+use crate::target::{
+    Credentials, ENV_CERT, ENV_KEY, EtcdTlsPem, EtcdUrl, StoreUrl, etcd_security, parse_store_url,
+};
 
 /// How long a command keeps retrying an unreachable store at start before
 /// exiting with code 3.
@@ -32,16 +36,28 @@ pub(crate) fn election(args: &StoreArgs) -> Result<ElectionName, CliError> {
 
 /// What `--store` and the `--etcd-*` flags name, checked and with every
 /// file read, before any connection: usage errors come at once.
-pub(crate) struct Target {
-    url: StoreUrl,
-    /// No `--store`: the default SQLite file, whose directory regent creates.
-    default: bool,
-    etcd: Option<EtcdTarget>,
+#[derive(Debug)]
+pub(crate) enum Target {
+    Sqlite {
+        path: PathBuf,
+        /// No `--store`: the default file, whose directory regent creates.
+        default: bool,
+    },
+    Etcd {
+        url: EtcdUrl,
+        /// The PEM texts to speak TLS with: `Some` exactly for etcds://.
+        tls: Option<EtcdTlsPem>,
+        user: Option<Credentials>,
+    },
 }
 
-struct EtcdTarget {
-    security: EtcdSecurity,
-    tls: Option<EtcdTlsPem>,
+impl fmt::Display for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Sqlite { path, .. } => write!(f, "sqlite:{}", path.display()),
+            Self::Etcd { url, .. } => url.fmt(f),
+        }
+    }
 }
 
 /// Parses and checks `--store` (or the default) and the `--etcd-*` flags
@@ -53,17 +69,20 @@ pub(crate) fn target(args: &StoreArgs) -> Result<Target, CliError> {
     };
     let security =
         etcd_security(&args.etcd, &url, |k| std::env::var_os(k)).map_err(CliError::usage)?;
-    let etcd = match &url {
-        StoreUrl::Etcd(_) => Some(EtcdTarget {
-            tls: security.read_tls().map_err(CliError::usage)?,
-            security,
-        }),
-        StoreUrl::Sqlite(_) => None,
-    };
-    Ok(Target {
-        url,
-        default: args.store.is_none(),
-        etcd,
+    Ok(match url {
+        StoreUrl::Sqlite(path) => Target::Sqlite {
+            path,
+            default: args.store.is_none(),
+        },
+        StoreUrl::Etcd(url) => Target::Etcd {
+            tls: if url.tls {
+                Some(security.read_tls().map_err(CliError::usage)?)
+            } else {
+                None
+            },
+            user: security.user,
+            url,
+        },
     })
 }
 
@@ -93,7 +112,10 @@ pub(crate) async fn open(
     election: &ElectionName,
     call_timeout: Option<Duration>,
 ) -> Result<BoxStore, CliError> {
-    if let (StoreUrl::Sqlite(path), true) = (&target.url, target.default)
+    if let Target::Sqlite {
+        path,
+        default: true,
+    } = target
         && let Some(dir) = path.parent()
     {
         std::fs::create_dir_all(dir).map_err(|e| {
@@ -118,7 +140,7 @@ pub(crate) async fn open(
                 tokio::time::sleep(delay).await;
                 delay = (delay * 2).min(Duration::from_secs(2));
             }
-            Err(e) => return Err(store_error(target, election, "store", &e)),
+            Err(e) => return Err(store_error(target, "store", &e)),
         }
     }
 }
@@ -137,56 +159,38 @@ fn attempt_timeout(window: Duration, bound: Option<Duration>) -> Duration {
 }
 
 /// A store error as the CLI reports it: `WHAT URL: ERROR`, the exit code
-/// of its kind, and a hint where the error alone may mislead.
-pub(crate) fn store_error(
-    target: &Target,
-    election: &ElectionName,
-    what: &str,
-    e: &StoreError,
-) -> CliError {
-    let error = CliError::from_store(&format!("{what} {}", target.url), e);
-    match hint(target, election, e) {
+/// of its kind, and a hint where the CLI can add which of its settings the
+/// error is about. (The store's own message says what the error means; the
+/// election is in it.)
+pub(crate) fn store_error(target: &Target, what: &str, e: &StoreError) -> CliError {
+    let error = CliError::from_store(&format!("{what} {target}"), e);
+    match hint(target, e) {
         Some(hint) => error.with_hint(&hint),
         None => error,
     }
 }
 
-/// What else a store error may mean.
-///
-/// * An etcd that requires client certificates refuses a missing or
-///   untrusted one after the client's side of the TLS 1.3 handshake is
-///   done, so the client mostly sees a connection closed or reset after
-///   connecting — which looks like an unreachable cluster. A refused
-///   connection or an unknown host is what it says, and gets no hint.
-/// * etcd answers "permission denied" to a user without a role that may
-///   read and write the election's keys.
-fn hint(target: &Target, election: &ElectionName, e: &StoreError) -> Option<String> {
-    let StoreUrl::Etcd(url) = &target.url else {
+/// The settings an etcd refusing the client certificate, or its absence,
+/// is about: regent-etcd tells the refusal apart (see
+/// [`regent_etcd::is_refused_client_certificate`]); a closed connection
+/// means it only over TLS.
+fn hint(target: &Target, e: &StoreError) -> Option<String> {
+    let Target::Etcd { tls: Some(tls), .. } = target else {
         return None;
     };
-    let text = chain(e);
-    match e.kind() {
-        ErrorKind::Unavailable
-            if url.tls
-                && !text.contains("Connection refused")
-                && !text.contains("dns error")
-                && !text.contains("no answer within") =>
-        {
-            Some(
-                "if the cluster is up, check the TLS settings: etcd closes the connection of a \
-                 client whose certificate it requires and does not trust (--etcd-cert, --etcd-key)"
-                    .into(),
-            )
-        }
-        ErrorKind::Auth if text.contains("permission denied") => {
-            let prefix = format!("{}{}/", url.namespace, election);
-            Some(format!(
-                "the etcd user needs read and write permission on the keys under '{prefix}', \
-                 e.g. etcdctl role grant-permission ROLE --prefix=true readwrite '{prefix}'"
-            ))
-        }
-        _ => None,
+    if !regent_etcd::is_refused_client_certificate(e) {
+        return None;
     }
+    Some(match tls.identity {
+        None => format!(
+            "regent presented no client certificate; if etcd requires one, pass it with \
+             --etcd-cert FILE and --etcd-key FILE (or {ENV_CERT} and {ENV_KEY})"
+        ),
+        Some(_) => format!(
+            "regent presented the client certificate of --etcd-cert (or {ENV_CERT}); etcd must \
+             trust the CA that signed it"
+        ),
+    })
 }
 
 async fn try_open(
@@ -194,17 +198,18 @@ async fn try_open(
     election: &ElectionName,
     attempt_timeout: Duration,
 ) -> Result<BoxStore, StoreError> {
-    let store = match (&target.url, &target.etcd) {
-        (StoreUrl::Sqlite(path), _) => BoxStore::new(
+    let store = match target {
+        Target::Sqlite { path, .. } => BoxStore::new(
             regent_sqlite::SqliteStore::builder(path)
                 .busy_timeout(attempt_timeout)
                 .open()
                 .await?,
         ),
-        (StoreUrl::Etcd(url), Some(etcd)) => {
-            BoxStore::new(etcd_builder(url, etcd, attempt_timeout).connect().await?)
-        }
-        (StoreUrl::Etcd(_), None) => unreachable!("target() resolves etcd settings"),
+        Target::Etcd { url, tls, user } => BoxStore::new(
+            etcd_builder(url, tls.as_ref(), user.as_ref(), attempt_timeout)
+                .connect()
+                .await?,
+        ),
     };
     store.current_leader(election).await?;
     Ok(store)
@@ -212,24 +217,25 @@ async fn try_open(
 
 fn etcd_builder(
     url: &EtcdUrl,
-    etcd: &EtcdTarget,
+    tls: Option<&EtcdTlsPem>,
+    user: Option<&Credentials>,
     request_timeout: Duration,
 ) -> regent_etcd::EtcdStoreBuilder {
     let mut builder = regent_etcd::EtcdStore::builder(url.endpoints.clone())
         .namespace(url.namespace.clone())
         .request_timeout(request_timeout);
-    if let Some(tls) = &etcd.tls {
+    if let Some(tls) = tls {
         // As etcdctl: a CA file replaces the system's CA store.
         builder = match &tls.ca {
             Some(ca) => builder.tls_ca_pem(ca),
             None => builder.tls_system_roots(),
         };
         if let Some((cert, key)) = &tls.identity {
-            builder = builder.tls_client_identity_pem(cert, key);
+            builder = builder.tls_client_identity_pem(cert, &key.0);
         }
     }
-    if let Some((user, password)) = &etcd.security.user {
-        builder = builder.user(user, password);
+    if let Some(c) = user {
+        builder = builder.user(&c.user, &c.password.0);
     }
     builder
 }

@@ -9,6 +9,8 @@ use std::ffi::OsString;
 use std::net::Ipv6Addr;
 use std::path::{Path, PathBuf};
 
+use regent_etcd::{PemLabel, pem_labels};
+
 use crate::cli::EtcdArgs;
 
 /// etcd's client port, used when an endpoint names none.
@@ -49,14 +51,20 @@ impl std::fmt::Display for StoreUrl {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Self::Sqlite(p) => write!(f, "sqlite:{}", p.display()),
-            Self::Etcd(e) => write!(
-                f,
-                "{}://{}{}",
-                if e.tls { "etcds" } else { "etcd" },
-                e.endpoints.join(","),
-                e.namespace
-            ),
+            Self::Etcd(e) => e.fmt(f),
         }
+    }
+}
+
+impl std::fmt::Display for EtcdUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}://{}{}",
+            if self.tls { "etcds" } else { "etcd" },
+            self.endpoints.join(","),
+            self.namespace
+        )
     }
 }
 
@@ -329,106 +337,63 @@ pub(crate) struct Sourced<T> {
     pub(crate) from: &'static str,
 }
 
-/// A password on its way from a variable or file to [`EtcdSecurity`]:
-/// `Debug` shows `***`, so that no `{:?}` of it or of a [`Sourced`]
-/// holding it prints it.
-struct Secret(String);
+/// A password or a private key: `Debug` shows `***`, so that no `{:?}` of
+/// it or of what holds it prints it.
+#[derive(Clone, PartialEq, Eq)]
+pub(crate) struct Secret<T>(pub(crate) T);
 
-impl std::fmt::Debug for Secret {
+impl<T> std::fmt::Debug for Secret<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("\"***\"")
     }
 }
 
-/// TLS files and credentials for an etcd store, checked against its URL.
-///
-/// `Debug` shows the user but not the password.
-#[derive(Clone, Default, PartialEq, Eq)]
-pub(crate) struct EtcdSecurity {
-    /// `etcds://`: TLS, trusting `cacert` if given, else the system's CA
-    /// store (as etcdctl does without `--cacert`).
-    pub(crate) tls: bool,
-    pub(crate) cacert: Option<Sourced<PathBuf>>,
-    /// Client certificate and its key.
-    pub(crate) identity: Option<(Sourced<PathBuf>, Sourced<PathBuf>)>,
-    /// User and password.
-    pub(crate) user: Option<(String, String)>,
+/// An etcd user and its password.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Credentials {
+    pub(crate) user: String,
+    pub(crate) password: Secret<String>,
 }
 
-impl std::fmt::Debug for EtcdSecurity {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        struct User<'a>(&'a str);
-        impl std::fmt::Debug for User<'_> {
-            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.debug_struct("User")
-                    .field("user", &self.0)
-                    .field("password", &"***")
-                    .finish()
-            }
-        }
-        f.debug_struct("EtcdSecurity")
-            .field("tls", &self.tls)
-            .field("cacert", &self.cacert)
-            .field("identity", &self.identity)
-            .field("user", &self.user.as_ref().map(|(u, _)| User(u)))
-            .finish()
-    }
+/// TLS files and credentials for an etcd store, checked against its URL.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct EtcdSecurity {
+    /// The CA to trust (etcds:// only); without it, the system's CA store
+    /// (as etcdctl does without `--cacert`).
+    pub(crate) cacert: Option<Sourced<PathBuf>>,
+    /// Client certificate and its key (etcds:// only).
+    pub(crate) identity: Option<(Sourced<PathBuf>, Sourced<PathBuf>)>,
+    pub(crate) user: Option<Credentials>,
 }
 
 /// PEM contents read from the files an [`EtcdSecurity`] names.
-///
-/// `Debug` shows sizes only: the identity holds a private key.
-#[derive(Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct EtcdTlsPem {
     /// The CA to trust; `None`: the system's CA store.
     pub(crate) ca: Option<Vec<u8>>,
-    pub(crate) identity: Option<(Vec<u8>, Vec<u8>)>,
-}
-
-impl std::fmt::Debug for EtcdTlsPem {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        struct Bytes(usize);
-        impl std::fmt::Debug for Bytes {
-            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                write!(f, "<{} bytes>", self.0)
-            }
-        }
-        let key = Secret(String::new());
-        f.debug_struct("EtcdTlsPem")
-            .field("ca", &self.ca.as_ref().map(|ca| Bytes(ca.len())))
-            .field(
-                "identity",
-                &self
-                    .identity
-                    .as_ref()
-                    .map(|(cert, _)| (Bytes(cert.len()), &key)),
-            )
-            .finish()
-    }
+    /// Client certificate and its private key.
+    pub(crate) identity: Option<(Vec<u8>, Secret<Vec<u8>>)>,
 }
 
 impl EtcdSecurity {
-    /// Reads the TLS files (`None` without TLS), checking that each holds
+    /// Reads the TLS files of an etcds:// store, checking that each holds
     /// what its flag takes: a swapped certificate and key fail here, naming
     /// the flags, rather than as a TLS error at connection.
-    pub(crate) fn read_tls(&self) -> Result<Option<EtcdTlsPem>, String> {
-        if !self.tls {
-            return Ok(None);
-        }
+    pub(crate) fn read_tls(&self) -> Result<EtcdTlsPem, String> {
         let identity = match &self.identity {
             Some((cert, key)) => Some((
                 read_pem(cert, PemKind::Certificate)?,
-                read_pem(key, PemKind::PrivateKey)?,
+                Secret(read_pem(key, PemKind::PrivateKey)?),
             )),
             None => None,
         };
-        Ok(Some(EtcdTlsPem {
+        Ok(EtcdTlsPem {
             ca: match &self.cacert {
                 Some(ca) => Some(read_pem(ca, PemKind::Certificate)?),
                 None => None,
             },
             identity,
-        }))
+        })
     }
 }
 
@@ -442,13 +407,12 @@ enum PemKind {
 }
 
 impl PemKind {
-    fn of(label: &str) -> Option<Self> {
-        if label == "CERTIFICATE" {
-            Some(Self::Certificate)
-        } else if label.ends_with("PRIVATE KEY") {
-            Some(Self::PrivateKey)
-        } else {
-            None
+    /// Whether a block labelled `label` is what this flag takes, by the
+    /// check regent-etcd's TLS setters make.
+    fn takes(self, label: &PemLabel) -> bool {
+        match self {
+            Self::Certificate => label.is_certificate(),
+            Self::PrivateKey => label.is_private_key(),
         }
     }
 }
@@ -460,7 +424,7 @@ fn read_pem(file: &Sourced<PathBuf>, want: PemKind) -> Result<Vec<u8>, String> {
     if labels.is_empty() {
         return Err(format!("{name}: not a PEM file (no '-----BEGIN' line)"));
     }
-    if labels.iter().any(|l| PemKind::of(l) == Some(want)) {
+    if labels.iter().any(|l| want.takes(l)) {
         return Ok(bytes);
     }
     // Name the other file the way this one was given: flag or variable.
@@ -481,35 +445,22 @@ fn read_pem(file: &Sourced<PathBuf>, want: PemKind) -> Result<Vec<u8>, String> {
             ),
         ),
     };
-    let found = labels.join(", ");
+    let found = labels
+        .iter()
+        .map(|l| printable(l.as_str()))
+        .collect::<Vec<_>>()
+        .join(", ");
     // A block of the other kind: most likely the two files were swapped.
-    if labels.iter().any(|l| PemKind::of(l).is_some()) {
+    if labels
+        .iter()
+        .any(|l| l.is_certificate() || l.is_private_key())
+    {
         Err(format!(
             "{name}: holds no {block} block, only {found} ({hint})"
         ))
     } else {
         Err(format!("{name}: holds no {block} block, only {found}"))
     }
-}
-
-/// The labels of a PEM file's `-----BEGIN LABEL-----` lines, each once,
-/// in order.
-fn pem_labels(bytes: &[u8]) -> Vec<String> {
-    let text = String::from_utf8_lossy(bytes);
-    let mut labels = Vec::<String>::new();
-    for line in text.lines() {
-        if let Some(label) = line
-            .trim()
-            .strip_prefix("-----BEGIN ")
-            .and_then(|l| l.strip_suffix("-----"))
-        {
-            let label = printable(label);
-            if !labels.contains(&label) {
-                labels.push(label);
-            }
-        }
-    }
-    labels
 }
 
 /// Resolves the `--etcd-*` flags, falling back to their environment
@@ -592,7 +543,10 @@ pub(crate) fn etcd_security(
     let password = password(args, &var)?;
     let user = match (user, password) {
         (None, None) => None,
-        (Some(u), Some(p)) => Some((u.value, p.value.0)),
+        (Some(u), Some(p)) => Some(Credentials {
+            user: u.value,
+            password: p.value,
+        }),
         (Some(u), None) => {
             return Err(format!(
                 "{} '{}' needs a password: set {ENV_PASSWORD}, or pass --etcd-password-file FILE \
@@ -608,7 +562,6 @@ pub(crate) fn etcd_security(
         }
     };
     Ok(EtcdSecurity {
-        tls: etcd.tls,
         cacert,
         identity,
         user,
@@ -621,7 +574,7 @@ pub(crate) fn etcd_security(
 fn password(
     args: &EtcdArgs,
     var: &impl Fn(&'static str) -> Option<OsString>,
-) -> Result<Option<Sourced<Secret>>, String> {
+) -> Result<Option<Sourced<Secret<String>>>, String> {
     let file = match (&args.etcd_password_file, var(ENV_PASSWORD)) {
         (Some(f), _) => Some(("--etcd-password-file", f.clone())),
         (None, Some(p)) => {
@@ -951,6 +904,13 @@ mod tests {
         move |k| pairs.iter().find(|(n, _)| *n == k).map(|(_, v)| v.into())
     }
 
+    fn credentials(user: &str, password: &str) -> Credentials {
+        Credentials {
+            user: user.into(),
+            password: Secret(password.into()),
+        }
+    }
+
     const CERT_PEM: &str = "-----BEGIN CERTIFICATE-----\nAA==\n-----END CERTIFICATE-----\n";
     const KEY_PEM: &str = "-----BEGIN PRIVATE KEY-----\nS0VZ\n-----END PRIVATE KEY-----\n";
 
@@ -998,8 +958,8 @@ mod tests {
         assert!(e.contains(ENV_CERT), "{e}");
         // Without a CA file, the system's CA store.
         let system = etcd_security(&EtcdArgs::default(), &tls, no_env).unwrap();
-        assert!(system.tls && system.cacert.is_none());
-        let pem = system.read_tls().unwrap().expect("tls");
+        assert!(system.cacert.is_none());
+        let pem = system.read_tls().unwrap();
         assert!(pem.ca.is_none() && pem.identity.is_none());
         let ok = etcd_security(&args, &tls, no_env).unwrap();
         assert_eq!(ok.cacert.unwrap().from, "--etcd-cacert");
@@ -1045,7 +1005,7 @@ mod tests {
             "{e}"
         );
         let ok = etcd_security(&user, &url, env_of(&[(ENV_PASSWORD, "s3cret")])).unwrap();
-        assert_eq!(ok.user, Some(("root".into(), "s3cret".into())));
+        assert_eq!(ok.user, Some(credentials("root", "s3cret")));
         let e =
             etcd_security(&EtcdArgs::default(), &url, env_of(&[(ENV_PASSWORD, "x")])).unwrap_err();
         assert!(e.contains("no user is"), "{e}");
@@ -1072,7 +1032,7 @@ mod tests {
         };
         // The file flag wins over the variable.
         let ok = etcd_security(&args, &url, env_of(&[(ENV_PASSWORD, "other")])).unwrap();
-        assert_eq!(ok.user, Some(("u".into(), "s3cret".into())));
+        assert_eq!(ok.user, Some(credentials("u", "s3cret")));
         std::fs::write(&file, "").unwrap();
         let e = etcd_security(&args, &url, no_env).unwrap_err();
         assert!(
@@ -1107,8 +1067,7 @@ mod tests {
         let pem = etcd_security(&args, &tls, no_env)
             .unwrap()
             .read_tls()
-            .unwrap()
-            .expect("tls");
+            .unwrap();
         assert!(pem.ca.expect("a CA").starts_with(b"-----BEGIN"));
         let bad = EtcdArgs {
             etcd_cacert: Some(junk),
@@ -1161,11 +1120,15 @@ mod tests {
         );
         let pem = EtcdTlsPem {
             ca: Some(b"CA".to_vec()),
-            identity: Some((b"CERT".to_vec(), b"KEYMATERIAL".to_vec())),
+            identity: Some((b"CERT".to_vec(), Secret(b"KEYMATERIAL".to_vec()))),
         };
         let shown = format!("{pem:?}");
+        let key_bytes = format!("{:?}", b"KEYMATERIAL".as_slice());
         assert!(
-            shown.contains("<2 bytes>") && shown.contains("***") && !shown.contains("KEYMATERIAL"),
+            shown.contains(&format!("ca: Some({:?})", b"CA".as_slice()))
+                && shown.contains("***")
+                && !shown.contains("KEYMATERIAL")
+                && !shown.contains(&key_bytes),
             "{shown}"
         );
     }
@@ -1188,8 +1151,11 @@ mod tests {
             etcd_key: Some(key.clone()),
             ..EtcdArgs::default()
         };
-        let pem = read(&right, &[]).unwrap().expect("tls");
-        assert_eq!(pem.identity, Some((CERT_PEM.into(), KEY_PEM.into())));
+        let pem = read(&right, &[]).unwrap();
+        assert_eq!(
+            pem.identity,
+            Some((CERT_PEM.into(), Secret(KEY_PEM.into())))
+        );
 
         let swapped = EtcdArgs {
             etcd_cert: Some(key.clone()),

@@ -289,16 +289,27 @@ fn tls_with_client_certificates_and_a_user() {
     // No client certificate where etcd requires one: etcd refuses it after
     // the client's side of the TLS 1.3 handshake is done, so regent sees
     // either the refusal (exit 2) or a closed connection (exit 3 after the
-    // retries), and then says what else it may mean.
+    // retries). The store's message says what the closed connection may
+    // mean, and regent names the flags that give a client certificate.
     let no_cert = [env[0], ("REGENT_START_RETRY", "1s"), env[3], env[4]];
     let out = run_bounded_env(&status, &no_cert, Duration::from_secs(15));
     no_panic(&out);
     eprintln!("no client certificate: exit {:?}\n{}", out.code, out.stderr);
+    let flags = "hint: regent presented no client certificate; if etcd requires one, pass it \
+                 with --etcd-cert FILE and --etcd-key FILE";
     match out.code {
-        Some(2) => assert!(out.stderr.contains("certificate"), "{}", out.stderr),
-        Some(3) => assert!(
+        Some(2) => assert!(
             out.stderr
-                .contains("hint: if the cluster is up, check the TLS settings"),
+                .contains("the server refused the client's TLS certificate")
+                && out.stderr.contains(flags),
+            "{}",
+            out.stderr
+        ),
+        Some(3) => assert!(
+            out.stderr.contains(
+                "the server closed the connection after it was made; with TLS this is how \
+                 etcd refuses a missing or untrusted client certificate"
+            ) && out.stderr.contains(flags),
             "{}",
             out.stderr
         ),
@@ -343,7 +354,12 @@ fn a_user_without_write_permission_is_exit_2_naming_the_prefix() {
     assert_eq!(out.code, Some(2), "{}", out.stderr);
     assert!(
         out.stderr.contains("permission denied")
-            && out.stderr.contains("readwrite '/ns/e/'")
+            && out
+                .stderr
+                .contains("the user needs read and write permission on the keys under '/ns/e/'")
+            && out
+                .stderr
+                .contains("etcdctl role grant-permission ROLE --prefix=true readwrite '/ns/e/'")
             && !out.stderr.contains("reader-secret"),
         "{}",
         out.stderr

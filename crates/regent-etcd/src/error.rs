@@ -65,11 +65,28 @@ fn classify_code(code: i32, message: &str) -> ErrorKind {
     }
 }
 
+/// What a store call knew when etcd-client failed it, for what the message
+/// adds to etcd-client's error.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Scope<'a> {
+    /// The store speaks TLS.
+    pub(crate) tls: bool,
+    /// The key prefix of the election the call was for (`None` for
+    /// `connect`).
+    pub(crate) prefix: Option<&'a str>,
+}
+
 /// A [`StoreError`] of the right kind for an etcd-client error, with
-/// `context` naming the operation, the election and the endpoints. A TLS
-/// failure adds what went wrong in words, and the cause etcd-client's own
-/// message leaves out.
-pub(crate) fn etcd_error(context: impl Into<String>, e: etcd_client::Error) -> StoreError {
+/// `context` naming the operation, the election and the endpoints. What
+/// regent can tell beyond etcd-client's message is added in words: a TLS
+/// failure (with the cause etcd-client's own message leaves out), a
+/// connection closed under TLS, a permission etcd denied on the election's
+/// keys (with the prefix to grant).
+pub(crate) fn etcd_error(
+    context: impl Into<String>,
+    e: etcd_client::Error,
+    scope: Scope<'_>,
+) -> StoreError {
     let mut context = context.into();
     if let Some(failure) = TlsFailure::of(&e) {
         context.push_str(": ");
@@ -77,8 +94,76 @@ pub(crate) fn etcd_error(context: impl Into<String>, e: etcd_client::Error) -> S
         if let Some(cause) = tls_cause(&e) {
             context.push_str(&format!(" ({cause})"));
         }
+    } else if scope.tls && closed_after_connecting(&e) {
+        context.push_str(
+            ": the server closed the connection after it was made; with TLS this is how etcd \
+             refuses a missing or untrusted client certificate",
+        );
+    } else if let Some(prefix) = scope.prefix.filter(|_| is_permission_denied(&e)) {
+        context.push_str(&format!(
+            ": the user needs read and write permission on the keys under '{prefix}' \
+             (etcdctl role grant-permission ROLE --prefix=true readwrite '{prefix}')"
+        ));
     }
     StoreError::new(classify(&e), context).with_source(e)
+}
+
+/// Whether `e`, an error of an [`EtcdStore`](crate::EtcdStore) call or
+/// `connect`, is etcd refusing the client's TLS certificate (or its
+/// absence), or may be: etcd's TLS alert saying so
+/// ([`Auth`](ErrorKind::Auth)), or a connection the server closed or reset
+/// after it was made ([`Unavailable`](ErrorKind::Unavailable)).
+///
+/// Under TLS 1.3 etcd checks the client certificate after the client has
+/// finished its handshake, so its alert races the closing connection and
+/// the call often sees only the latter. A closed connection means this
+/// only over TLS (without TLS it is rather a plaintext client on a TLS
+/// port), and the caller knows whether it configured TLS; the store's own
+/// message says it only then. A refused connection, an unknown host or a
+/// request that timed out is never this.
+pub fn is_refused_client_certificate(e: &StoreError) -> bool {
+    let Some(e) = StdError::source(e).and_then(|s| s.downcast_ref::<etcd_client::Error>()) else {
+        return false;
+    };
+    TlsFailure::of(e) == Some(TlsFailure::ClientCertificate) || closed_after_connecting(e)
+}
+
+/// Whether etcd denied the permission (gRPC `PermissionDenied`): the user
+/// may not read or write the keys.
+fn is_permission_denied(e: &etcd_client::Error) -> bool {
+    matches!(e, etcd_client::Error::GRpcStatus(s) if i32::from(s.code()) == code::PERMISSION_DENIED)
+}
+
+/// Whether the connection broke after it was made: closed or reset by the
+/// server, not refused, not unresolved, not timed out.
+///
+/// A status with a source was made by the client from a transport error
+/// (etcd's own answers carry none). tonic reports failures to connect as
+/// `Unavailable`; on a made connection, hyper's I/O errors come as
+/// `Unknown` and a request the closing connection cancelled as `Cancelled`
+/// (with no I/O error below it).
+fn closed_after_connecting(e: &etcd_client::Error) -> bool {
+    let etcd_client::Error::GRpcStatus(status) = e else {
+        return false;
+    };
+    if StdError::source(status).is_none() {
+        return false;
+    }
+    match i32::from(status.code()) {
+        code::CANCELLED => true,
+        code::UNKNOWN => causes(status).any(|cause| {
+            cause.downcast_ref::<io::Error>().is_some_and(|io| {
+                matches!(
+                    io.kind(),
+                    io::ErrorKind::BrokenPipe
+                        | io::ErrorKind::ConnectionReset
+                        | io::ErrorKind::ConnectionAborted
+                        | io::ErrorKind::UnexpectedEof
+                )
+            })
+        }),
+        _ => false,
+    }
 }
 
 /// A TLS failure told apart in an etcd-client error. Every other TLS

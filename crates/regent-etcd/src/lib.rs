@@ -129,8 +129,10 @@
 //!   [`connect`](EtcdStoreBuilder::connect), so a wrong user or password
 //!   fails there, and etcd-client logs in again when etcd says the token
 //!   expired. The user needs read and write permission on the election's
-//!   keys (`etcdctl role grant-permission ROLE readwrite --prefix
-//!   NAMESPACE`). Errors of `connect` name the user, never the password,
+//!   keys (`etcdctl role grant-permission ROLE --prefix=true readwrite
+//!   'PREFIX'`, the prefix [`EtcdStore::election_prefix`] gives); an error
+//!   of etcd denying it names the prefix and that command. Errors of
+//!   `connect` name the user, never the password,
 //!   and neither does the builder's `Debug`.
 //! * **TLS** (cargo feature `tls`: rustls with ring; the setters exist only
 //!   with it): the store trusts the CAs it is told to, and no other.
@@ -166,14 +168,23 @@
 //! its handshake, so its refusal (a TLS alert, then `Auth`) races the
 //! closed connection (`Unavailable`). A caller that retries `Unavailable`
 //! retries these until its budget runs out; an etcd that is "unreachable"
-//! right from the first call is worth a look at the TLS settings.
+//! right from the first call is worth a look at the TLS settings. The
+//! store's error says so: over TLS, a connection the server closed or reset
+//! after it was made says that this is how etcd refuses a missing or
+//! untrusted client certificate (a refused connection, an unknown host or a
+//! timeout does not). [`is_refused_client_certificate`] tells both forms of
+//! the refusal apart, for a caller that names its own settings, and
+//! `pem_labels` (feature `tls`) is the check the TLS setters make of their
+//! PEM texts, for a caller that names the file holding the wrong blocks
+//! before handing it over.
 //!
 //! # Errors
 //!
 //! Every [`StoreError`](regent_core::StoreError) names the operation, the
 //! election and the endpoints (`connect`: the endpoints and the user), and
 //! carries etcd-client's error as its source; a TLS failure also says what
-//! failed in words, with rustls' reason. Every request is bounded by the
+//! failed in words, with rustls' reason, and a permission etcd denied names
+//! the election's key prefix to grant. Every request is bounded by the
 //! [request timeout](EtcdStoreBuilder::request_timeout).
 //!
 //! | kind | when |
@@ -188,7 +199,10 @@ mod error;
 mod record;
 mod store;
 
+pub use error::is_refused_client_certificate;
 pub use store::{DEFAULT_REQUEST_TIMEOUT, EXPIRY_SLACK, EtcdStore, EtcdStoreBuilder, MIN_TTL};
+#[cfg(feature = "tls")]
+pub use store::{PemLabel, pem_labels};
 
 #[cfg(test)]
 mod send_sync {

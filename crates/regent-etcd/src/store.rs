@@ -15,7 +15,7 @@ use regent_core::{
     StoreStyle, WatchMode,
 };
 
-use crate::error::{etcd_error, is_lease_not_found};
+use crate::error::{Scope, etcd_error, is_lease_not_found};
 use crate::record::{
     candidate_key, decode, election_prefix, encode, leader_of, lease_hex, parse_lease_hex,
 };
@@ -48,6 +48,8 @@ pub struct EtcdStore {
     namespace: Arc<str>,
     endpoints: Arc<str>,
     request_timeout: Duration,
+    /// The connection speaks TLS.
+    tls: bool,
 }
 
 impl fmt::Debug for EtcdStore {
@@ -56,6 +58,7 @@ impl fmt::Debug for EtcdStore {
             .field("endpoints", &self.endpoints)
             .field("namespace", &self.namespace)
             .field("request_timeout", &self.request_timeout)
+            .field("tls", &self.tls)
             .finish_non_exhaustive()
     }
 }
@@ -118,7 +121,10 @@ impl EtcdStoreBuilder {
     /// Endpoints without a scheme then use `https://`.
     #[cfg(feature = "tls")]
     pub fn tls_ca_pem(mut self, ca_pem: impl AsRef<[u8]>) -> Self {
-        if !pem_holds(ca_pem.as_ref(), PEM_CERTIFICATE) {
+        if !pem_labels(ca_pem.as_ref())
+            .iter()
+            .any(PemLabel::is_certificate)
+        {
             self.tls_problem
                 .get_or_insert("the TLS CA PEM must hold a certificate");
         }
@@ -155,11 +161,17 @@ impl EtcdStoreBuilder {
         cert_pem: impl AsRef<[u8]>,
         key_pem: impl AsRef<[u8]>,
     ) -> Self {
-        if !pem_holds(cert_pem.as_ref(), PEM_CERTIFICATE) {
+        if !pem_labels(cert_pem.as_ref())
+            .iter()
+            .any(PemLabel::is_certificate)
+        {
             self.tls_problem
                 .get_or_insert("the TLS client certificate PEM must hold a certificate");
         }
-        if !pem_holds(key_pem.as_ref(), PEM_PRIVATE_KEY) {
+        if !pem_labels(key_pem.as_ref())
+            .iter()
+            .any(PemLabel::is_private_key)
+        {
             self.tls_problem
                 .get_or_insert("the TLS client key PEM must hold a private key");
         }
@@ -224,9 +236,14 @@ impl EtcdStoreBuilder {
             // Detects a dead connection under an open watch. etcd's default
             // --grpc-keepalive-min-time is 5 s: pinging more often is refused.
             .with_keep_alive(Duration::from_secs(10), self.request_timeout);
+        // etcd-client speaks TLS with TLS settings, and to `https://`
+        // endpoints (which fail without the `tls` feature).
+        let tls = self.endpoints.iter().any(|e| e.starts_with("https://"));
         #[cfg(feature = "tls")]
-        if let Some(tls) = self.tls {
-            options = options.with_tls(tls);
+        let tls = tls || self.tls.is_some();
+        #[cfg(feature = "tls")]
+        if let Some(settings) = self.tls {
+            options = options.with_tls(settings);
         }
         // Errors name the user, never the password.
         let what = match &self.user {
@@ -241,7 +258,7 @@ impl EtcdStoreBuilder {
         let connect = Client::connect(&self.endpoints, Some(options));
         let client = match tokio::time::timeout(self.request_timeout, connect).await {
             Ok(Ok(client)) => client,
-            Ok(Err(e)) => return Err(etcd_error(what, e)),
+            Ok(Err(e)) => return Err(etcd_error(what, e, Scope { tls, prefix: None })),
             Err(_) => {
                 return Err(StoreError::unavailable(format!(
                     "{what}: no answer within {:?}",
@@ -254,22 +271,54 @@ impl EtcdStoreBuilder {
             namespace: self.namespace.into(),
             endpoints: endpoints.into(),
             request_timeout: self.request_timeout,
+            tls,
         })
     }
 }
 
+/// The label of a PEM block: `CERTIFICATE` for a block that begins with
+/// `-----BEGIN CERTIFICATE-----`. [`pem_labels`] finds them.
 #[cfg(feature = "tls")]
-const PEM_CERTIFICATE: &str = "-----BEGIN CERTIFICATE-----";
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PemLabel(String);
 
-/// The end of every private key label: `PRIVATE KEY`, `RSA PRIVATE KEY`,
-/// `EC PRIVATE KEY`.
 #[cfg(feature = "tls")]
-const PEM_PRIVATE_KEY: &str = "PRIVATE KEY-----";
+impl PemLabel {
+    /// The label as the file writes it (control characters included).
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
 
-/// Whether the PEM text `pem` holds `marker`.
+    /// Whether the block is what a certificate setter takes: `CERTIFICATE`.
+    pub fn is_certificate(&self) -> bool {
+        self.0 == "CERTIFICATE"
+    }
+
+    /// Whether the block is what a private key setter takes: `PRIVATE KEY`,
+    /// `RSA PRIVATE KEY`, `EC PRIVATE KEY`.
+    pub fn is_private_key(&self) -> bool {
+        self.0.ends_with("PRIVATE KEY")
+    }
+}
+
+/// The labels of the `-----BEGIN LABEL-----` lines of the PEM text `pem`,
+/// each once, in order: what the TLS setters check their PEM texts by, so
+/// that a caller can say which file holds the wrong blocks before handing
+/// them over.
 #[cfg(feature = "tls")]
-fn pem_holds(pem: &[u8], marker: &str) -> bool {
-    pem.windows(marker.len()).any(|w| w == marker.as_bytes())
+pub fn pem_labels(pem: &[u8]) -> Vec<PemLabel> {
+    let mut labels = Vec::<PemLabel>::new();
+    for line in String::from_utf8_lossy(pem).lines() {
+        if let Some(label) = line
+            .trim()
+            .strip_prefix("-----BEGIN ")
+            .and_then(|l| l.strip_suffix("-----"))
+            && !labels.iter().any(|l| l.0 == label)
+        {
+            labels.push(PemLabel(label.to_owned()));
+        }
+    }
+    labels
 }
 
 /// Our own key, as a transaction found it.
@@ -314,15 +363,28 @@ impl EtcdStore {
         election_prefix(&self.namespace, election)
     }
 
-    /// Runs one request with the request timeout; errors name `what`.
+    /// A [`StoreError`] for `e`, failing `what` (which names `election`)
+    /// at the store's endpoints.
+    fn error(&self, election: &ElectionName, what: &str, e: etcd_client::Error) -> StoreError {
+        let prefix = self.election_prefix(election);
+        let scope = Scope {
+            tls: self.tls,
+            prefix: Some(&prefix),
+        };
+        etcd_error(format!("{what} at {}", self.endpoints), e, scope)
+    }
+
+    /// Runs one request for `election` with the request timeout; errors
+    /// name `what`.
     async fn call<T>(
         &self,
+        election: &ElectionName,
         what: impl FnOnce() -> String,
         fut: impl Future<Output = Result<T, etcd_client::Error>>,
     ) -> Result<T, StoreError> {
         match tokio::time::timeout(self.request_timeout, fut).await {
             Ok(Ok(v)) => Ok(v),
-            Ok(Err(e)) => Err(etcd_error(format!("{} at {}", what(), self.endpoints), e)),
+            Ok(Err(e)) => Err(self.error(election, &what(), e)),
             Err(_) => Err(StoreError::unavailable(format!(
                 "{} at {}: no answer within {:?}",
                 what(),
@@ -346,7 +408,12 @@ impl EtcdStore {
 
     /// One keep-alive round trip: `true` if the lease lives (its ttl now
     /// restarts), `false` if etcd no longer knows it.
-    async fn keep_alive_once(&self, lease: i64, what: &str) -> Result<bool, StoreError> {
+    async fn keep_alive_once(
+        &self,
+        election: &ElectionName,
+        lease: i64,
+        what: &str,
+    ) -> Result<bool, StoreError> {
         let mut client = self.client.clone();
         let r = tokio::time::timeout(self.request_timeout, async move {
             // etcd-client sends the first keep-alive and awaits its answer
@@ -357,12 +424,9 @@ impl EtcdStore {
         match r {
             Ok(Ok(())) => Ok(true),
             Ok(Err(e)) if is_lease_not_found(&e) => Ok(false),
-            Ok(Err(e)) => Err(etcd_error(
-                format!(
-                    "{what}: keep lease {} alive at {}",
-                    lease_hex(lease),
-                    self.endpoints
-                ),
+            Ok(Err(e)) => Err(self.error(
+                election,
+                &format!("{what}: keep lease {} alive", lease_hex(lease)),
                 e,
             )),
             Err(_) => Err(StoreError::unavailable(format!(
@@ -409,7 +473,7 @@ impl EtcdStore {
             ]);
         let what = || format!("acquire election '{}' by '{}'", req.election, req.holder);
         let mut client = self.client.clone();
-        let resp = self.call(what, client.txn(txn)).await?;
+        let resp = self.call(&req.election, what, client.txn(txn)).await?;
         let mut ops = resp.op_responses().into_iter();
         let (first, second) = (ops.next(), ops.next());
         let Some(TxnOpResponse::Get(mut head)) = second else {
@@ -462,7 +526,7 @@ impl EtcdStore {
                     Some(PutOptions::new().with_lease(lease)),
                 )]);
             let mut client = self.client.clone();
-            self.call(what, client.txn(txn)).await?;
+            self.call(&req.election, what, client.txn(txn)).await?;
         }
         Ok(Placed {
             token: mine.create_revision(),
@@ -521,6 +585,7 @@ impl EtcdStore {
         let mut client = self.client.clone();
         let mut resp = self
             .call(
+                election,
                 || format!("{what} of election '{election}'"),
                 client.get(prefix, Some(Self::head_options())),
             )
@@ -541,6 +606,7 @@ impl EtcdStore {
         let mut client = self.client.clone();
         let mut resp = self
             .call(
+                &lease.election,
                 || format!("{what} election '{}' by '{}'", lease.election, lease.holder),
                 client.get(key, None),
             )
@@ -581,7 +647,7 @@ impl LeaseStore for EtcdStore {
         if let Some((q, id)) = place {
             // Restart the place's ttl first: a Won below must hold for a
             // full ttl from this call.
-            if self.keep_alive_once(id, "acquire").await? {
+            if self.keep_alive_once(&req.election, id, "acquire").await? {
                 let expected = i64::try_from(q.token.get()).ok();
                 return self.campaign(req, id, q.ttl, expected).await;
             }
@@ -595,6 +661,7 @@ impl LeaseStore for EtcdStore {
         let mut client = self.client.clone();
         let granted = self
             .call(
+                &req.election,
                 || format!("acquire election '{}': grant a lease", req.election),
                 client.lease_grant(ttl_secs, None),
             )
@@ -621,7 +688,7 @@ impl LeaseStore for EtcdStore {
         if !self.own_key(lease, id, "renew").await? {
             return Ok(Renewal::Lost);
         }
-        if !self.keep_alive_once(id, "renew").await? {
+        if !self.keep_alive_once(&lease.election, id, "renew").await? {
             return Ok(Renewal::Lost);
         }
         tracing::debug!(
@@ -644,10 +711,11 @@ impl LeaseStore for EtcdStore {
         match tokio::time::timeout(self.request_timeout, client.lease_revoke(id)).await {
             Ok(Ok(_)) => Ok(()),
             Ok(Err(e)) if is_lease_not_found(&e) => Ok(()),
-            Ok(Err(e)) => Err(etcd_error(
-                format!(
-                    "release election '{}' by '{}' at {}",
-                    lease.election, lease.holder, self.endpoints
+            Ok(Err(e)) => Err(self.error(
+                &lease.election,
+                &format!(
+                    "release election '{}' by '{}'",
+                    lease.election, lease.holder
                 ),
                 e,
             )),
@@ -674,6 +742,7 @@ impl LeaseStore for EtcdStore {
             .with_start_revision(revision + 1);
         let stream = self
             .call(
+                election,
                 || format!("watch election '{election}'"),
                 client.watch(prefix, Some(options)),
             )
@@ -714,15 +783,34 @@ impl LeaseStore for EtcdStore {
                     Ok(None) => return None,
                     Err(e) => {
                         s.stream = None;
-                        let err = etcd_error(
-                            format!("watch election '{}' at {}", s.election, s.store.endpoints),
-                            e,
-                        );
+                        let what = format!("watch election '{}'", s.election);
+                        let err = s.store.error(&s.election, &what, e);
                         return Some((Err(err), s));
                     }
                 }
             }
         });
         Ok(Box::pin(leaders))
+    }
+}
+
+#[cfg(all(test, feature = "tls"))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pem_labels_are_the_begin_lines_each_once_in_order() {
+        let pem = b"junk\r\n-----BEGIN CERTIFICATE-----\r\nAA==\r\n-----END CERTIFICATE-----\r\n\
+                    -----BEGIN RSA PRIVATE KEY-----\nAA==\n-----END RSA PRIVATE KEY-----\n\
+                      -----BEGIN CERTIFICATE-----  \nAA==\n-----END CERTIFICATE-----\n";
+        let labels = pem_labels(pem);
+        let names: Vec<&str> = labels.iter().map(PemLabel::as_str).collect();
+        assert_eq!(names, ["CERTIFICATE", "RSA PRIVATE KEY"]);
+        assert!(labels[0].is_certificate() && !labels[0].is_private_key());
+        assert!(labels[1].is_private_key() && !labels[1].is_certificate());
+        let request = pem_labels(b"-----BEGIN CERTIFICATE REQUEST-----\n");
+        assert!(!request[0].is_certificate() && !request[0].is_private_key());
+        assert!(pem_labels(b"not PEM").is_empty());
+        assert!(pem_labels(b"-----BEGIN CERTIFICATE-----AA==").is_empty());
     }
 }

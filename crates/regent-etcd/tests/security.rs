@@ -10,9 +10,9 @@ mod common;
 use std::path::Path;
 use std::time::Duration;
 
-use etcd_client::{Certificate, ConnectOptions, Identity, TlsOptions};
+use etcd_client::{Certificate, ConnectOptions, Identity, Permission, TlsOptions};
 use regent_core::{Acquire, Candidate, ElectionName, ErrorKind, LeaseStore, StoreError};
-use regent_etcd::{EtcdStore, EtcdStoreBuilder};
+use regent_etcd::{EtcdStore, EtcdStoreBuilder, is_refused_client_certificate};
 use regent_testkit::engines::{Etcd, EtcdBuilder, EtcdTls};
 use tokio::time::Instant;
 
@@ -448,7 +448,9 @@ async fn unusable_tls_settings_are_config_errors_at_connect() {
 /// etcd refuses a missing or foreign client certificate after the TLS 1.3
 /// handshake has ended on the client's side, so the call sees either the
 /// server's alert (`Auth`) or only the closed connection (`Unavailable`),
-/// by a race. Either way: at once, never a hang.
+/// by a race. Either way: at once, never a hang, with a message that says
+/// what the closed connection means, and told apart by
+/// [`is_refused_client_certificate`].
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_certificate_required_but_missing_or_foreign_fails_at_once() {
     let etcd = start(Etcd::builder().tls(EtcdTls::ClientCert)).await;
@@ -471,13 +473,12 @@ async fn a_client_certificate_required_but_missing_or_foreign_fails_at_once() {
                 err.kind(),
                 full_message(&err)
             );
-            if err.kind() == ErrorKind::Auth {
-                assert!(
-                    err.to_string()
-                        .contains("refused the client's TLS certificate"),
-                    "{case}: {err}"
-                );
-            }
+            let expected = match err.kind() {
+                ErrorKind::Auth => "refused the client's TLS certificate",
+                _ => CLOSED_OVER_TLS,
+            };
+            assert!(err.to_string().contains(expected), "{case}: {err}");
+            assert!(is_refused_client_certificate(&err), "{case}: {err}");
         }
     }
     // With a user, connecting authenticates and fails the same way.
@@ -488,10 +489,127 @@ async fn a_client_certificate_required_but_missing_or_foreign_fails_at_once() {
         err.kind(),
         full_message(&err)
     );
+    assert!(
+        is_refused_client_certificate(&err),
+        "{}",
+        full_message(&err)
+    );
 
     // The control: with the client certificate the same member serves.
     let store = tls_builder(&etcd).connect().await.unwrap();
     assert!(matches!(try_acquire(&store, &e).await, Ok(Acquire::Won(_))));
+}
+
+/// What the store says of a TLS connection the server closed or reset
+/// after it was made.
+const CLOSED_OVER_TLS: &str = "the server closed the connection after it was made; with TLS \
+                               this is how etcd refuses a missing or untrusted client certificate";
+
+/// Regression: the CLI took every unavailable TLS store for one refusing
+/// the client certificate unless the message said otherwise. A refused
+/// connection, an unknown host, a TLS client on a plaintext member (closed
+/// during the handshake) are none of that, nor is a closed connection
+/// without TLS.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failures_to_connect_are_not_taken_for_a_refused_client_certificate() {
+    let tls_member = start(Etcd::builder().tls(EtcdTls::ClientCert)).await;
+    let plain_member = start(Etcd::builder()).await;
+    let files = tls_member.tls_files().unwrap();
+    let e = common::election("not-refused");
+    let over_tls = |endpoint: String| {
+        store_builder([endpoint])
+            .tls_ca_pem(pem(files.ca_cert()))
+            .tls_client_identity_pem(pem(files.client_cert()), pem(files.client_key()))
+    };
+    // Whether the store speaks TLS: without it, the server closing the
+    // connection after it was made leaves no client certificate to speak
+    // of, though `is_refused_client_certificate`, which cannot know, says
+    // it may be one.
+    let cases = [
+        (
+            "a closed port",
+            true,
+            over_tls(format!("127.0.0.1:{}", common::closed_port())),
+        ),
+        (
+            "an unknown host",
+            true,
+            over_tls("regent.invalid:2379".into()),
+        ),
+        (
+            "a plaintext member",
+            true,
+            over_tls(plain_member.endpoint()),
+        ),
+        (
+            "a plaintext client",
+            false,
+            store_builder(tls_member.endpoints()),
+        ),
+    ];
+    for (case, tls, builder) in cases {
+        let store = builder.connect().await.unwrap();
+        let err = try_acquire(&store, &e).await.expect_err(case);
+        assert_eq!(
+            err.kind(),
+            ErrorKind::Unavailable,
+            "{case}: {}",
+            full_message(&err)
+        );
+        assert!(
+            !full_message(&err).contains("client certificate"),
+            "{case}: {}",
+            full_message(&err)
+        );
+        if tls {
+            assert!(
+                !is_refused_client_certificate(&err),
+                "{case}: {}",
+                full_message(&err)
+            );
+        }
+    }
+}
+
+/// A user who may read the election's keys but not write them: the error
+/// names the key prefix (namespace included) and how to grant it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_permission_denied_names_the_prefix_to_grant() {
+    let etcd = start(Etcd::builder().auth("root", PASSWORD)).await;
+    // A reader of every key under "/", set up as an operator would.
+    let root = ConnectOptions::new().with_user("root", PASSWORD);
+    let mut admin = common::raw_with(&etcd.endpoints(), Some(root)).await;
+    admin
+        .user_add("reader", "reader-secret", None)
+        .await
+        .unwrap();
+    admin.role_add("readers").await.unwrap();
+    admin
+        .role_grant_permission("readers", Permission::read("/").with_prefix())
+        .await
+        .unwrap();
+    admin.user_grant_role("reader", "readers").await.unwrap();
+    let store = store_builder(etcd.endpoints())
+        .namespace("/svc/")
+        .user("reader", "reader-secret")
+        .connect()
+        .await
+        .unwrap();
+    let e = common::election("no-write");
+    assert_eq!(store.current_leader(&e).await.unwrap(), None);
+    let err = expect_prompt_error(timed(try_acquire(&store, &e)).await);
+    assert_eq!(err.kind(), ErrorKind::Auth, "{}", full_message(&err));
+    let prefix = store.election_prefix(&e);
+    assert!(prefix.starts_with("/svc/"), "{prefix}");
+    let message = err.to_string();
+    assert!(
+        message.contains(&format!(
+            "the user needs read and write permission on the keys under '{prefix}' \
+             (etcdctl role grant-permission ROLE --prefix=true readwrite '{prefix}')"
+        )) && full_message(&err).contains("permission denied")
+            && !message.contains("reader-secret"),
+        "{message}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

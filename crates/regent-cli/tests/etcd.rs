@@ -226,6 +226,14 @@ fn tls_with_client_certificates_and_a_user() {
     // Without a CA file, etcds:// trusts the system's CA store, which
     // SSL_CERT_FILE replaces (as for OpenSSL): the test CA there works, and
     // without it the server's certificate is refused at once (exit 2).
+    let status = [
+        "status",
+        "--store",
+        &store,
+        "--election",
+        ELECTION,
+        "--json",
+    ];
     let system = |ca: &str| {
         let env = [
             ("SSL_CERT_FILE", ca),
@@ -235,15 +243,7 @@ fn tls_with_client_certificates_and_a_user() {
             env[3],
             env[4],
         ];
-        let args = [
-            "status",
-            "--store",
-            &store,
-            "--election",
-            ELECTION,
-            "--json",
-        ];
-        run_bounded_env(&args, &env, Duration::from_secs(15))
+        run_bounded_env(&status, &env, Duration::from_secs(15))
     };
     let out = system(&ca);
     assert_eq!(out.code, Some(0), "{}", out.stderr);
@@ -252,14 +252,6 @@ fn tls_with_client_certificates_and_a_user() {
     assert_eq!(out.code, Some(2), "{}", out.stderr);
     assert!(out.stderr.contains("certificate"), "{}", out.stderr);
 
-    let status = [
-        "status",
-        "--store",
-        &store,
-        "--election",
-        ELECTION,
-        "--json",
-    ];
     let mut wrong = env;
     wrong[4] = ("REGENT_ETCD_PASSWORD", "not-the-secret");
     let out = run_bounded_env(&status, &wrong, Duration::from_secs(15));

@@ -345,16 +345,10 @@ async fn system_roots_checks(store: SystemStore) {
     let unverified = async |builder: EtcdStoreBuilder, case: &str| {
         let store = builder.connect().await.unwrap();
         let err = expect_prompt_error(timed(try_acquire(&store, &e)).await);
-        assert_eq!(
-            err.kind(),
-            ErrorKind::Config,
-            "{case}: {}",
-            full_message(&err)
-        );
-        assert!(
-            err.to_string().contains("certificate failed verification")
-                && err.to_string().contains("UnknownIssuer"),
-            "{case}: {err}"
+        assert_config(
+            case,
+            &err,
+            &["certificate failed verification", "UnknownIssuer"],
         );
     };
     match store {
@@ -378,17 +372,7 @@ async fn system_roots_checks(store: SystemStore) {
                 ("system roots alone", system()),
                 ("system roots and a CA PEM", system().tls_ca_pem(&ca)),
             ] {
-                let err = builder.connect().await.expect_err(case);
-                assert_eq!(
-                    err.kind(),
-                    ErrorKind::Config,
-                    "{case}: {}",
-                    full_message(&err)
-                );
-                assert!(
-                    err.to_string().contains("no native certs found"),
-                    "{case}: {err}"
-                );
+                assert_config_error(case, builder, "no native certs found").await;
             }
         }
     }
@@ -431,17 +415,7 @@ async fn unusable_tls_settings_are_config_errors_at_connect() {
         ),
     ];
     for (case, builder, expected) in cases {
-        let err = builder.connect().await.expect_err(case);
-        assert_eq!(
-            err.kind(),
-            ErrorKind::Config,
-            "{case}: {}",
-            full_message(&err)
-        );
-        assert!(
-            err.to_string().contains(expected),
-            "{case}: {expected:?} not in {err}"
-        );
+        assert_config_error(case, builder, expected).await;
     }
 }
 
@@ -677,6 +651,30 @@ async fn a_plaintext_store_on_a_tls_port_fails_at_once() {
             ErrorKind::Unavailable,
             "{endpoint}: {}",
             full_message(&err)
+        );
+    }
+}
+
+/// `builder` fails to connect with a [`ErrorKind::Config`] error whose
+/// message contains `expected`.
+async fn assert_config_error(case: &str, builder: EtcdStoreBuilder, expected: &str) {
+    let err = builder.connect().await.expect_err(case);
+    assert_config(case, &err, &[expected]);
+}
+
+/// `err` is a [`ErrorKind::Config`] error whose message contains every one
+/// of `expected`.
+fn assert_config(case: &str, err: &StoreError, expected: &[&str]) {
+    assert_eq!(
+        err.kind(),
+        ErrorKind::Config,
+        "{case}: {}",
+        full_message(err)
+    );
+    for needle in expected {
+        assert!(
+            err.to_string().contains(needle),
+            "{case}: {needle:?} not in {err}"
         );
     }
 }

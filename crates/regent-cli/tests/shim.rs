@@ -47,57 +47,42 @@ fn the_command_gets_the_election_its_id_and_its_fencing_token(sb: Sandbox) {
     assert!(token >= 1, "{env:?}");
 }
 
-fn background_jobs_die_when_the_command_exits_by_itself(sb: Sandbox) {
+/// Runs `sh -c '<job> & echo $! > FILE; <then>'` in `sb` to its end, checks
+/// it exited 0, and returns its output and the background job's pid.
+fn run_with_background_job(sb: &Sandbox, job: &str, then: &str) -> (Output, i32) {
     let bg = sb.path("bg");
-    let out = run_script(
-        &sb,
-        &format!("sleep 1000 & echo $! > '{}'; exit 0", bg.display()),
-    );
+    let out = run_script(sb, &format!("{job} & echo $! > '{}'; {then}", bg.display()));
     assert_eq!(out.code, Some(0), "{}", out.stderr);
-    let pid = read_pid(&bg);
+    (out, read_pid(&bg))
+}
+
+/// Waits up to a second for the background `sleep` with `pid` to be gone.
+fn assert_background_job_dies(pid: i32) {
     wait_for(
         Duration::from_secs(1),
         "the background job to be gone",
         || (!alive_as(pid, "sleep")).then_some(()),
         || format!("pid {pid}: {}", cmdline(pid)),
     );
+}
+
+fn background_jobs_die_when_the_command_exits_by_itself(sb: Sandbox) {
+    let (out, pid) = run_with_background_job(&sb, "sleep 1000", "exit 0");
+    assert_background_job_dies(pid);
     eprintln!("regent ended {:?} after start", out.took);
 }
 
 fn background_jobs_that_ignore_sigterm_are_killed_after_the_grace(sb: Sandbox) {
-    let bg = sb.path("bg");
-    let out = run_script(
-        &sb,
-        &format!(
-            "trap '' TERM; sleep 1000 & echo $! > '{}'; exit 0",
-            bg.display()
-        ),
-    );
-    assert_eq!(out.code, Some(0), "{}", out.stderr);
-    let pid = read_pid(&bg);
-    wait_for(
-        Duration::from_secs(1),
-        "the background job to be gone",
-        || (!alive_as(pid, "sleep")).then_some(()),
-        || format!("pid {pid}: {}", cmdline(pid)),
-    );
+    let (_, pid) = run_with_background_job(&sb, "trap '' TERM; sleep 1000", "exit 0");
+    assert_background_job_dies(pid);
 }
 
 /// A job that left the command's process group (`setsid`) is still the
 /// command's work: the shim, a child subreaper, inherits it when its parent
 /// exits, and must not leave it behind.
 fn background_jobs_that_left_the_process_group_die_too(sb: Sandbox) {
-    let bg = sb.path("bg");
-    let out = run_script(
-        &sb,
-        &format!(
-            // Give it time to leave the group before the command exits.
-            "setsid sleep 1000 & echo $! > '{}'; sleep 0.3; exit 0",
-            bg.display()
-        ),
-    );
-    assert_eq!(out.code, Some(0), "{}", out.stderr);
-    let pid = read_pid(&bg);
+    // Give it time to leave the group before the command exits.
+    let (_, pid) = run_with_background_job(&sb, "setsid sleep 1000", "sleep 0.3; exit 0");
     let left = alive_as(pid, "sleep");
     if left {
         signal(pid, rustix::process::Signal::KILL);

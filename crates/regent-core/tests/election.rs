@@ -2,44 +2,17 @@
 //! store: timing of expiry and failover, stepping down on the local clock,
 //! graceful hand-over, status, configuration errors.
 
+mod common;
+
 use std::time::Duration;
 
+use common::{candidate, id, jobs, secs, spawn_follower};
 use regent_core::memory::MemoryStore;
 use regent_core::{
-    CampaignError, Candidate, ConfigError, ElectionName, EndReason, ErrorKind, HolderId,
-    LeaseStore, Metadata, Observer, Status,
+    CampaignError, Candidate, ConfigError, EndReason, ErrorKind, LeaseStore, Metadata, Observer,
+    Status,
 };
 use tokio::time::{Instant, sleep};
-
-fn jobs() -> ElectionName {
-    ElectionName::new("jobs").unwrap()
-}
-
-fn id(s: &str) -> HolderId {
-    HolderId::new(s).unwrap()
-}
-
-fn secs(s: u64) -> Duration {
-    Duration::from_secs(s)
-}
-
-/// ttl 10 s, renew every 2 s, step down after 6 s, grace 2 s.
-fn candidate(store: &MemoryStore, who: &str) -> Candidate<MemoryStore> {
-    Candidate::builder(store.clone(), jobs(), id(who))
-        .ttl(secs(10))
-        .build()
-        .unwrap()
-}
-
-/// Campaigns in the background; yields when it won and the leadership.
-fn spawn_follower(
-    c: Candidate<MemoryStore>,
-) -> tokio::task::JoinHandle<(Instant, regent_core::Leadership)> {
-    tokio::spawn(async move {
-        let l = c.campaign().await.unwrap();
-        (Instant::now(), l)
-    })
-}
 
 #[tokio::test(start_paused = true)]
 async fn crash_failover_waits_for_store_expiry_and_no_longer() {

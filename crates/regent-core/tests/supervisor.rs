@@ -1,42 +1,49 @@
 //! The supervisor: the leader task runs only while leading; task and lease
 //! end each other; the restart policy; the health watchdog.
 
+mod common;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
+use common::{candidate, id, secs, spawn_follower};
 use regent_core::memory::MemoryStore;
 use regent_core::{
-    BoxError, Candidate, ElectionName, EndReason, HolderId, LeaderContext, Restart, Supervisor,
-    SupervisorExit, TermOutcome,
+    BoxError, EndReason, HolderId, LeaderContext, Restart, Supervisor, SupervisorExit, Term,
+    TermOutcome,
 };
 use regent_testkit::History;
 use tokio::time::{Instant, sleep};
 
-fn id(s: &str) -> HolderId {
-    HolderId::new(s).unwrap()
+/// The term a supervisor ran before it finished; panics on any other exit.
+fn finished(exit: SupervisorExit) -> Term {
+    let SupervisorExit::Finished(term) = exit else {
+        panic!("{exit:?}")
+    };
+    term
 }
 
-fn secs(s: u64) -> Duration {
-    Duration::from_secs(s)
+/// Asserts that the supervisor finished after a term whose leadership ended
+/// for `reason` and whose task stopped within its grace.
+fn assert_ended_in_grace(exit: SupervisorExit, reason: EndReason) {
+    let term = finished(exit);
+    assert!(
+        matches!(term.outcome, TermOutcome::LeadershipEnded(r) if r == reason),
+        "{term:?}"
+    );
+    assert!(term.stopped_in_grace, "{term:?}");
 }
 
-/// ttl 10 s, renew every 2 s, step down after 6 s, grace 2 s.
-fn candidate(store: &MemoryStore, who: &str) -> Candidate<MemoryStore> {
-    Candidate::builder(store.clone(), ElectionName::new("jobs").unwrap(), id(who))
-        .ttl(secs(10))
-        .build()
-        .unwrap()
-}
-
-/// Campaigns in the background; yields when it won and the leadership.
-fn spawn_follower(
-    c: Candidate<MemoryStore>,
-) -> tokio::task::JoinHandle<(Instant, regent_core::Leadership)> {
-    tokio::spawn(async move {
-        let l = c.campaign().await.unwrap();
-        (Instant::now(), l)
-    })
+/// Asserts that the supervisor finished after a term whose task succeeded.
+fn assert_task_succeeded(exit: &SupervisorExit) {
+    assert!(
+        matches!(
+            exit,
+            SupervisorExit::Finished(t) if matches!(t.outcome, TermOutcome::TaskSucceeded)
+        ),
+        "{exit:?}"
+    );
 }
 
 /// A well-behaved leader task: beats every second until cancelled.
@@ -65,14 +72,7 @@ async fn lost_lease_cancels_the_task() {
         })
         .await
         .unwrap();
-    let SupervisorExit::Finished(term) = exit else {
-        panic!("{exit:?}")
-    };
-    assert!(matches!(
-        term.outcome,
-        TermOutcome::LeadershipEnded(EndReason::DeadlinePassed)
-    ));
-    assert!(term.stopped_in_grace);
+    assert_ended_in_grace(exit, EndReason::DeadlinePassed);
 }
 
 #[tokio::test(start_paused = true)]
@@ -93,10 +93,7 @@ async fn finished_task_resigns_so_a_follower_takes_over_at_once() {
         })
         .await
         .unwrap();
-    assert!(matches!(
-        exit,
-        SupervisorExit::Finished(ref t) if matches!(t.outcome, TermOutcome::TaskSucceeded)
-    ));
+    assert_task_succeeded(&exit);
     let lb = b.campaign().await.unwrap();
     let done = done_at.lock().unwrap().unwrap();
     assert!(Instant::now() - done < Duration::from_millis(100));
@@ -124,10 +121,7 @@ async fn on_failure_restarts_until_the_task_succeeds() {
         .await
         .unwrap();
     assert_eq!(runs.load(Ordering::SeqCst), 3);
-    assert!(matches!(
-        exit,
-        SupervisorExit::Finished(ref t) if matches!(t.outcome, TermOutcome::TaskSucceeded)
-    ));
+    assert_task_succeeded(&exit);
     let tokens = tokens.into_inner().unwrap();
     assert!(tokens.windows(2).all(|w| w[0] < w[1]), "{tokens:?}");
 }
@@ -184,14 +178,7 @@ async fn silent_task_makes_the_leader_step_down_and_release() {
         })
         .await
         .unwrap();
-    let SupervisorExit::Finished(term) = exit else {
-        panic!("{exit:?}")
-    };
-    assert!(matches!(
-        term.outcome,
-        TermOutcome::LeadershipEnded(EndReason::Unhealthy)
-    ));
-    assert!(term.stopped_in_grace);
+    assert_ended_in_grace(exit, EndReason::Unhealthy);
     let (won_at, _) = follower.await.unwrap();
     let last = last_beat.lock().unwrap().unwrap();
     assert_eq!(
@@ -234,10 +221,8 @@ async fn task_that_ignores_cancellation_is_dropped_after_grace_before_release() 
         })
         .await
         .unwrap();
-    let SupervisorExit::Finished(term) = exit else {
-        panic!("{exit:?}")
-    };
-    assert!(!term.stopped_in_grace);
+    let term = finished(exit);
+    assert!(!term.stopped_in_grace, "{term:?}");
     let (won_at, lb) = follower.await.unwrap();
     assert_eq!(won_at - start, secs(3) + grace);
     history.begin(lb.holder(), lb.token(), won_at);

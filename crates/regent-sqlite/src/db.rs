@@ -10,7 +10,9 @@ use regent_core::{
     LeaseHandle, MAX_TTL, Metadata, Renewal, StoreError,
 };
 use rusqlite::types::Value;
-use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension, TransactionBehavior};
+use rusqlite::{
+    Connection, ErrorCode, OpenFlags, OptionalExtension, Transaction, TransactionBehavior,
+};
 
 use crate::clock::monotonic_now_ns;
 use crate::error::db_error;
@@ -427,6 +429,24 @@ pub(crate) fn ttl_ms(ttl: Duration) -> i64 {
     i64::try_from(ms).unwrap_or(i64::MAX)
 }
 
+/// Opens the immediate (write-locked) transaction of `op` on `election` and
+/// reads the clock, then the election's row, under its lock.
+fn begin_write<'c>(
+    conn: &'c mut Connection,
+    site: &Site,
+    op: &str,
+    election: &ElectionName,
+) -> Result<(Transaction<'c>, i64, Option<LeaseRow>), StoreError> {
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(|e| db_error(site.context(op, election), e))?;
+    // Read under the write lock: every writer reads the clock after the one
+    // before it committed, so expiry decisions follow commit order.
+    let now = monotonic_now_ns();
+    let row = read_row(&tx, site, op, election)?;
+    Ok((tx, now, row))
+}
+
 /// `try_acquire`: takes the election if its row is missing, expired or from
 /// another boot; bumps the fencing counter in the same transaction.
 pub(crate) fn acquire(
@@ -438,13 +458,8 @@ pub(crate) fn acquire(
     const OP: &str = "acquire";
     let election = &req.election;
     let err = |e| db_error(site.context(OP, election), e);
-    let tx = conn
-        .transaction_with_behavior(TransactionBehavior::Immediate)
-        .map_err(err)?;
-    // Read under the write lock: every writer reads the clock after the one
-    // before it committed, so expiry decisions follow commit order.
-    let now = monotonic_now_ns();
-    if let Some(row) = read_row(&tx, site, OP, election)?
+    let (tx, now, row) = begin_write(conn, site, OP, election)?;
+    if let Some(row) = row
         && is_live(site, election, &row, now)?
     {
         return Ok(Acquire::Held {
@@ -520,11 +535,8 @@ pub(crate) fn renew(
     const OP: &str = "renew";
     let election = &lease.election;
     let err = |e| db_error(site.context(OP, election), e);
-    let tx = conn
-        .transaction_with_behavior(TransactionBehavior::Immediate)
-        .map_err(err)?;
-    let now = monotonic_now_ns();
-    let Some(row) = read_row(&tx, site, OP, election)? else {
+    let (tx, now, row) = begin_write(conn, site, OP, election)?;
+    let Some(row) = row else {
         return Ok(Renewal::Lost);
     };
     let ours = row.holder == lease.holder && token_of(row.token) == lease.token;

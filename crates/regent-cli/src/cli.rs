@@ -1,18 +1,17 @@
 //! Flags as the user typed them (clap), and their resolution into checked
 //! settings. Every rule broken is a usage error (exit 2) naming the flag.
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Arg, ArgMatches, Args, FromArgMatches, Parser, Subcommand, ValueEnum};
+use regent_core::target::{OptionKind, StoreKind, StoreOption};
 
 const AFTER_HELP: &str = "\
 Examples:
   regent run --election nightly-report -- ./report.sh
   regent run --store sqlite:/var/lib/app/regent.db --election jobs --ttl 5s -- python worker.py
-  regent run --store etcd://10.0.0.1:2379,10.0.0.2:2379 --election jobs -- ./worker
-  REGENT_ETCD_PASSWORD=... regent run --store etcds://etcd.internal:2379 --etcd-cacert ca.pem \
-      --etcd-user app --election jobs -- ./worker
   regent status --election jobs --json
   regent watch --election jobs
   regent demo --candidates 5
@@ -68,86 +67,98 @@ pub(crate) enum Command {
 /// Where the election lives.
 #[derive(Debug, Args)]
 pub(crate) struct StoreArgs {
-    /// Store URL: sqlite:PATH, etcd://HOST[:PORT][,HOST[:PORT]…][/NAMESPACE] or
-    /// etcds://… for TLS (default: sqlite:$XDG_STATE_HOME/regent/elections.db,
-    /// else ~/.local/state/regent/elections.db).
-    #[arg(long, value_name = "URL")]
+    /// Store URL (default: sqlite:$XDG_STATE_HOME/regent/elections.db, else
+    /// ~/.local/state/regent/elections.db).
+    #[arg(long, value_name = "URL", long_help = store_help())]
     pub(crate) store: Option<String>,
     /// Election name: 1-128 of A-Z a-z 0-9 . _ -, starting with a letter or digit.
     #[arg(long, value_name = "NAME")]
     pub(crate) election: String,
     #[command(flatten)]
-    pub(crate) etcd: EtcdArgs,
+    pub(crate) options: StoreFlags,
 }
 
-/// The `--help` section of the etcd flags. (Per flag: a struct-level
-/// `next_help_heading` would also cover every flag after them.)
-const ETCD_HEADING: &str = "etcd store";
-
-/// TLS and credentials for etcd stores. Each flag falls back to its
-/// environment variable; the password is read only from a file or from
-/// REGENT_ETCD_PASSWORD, never from the command line (which `ps` shows).
-#[derive(Debug, Clone, Default, Args)]
-pub(crate) struct EtcdArgs {
-    /// CA certificate (PEM) that signed etcd's server certificates, for
-    /// etcds:// (default: the system's CA store) [env: REGENT_ETCD_CACERT]
-    #[arg(long, value_name = "FILE", help_heading = ETCD_HEADING)]
-    pub(crate) etcd_cacert: Option<PathBuf>,
-    /// Client certificate (PEM) for etcd's --client-cert-auth; with
-    /// --etcd-key [env: REGENT_ETCD_CERT]
-    #[arg(long, value_name = "FILE", help_heading = ETCD_HEADING)]
-    pub(crate) etcd_cert: Option<PathBuf>,
-    /// Private key (PEM) of --etcd-cert [env: REGENT_ETCD_KEY]
-    #[arg(long, value_name = "FILE", help_heading = ETCD_HEADING)]
-    pub(crate) etcd_key: Option<PathBuf>,
-    /// etcd user; its password comes from --etcd-password-file or
-    /// REGENT_ETCD_PASSWORD [env: REGENT_ETCD_USER]
-    #[arg(long, value_name = "USER", help_heading = ETCD_HEADING)]
-    pub(crate) etcd_user: Option<String>,
-    /// File holding the etcd user's password on one line
-    /// [env: REGENT_ETCD_PASSWORD_FILE]
-    #[arg(long, value_name = "FILE", help_heading = ETCD_HEADING)]
-    pub(crate) etcd_password_file: Option<PathBuf>,
+/// `--store`'s long help: the URL forms of every store in this build.
+fn store_help() -> String {
+    format!(
+        "Store URL: {} (default: sqlite:$XDG_STATE_HOME/regent/elections.db, else \
+         ~/.local/state/regent/elections.db)",
+        regent::url::supported_forms()
+    )
 }
 
-impl EtcdArgs {
-    /// The flags given on the command line, by name.
-    pub(crate) fn given(&self) -> Vec<&'static str> {
-        let mut flags = Vec::new();
-        for (set, name) in [
-            (self.etcd_cacert.is_some(), "--etcd-cacert"),
-            (self.etcd_cert.is_some(), "--etcd-cert"),
-            (self.etcd_key.is_some(), "--etcd-key"),
-            (self.etcd_user.is_some(), "--etcd-user"),
-            (self.etcd_password_file.is_some(), "--etcd-password-file"),
-        ] {
-            if set {
-                flags.push(name);
-            }
-        }
-        flags
+/// The options of every store this build includes, as flags generated from
+/// the stores' option tables: `--KIND-NAME` under the help heading `KIND
+/// store`, each falling back to its variable `REGENT_KIND_NAME` (read when
+/// the store is resolved, not by clap: a variable of another store than the
+/// URL's is ignored, a flag of another store is an error). Secrets have no
+/// flag.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct StoreFlags {
+    /// `(flag name without dashes, value)` for every flag given.
+    pub(crate) given: Vec<(String, OsString)>,
+}
+
+impl StoreFlags {
+    /// The flags as arguments again, for a child `regent run`.
+    pub(crate) fn to_args(&self) -> Vec<OsString> {
+        self.given
+            .iter()
+            .flat_map(|(flag, value)| [format!("--{flag}").into(), value.clone()])
+            .collect()
+    }
+}
+
+/// Every store option that has a flag, with its kind.
+fn flag_options() -> impl Iterator<Item = (&'static StoreKind, &'static StoreOption)> {
+    regent::url::store_kinds()
+        .iter()
+        .flat_map(|kind| kind.options.iter().map(move |o| (*kind, o)))
+        .filter(|(_, o)| o.has_flag())
+}
+
+impl FromArgMatches for StoreFlags {
+    fn from_arg_matches(matches: &ArgMatches) -> Result<Self, clap::Error> {
+        let mut flags = Self::default();
+        flags.update_from_arg_matches(matches)?;
+        Ok(flags)
     }
 
-    /// The same flags as arguments, for a child `regent run`.
-    pub(crate) fn to_args(&self) -> Vec<std::ffi::OsString> {
-        let mut args = Vec::new();
-        let paths = [
-            ("--etcd-cacert", &self.etcd_cacert),
-            ("--etcd-cert", &self.etcd_cert),
-            ("--etcd-key", &self.etcd_key),
-            ("--etcd-password-file", &self.etcd_password_file),
-        ];
-        for (flag, value) in paths {
-            if let Some(v) = value {
-                args.push(flag.into());
-                args.push(v.clone().into_os_string());
+    fn update_from_arg_matches(&mut self, matches: &ArgMatches) -> Result<(), clap::Error> {
+        for (kind, option) in flag_options() {
+            let name = option.flag_name(kind);
+            if let Some(value) = matches.get_one::<OsString>(&name) {
+                self.given.retain(|(f, _)| *f != name);
+                self.given.push((name, value.clone()));
             }
         }
-        if let Some(u) = &self.etcd_user {
-            args.push("--etcd-user".into());
-            args.push(u.into());
+        Ok(())
+    }
+}
+
+impl Args for StoreFlags {
+    fn augment_args(mut cmd: clap::Command) -> clap::Command {
+        for (kind, option) in flag_options() {
+            let name = option.flag_name(kind);
+            let hint = match option.kind {
+                OptionKind::Path => clap::ValueHint::FilePath,
+                _ => clap::ValueHint::Other,
+            };
+            cmd = cmd.arg(
+                Arg::new(name.clone())
+                    .long(name)
+                    .value_name(option.value_name)
+                    .value_parser(clap::value_parser!(OsString))
+                    .value_hint(hint)
+                    .help(format!("{} [env: {}]", option.help, option.env_name(kind)))
+                    .help_heading(format!("{} store", kind.name)),
+            );
         }
-        args
+        cmd
+    }
+
+    fn augment_args_for_update(cmd: clap::Command) -> clap::Command {
+        Self::augment_args(cmd)
     }
 }
 
@@ -212,11 +223,11 @@ pub(crate) struct DemoArgs {
     /// Store URL (default: a fresh SQLite file in a temporary directory).
     #[arg(long, value_name = "URL")]
     pub(crate) store: Option<String>,
-    /// Election name, for a demo on a shared store (etcd).
+    /// Election name, for a demo on a shared store.
     #[arg(long, value_name = "NAME", default_value = "demo")]
     pub(crate) election: String,
     #[command(flatten)]
-    pub(crate) etcd: EtcdArgs,
+    pub(crate) options: StoreFlags,
     /// Upper bound on the whole demo.
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     pub(crate) duration: Duration,

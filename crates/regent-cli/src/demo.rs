@@ -120,8 +120,8 @@ struct Demo {
     dir: PathBuf,
     url: String,
     election: ElectionName,
-    /// The `--etcd-*` flags, passed on to every candidate.
-    etcd_args: Vec<std::ffi::OsString>,
+    /// The store flags, passed on to every candidate.
+    store_args: Vec<std::ffi::OsString>,
     ttl: Duration,
     log: PathBuf,
     children: BTreeMap<String, Child>,
@@ -145,7 +145,7 @@ impl Demo {
                 "--id",
                 id,
             ])
-            .args(&self.etcd_args)
+            .args(&self.store_args)
             .arg("--ttl")
             .arg(format!("{}ms", self.ttl.as_millis()))
             .arg("--lifeline-stdin")
@@ -225,7 +225,7 @@ pub(crate) async fn demo(args: DemoArgs) -> Result<u8, CliError> {
     let store_args = StoreArgs {
         store: Some(url.clone()),
         election: args.election.clone(),
-        etcd: args.etcd.clone(),
+        options: args.options.clone(),
     };
     let election = store::election(&store_args)?;
     let store = store::open(&store::target(&store_args)?, &election, None).await?;
@@ -234,7 +234,7 @@ pub(crate) async fn demo(args: DemoArgs) -> Result<u8, CliError> {
         dir: tmp.path().to_owned(),
         url,
         election: election.clone(),
-        etcd_args: args.etcd.to_args(),
+        store_args: args.options.to_args(),
         ttl: args.ttl,
         log: tmp.path().join("starts.log"),
         children: BTreeMap::new(),

@@ -17,13 +17,20 @@
 //! * The heartbeat descriptor (`--health-timeout`) is moved below 10 by the
 //!   shim, because dash, Debian's `sh`, accepts only single-digit
 //!   descriptors in `>&N`.
-//! * Stores: `sqlite:PATH` (the default) and `etcd://` / `etcds://`
-//!   (`target.rs`). Every flag and file is checked, and every TLS file
-//!   read, before the first connection, so contradictions are exit 2 at
-//!   once rather than exit 3 after the start retries. The etcd password is
-//!   taken from a file or `REGENT_ETCD_PASSWORD`, never from a flag, and is
-//!   removed from the environment the shim (and so CMD) gets. TLS files are
-//!   read once at start: a rotated certificate takes a restart.
+//! * Stores: this crate names none (but the default, `sqlite:PATH`). The
+//!   facade `regent` lists the stores this build includes (`regent::url`),
+//!   each described by its crate's `StoreKind`: URL grammar, options and
+//!   their variables, files, contradictions, connecting and hints. The store
+//!   flags and their `--help` sections are generated from those option
+//!   tables (`cli.rs`, `StoreFlags`: `--KIND-NAME`, variable
+//!   `REGENT_KIND_NAME`); `demo` forwards them as given; secrets (options
+//!   of kind secret) have no flag, are removed from the environment CMD
+//!   gets, and make regent non-dumpable while set. Every flag and file is
+//!   checked, and every file read, before the first connection, so
+//!   contradictions are exit 2 at once rather than exit 3 after the start
+//!   retries. Files are read once at start: a rotated certificate takes a
+//!   restart. Adding a store costs this crate nothing but the facade
+//!   feature in `Cargo.toml`.
 //! * Terms shorter than the ttl are followed by a jittered, doubling
 //!   backoff (100 ms up to the ttl) before the next campaign, so a command
 //!   that fails at once is not restarted in a hot loop.
@@ -53,7 +60,6 @@ mod run;
 mod shim;
 mod show;
 mod store;
-mod target;
 
 use std::process::ExitCode;
 

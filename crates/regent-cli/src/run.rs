@@ -533,8 +533,6 @@ fn spawn_shim(
         .env("REGENT_ELECTION", leadership.election().as_str())
         .env("REGENT_LEADER_ID", leadership.holder().as_str())
         .env("REGENT_FENCING_TOKEN", leadership.token().to_string())
-        // The store's secret is regent's, not CMD's.
-        .env_remove(crate::target::ENV_PASSWORD)
         .stdin(Stdio::from(OwnedFd::from(theirs)))
         // The shim leads a process group of its own. Sharing regent's would
         // let one job-control stop (Ctrl-Z, `kill -STOP -PGID`) freeze both
@@ -543,6 +541,10 @@ fn spawn_shim(
         // as well as regent, which alone decides how CMD stops.
         .process_group(0)
         .kill_on_drop(false);
+    // The stores' secrets are regent's, not CMD's.
+    for var in store::secret_variables() {
+        cmd.env_remove(var);
+    }
     if let Some(fd) = heartbeat {
         cmd.env("REGENT_HEARTBEAT_FD", fd.as_raw_fd().to_string());
     }

@@ -73,6 +73,7 @@ mod observer;
 mod status;
 pub mod store;
 mod supervisor;
+pub mod target;
 #[cfg(feature = "testing")]
 pub mod testing;
 mod timing;
@@ -92,6 +93,9 @@ pub use store::{
 };
 pub use supervisor::{
     Heartbeat, LeaderContext, Restart, Supervisor, SupervisorExit, Term, TermOutcome,
+};
+pub use target::{
+    OptionKind, OptionValue, Options, Source, StoreKind, StoreOption, Target, TargetError,
 };
 pub use timing::{Explanation, MAX_TTL, Timing};
 /// Re-exported so users need not depend on `tokio-util` for the leader

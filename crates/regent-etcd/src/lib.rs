@@ -172,11 +172,19 @@
 //! store's error says so: over TLS, a connection the server closed or reset
 //! after it was made says that this is how etcd refuses a missing or
 //! untrusted client certificate (a refused connection, an unknown host or a
-//! timeout does not). [`is_refused_client_certificate`] tells both forms of
-//! the refusal apart, for a caller that names its own settings, and
-//! `pem_labels` (feature `tls`) is the check the TLS setters make of their
-//! PEM texts, for a caller that names the file holding the wrong blocks
-//! before handing it over.
+//! timeout does not). [`EtcdTarget`]'s hint, which the CLI prints, tells
+//! both forms of the refusal apart and names the options to change.
+//!
+//! # URLs and options (the store kind)
+//!
+//! [`KIND`] describes this store to front ends that know no store by name
+//! (the `regent` CLI, `regent::connect`): the URL grammar `etcd://` /
+//! `etcds://`, the options (`cacert`, `cert`, `key`, `user`,
+//! `password-file`, `password`: flags `--etcd-*`, variables
+//! `REGENT_ETCD_*`), the checks between them, reading the TLS and password
+//! files before any connection, and the hints that explain this store's
+//! errors in terms of those options. Its module docs list the grammar and
+//! the options; every rule broken is a message naming the flag or variable.
 //!
 //! # Errors
 //!
@@ -198,11 +206,10 @@
 mod error;
 mod record;
 mod store;
+mod target;
 
-pub use error::is_refused_client_certificate;
 pub use store::{DEFAULT_REQUEST_TIMEOUT, EXPIRY_SLACK, EtcdStore, EtcdStoreBuilder, MIN_TTL};
-#[cfg(feature = "tls")]
-pub use store::{PemLabel, pem_labels};
+pub use target::{DEFAULT_PORT, EtcdTarget, KIND};
 
 #[cfg(test)]
 mod send_sync {

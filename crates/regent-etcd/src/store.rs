@@ -280,23 +280,23 @@ impl EtcdStoreBuilder {
 /// `-----BEGIN CERTIFICATE-----`. [`pem_labels`] finds them.
 #[cfg(feature = "tls")]
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PemLabel(String);
+pub(crate) struct PemLabel(String);
 
 #[cfg(feature = "tls")]
 impl PemLabel {
     /// The label as the file writes it (control characters included).
-    pub fn as_str(&self) -> &str {
+    pub(crate) fn as_str(&self) -> &str {
         &self.0
     }
 
     /// Whether the block is what a certificate setter takes: `CERTIFICATE`.
-    pub fn is_certificate(&self) -> bool {
+    pub(crate) fn is_certificate(&self) -> bool {
         self.0 == "CERTIFICATE"
     }
 
     /// Whether the block is what a private key setter takes: `PRIVATE KEY`,
     /// `RSA PRIVATE KEY`, `EC PRIVATE KEY`.
-    pub fn is_private_key(&self) -> bool {
+    pub(crate) fn is_private_key(&self) -> bool {
         self.0.ends_with("PRIVATE KEY")
     }
 }
@@ -306,7 +306,7 @@ impl PemLabel {
 /// that a caller can say which file holds the wrong blocks before handing
 /// them over.
 #[cfg(feature = "tls")]
-pub fn pem_labels(pem: &[u8]) -> Vec<PemLabel> {
+pub(crate) fn pem_labels(pem: &[u8]) -> Vec<PemLabel> {
     let mut labels = Vec::<PemLabel>::new();
     for line in String::from_utf8_lossy(pem).lines() {
         if let Some(label) = line
@@ -625,14 +625,16 @@ fn protocol(what: String, why: &str) -> StoreError {
 
 impl LeaseStore for EtcdStore {
     fn info(&self) -> StoreInfo {
-        StoreInfo {
-            name: "etcd",
-            style: StoreStyle::Queue,
-            watch: WatchMode::Notify,
-            safety: SafetyClass::Consensus,
-            min_ttl: MIN_TTL,
-            expiry_slack: EXPIRY_SLACK,
-        }
+        // etcd rounds a ttl up to whole seconds (and to its own minimum):
+        // it never grants less than asked.
+        StoreInfo::new(
+            "etcd",
+            StoreStyle::Queue,
+            WatchMode::Notify,
+            SafetyClass::Consensus,
+        )
+        .with_ttl_range(MIN_TTL, MAX_TTL)
+        .with_expiry_slack(regent_core::store::ExpirySlack::fixed(EXPIRY_SLACK))
     }
 
     async fn try_acquire(

@@ -192,7 +192,9 @@ mod clock;
 mod db;
 mod error;
 mod store;
+mod target;
 
+pub use target::{KIND, SqliteTarget};
 pub use store::{
     DEFAULT_BUSY_TIMEOUT, DEFAULT_POLL_INTERVAL, MIN_TTL, SqliteStore, SqliteStoreBuilder,
 };

@@ -46,6 +46,9 @@
 
 pub use regent_core::*;
 
+pub mod url;
+pub use url::{ConnectError, connect};
+
 /// The embedded default store (feature `sqlite`, on by default): leases in
 /// one SQLite file shared by the processes of one host.
 #[cfg(feature = "sqlite")]

@@ -1,63 +1,219 @@
-//! What `--store` and the `--etcd-*` flags (or their environment variables)
-//! name, checked before anything is opened: a parsed store URL and, for
-//! etcd, the TLS files and credentials to use.
+//! The etcd store as a [`StoreKind`]: its URL grammar, its options (TLS
+//! files, user, password), reading their files, the contradictions between
+//! them, connecting, and what its errors mean in terms of those options.
 //!
-//! Every rule broken is a message naming the flag or variable and the rule;
-//! the caller makes it a usage error (exit 2).
+//! ```text
+//! etcd://HOST[:PORT][,HOST[:PORT]…][/NAMESPACE]     plain text
+//! etcds://…                                         TLS
+//! ```
+//!
+//! The port defaults to 2379; IPv6 hosts go in brackets; the path is the
+//! key prefix (`etcd://h/team-a`: election `jobs` lives under
+//! `/team-a/jobs/`, the keys `etcdctl elect /team-a/jobs` uses).
+//!
+//! | option | kind | flag / variable |
+//! |---|---|---|
+//! | `cacert` | path | `--etcd-cacert` / `REGENT_ETCD_CACERT` |
+//! | `cert`, `key` | path | `--etcd-cert`, `--etcd-key` / `REGENT_ETCD_CERT`, `REGENT_ETCD_KEY` |
+//! | `user` | text | `--etcd-user` / `REGENT_ETCD_USER` |
+//! | `password-file` | path | `--etcd-password-file` / `REGENT_ETCD_PASSWORD_FILE` |
+//! | `password` | secret | `REGENT_ETCD_PASSWORD` only |
+//!
+//! Every rule broken is a [`TargetError`] naming the URL part, flag or
+//! variable and the rule, before any connection.
 
-use std::ffi::OsString;
+use std::fmt;
 use std::net::Ipv6Addr;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
-use regent_etcd::{PemLabel, pem_labels};
+use regent_core::target::{
+    ConnectFuture, OptionKind, OptionValue, Options, Source, StoreKind, StoreOption, Target,
+    TargetError, port_number, printable, redacted,
+};
+use regent_core::{BoxStore, StoreError};
 
-use crate::cli::EtcdArgs;
+use crate::store::{DEFAULT_REQUEST_TIMEOUT, EtcdStore, EtcdStoreBuilder};
 
 /// etcd's client port, used when an endpoint names none.
-pub(crate) const ETCD_DEFAULT_PORT: u16 = 2379;
+pub const DEFAULT_PORT: u16 = 2379;
 
-/// Environment variables read when the matching flag is absent.
-pub(crate) const ENV_CACERT: &str = "REGENT_ETCD_CACERT";
-pub(crate) const ENV_CERT: &str = "REGENT_ETCD_CERT";
-pub(crate) const ENV_KEY: &str = "REGENT_ETCD_KEY";
-pub(crate) const ENV_USER: &str = "REGENT_ETCD_USER";
-pub(crate) const ENV_PASSWORD_FILE: &str = "REGENT_ETCD_PASSWORD_FILE";
-/// The password itself; never a flag, so that it does not show in `ps`.
-/// Removed from CMD's environment.
-pub(crate) const ENV_PASSWORD: &str = "REGENT_ETCD_PASSWORD";
+// The names the options get by the convention of `regent_core::target`
+// (a unit test checks them against it), for messages.
+const FLAG_CACERT: &str = "--etcd-cacert";
+const FLAG_CERT: &str = "--etcd-cert";
+const FLAG_KEY: &str = "--etcd-key";
+const FLAG_USER: &str = "--etcd-user";
+const FLAG_PASSWORD_FILE: &str = "--etcd-password-file";
+const ENV_CERT: &str = "REGENT_ETCD_CERT";
+const ENV_KEY: &str = "REGENT_ETCD_KEY";
+const ENV_USER: &str = "REGENT_ETCD_USER";
+const ENV_PASSWORD_FILE: &str = "REGENT_ETCD_PASSWORD_FILE";
+const ENV_PASSWORD: &str = "REGENT_ETCD_PASSWORD";
 
-/// A parsed store URL.
+/// The etcd store kind: `etcd://` and `etcds://` URLs and their options.
+pub static KIND: StoreKind = StoreKind {
+    name: "etcd",
+    schemes: &["etcd", "etcds"],
+    advises: &["http", "https"],
+    forms: "etcd://HOST[:PORT][,HOST[:PORT]…][/NAMESPACE], etcds://… (the same, over TLS); PORT defaults to 2379",
+    short_forms: "etcd://… or etcds://…",
+    default_call_timeout: DEFAULT_REQUEST_TIMEOUT,
+    options: &[
+        StoreOption {
+            name: "cacert",
+            kind: OptionKind::Path,
+            value_name: "FILE",
+            help: "CA certificate (PEM) that signed etcd's server certificates, for etcds:// \
+                   (default: the system's CA store)",
+        },
+        StoreOption {
+            name: "cert",
+            kind: OptionKind::Path,
+            value_name: "FILE",
+            help: "Client certificate (PEM) for etcd's --client-cert-auth; with --etcd-key",
+        },
+        StoreOption {
+            name: "key",
+            kind: OptionKind::Path,
+            value_name: "FILE",
+            help: "Private key (PEM) of --etcd-cert",
+        },
+        StoreOption {
+            name: "user",
+            kind: OptionKind::Text,
+            value_name: "USER",
+            help: "etcd user; its password comes from --etcd-password-file or REGENT_ETCD_PASSWORD",
+        },
+        StoreOption {
+            name: "password-file",
+            kind: OptionKind::Path,
+            value_name: "FILE",
+            help: "File holding the etcd user's password on one line",
+        },
+        StoreOption {
+            name: "password",
+            kind: OptionKind::Secret,
+            value_name: "PASSWORD",
+            help: "The etcd user's password (never a flag: `ps` would show it)",
+        },
+    ],
+    parse,
+};
+
+fn parse(url: &str, options: &Options) -> Result<Box<dyn Target>, TargetError> {
+    let url = parse_url(url).map_err(TargetError::new)?;
+    let security = security(options, &url).map_err(TargetError::new)?;
+    let tls = if url.tls {
+        Some(read_tls(&security)?)
+    } else {
+        None
+    };
+    Ok(Box::new(EtcdTarget {
+        url,
+        tls,
+        user: security.user,
+    }))
+}
+
+#[cfg(feature = "tls")]
+fn read_tls(security: &EtcdSecurity) -> Result<TlsPem, TargetError> {
+    security.read_tls().map_err(TargetError::new)
+}
+
+#[cfg(not(feature = "tls"))]
+fn read_tls(_: &EtcdSecurity) -> Result<TlsPem, TargetError> {
+    Err(TargetError::new(
+        "etcds:// needs TLS, which this build leaves out: build regent-etcd with its feature \
+         'tls' (regent: 'etcd-tls')",
+    ))
+}
+
+/// An etcd cluster named by an `etcd://` or `etcds://` URL and its options,
+/// checked, with every TLS and password file read.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum StoreUrl {
-    /// `sqlite:PATH`.
-    Sqlite(PathBuf),
-    /// `etcd://…` or `etcds://…`.
-    Etcd(EtcdUrl),
+pub struct EtcdTarget {
+    url: EtcdUrl,
+    /// The PEM texts to speak TLS with: `Some` exactly for etcds://.
+    tls: Option<TlsPem>,
+    user: Option<Credentials>,
+}
+
+impl fmt::Display for EtcdTarget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.url.fmt(f)
+    }
+}
+
+impl EtcdTarget {
+    /// A store builder for this target, with `request_timeout`.
+    pub fn builder(&self, request_timeout: Duration) -> EtcdStoreBuilder {
+        let mut builder = EtcdStore::builder(self.url.endpoints.clone())
+            .namespace(self.url.namespace.clone())
+            .request_timeout(request_timeout);
+        #[cfg(feature = "tls")]
+        if let Some(tls) = &self.tls {
+            // As etcdctl: a CA file replaces the system's CA store.
+            builder = match &tls.ca {
+                Some(ca) => builder.tls_ca_pem(ca),
+                None => builder.tls_system_roots(),
+            };
+            if let Some((cert, key)) = &tls.identity {
+                builder = builder.tls_client_identity_pem(cert, &key.0);
+            }
+        }
+        if let Some(c) = &self.user {
+            builder = builder.user(&c.user, &c.password.0);
+        }
+        builder
+    }
+}
+
+impl Target for EtcdTarget {
+    fn kind(&self) -> &'static StoreKind {
+        &KIND
+    }
+
+    fn connect(&self, call_timeout: Duration) -> ConnectFuture<'_> {
+        Box::pin(async move { Ok(BoxStore::new(self.builder(call_timeout).connect().await?)) })
+    }
+
+    /// What an etcd refusing the client certificate, or its absence, is
+    /// about: the store tells the refusal apart (see
+    /// [`is_refused_client_certificate`](crate::error::is_refused_client_certificate));
+    /// a closed connection means it only over TLS.
+    fn hint(&self, e: &StoreError) -> Option<String> {
+        let tls = self.tls.as_ref()?;
+        if !crate::error::is_refused_client_certificate(e) {
+            return None;
+        }
+        Some(match tls.identity {
+            None => format!(
+                "regent presented no client certificate; if etcd requires one, pass it with \
+                 {FLAG_CERT} FILE and {FLAG_KEY} FILE (or {ENV_CERT} and {ENV_KEY})"
+            ),
+            Some(_) => format!(
+                "regent presented the client certificate of {FLAG_CERT} (or {ENV_CERT}); etcd \
+                 must trust the CA that signed it"
+            ),
+        })
+    }
 }
 
 /// `etcd[s]://HOST[:PORT][,HOST[:PORT]…][/NAMESPACE]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct EtcdUrl {
+struct EtcdUrl {
     /// `etcds://`: speak TLS.
-    pub(crate) tls: bool,
+    tls: bool,
     /// `HOST:PORT` each, IPv6 hosts in brackets; the port defaults to 2379.
-    pub(crate) endpoints: Vec<String>,
+    endpoints: Vec<String>,
     /// The URL's path with a trailing `/` (empty without a path): election
     /// `NAME` lives under `NAMESPACE` + `NAME/`.
-    pub(crate) namespace: String,
+    namespace: String,
 }
 
-impl std::fmt::Display for StoreUrl {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::Sqlite(p) => write!(f, "sqlite:{}", p.display()),
-            Self::Etcd(e) => e.fmt(f),
-        }
-    }
-}
-
-impl std::fmt::Display for EtcdUrl {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl fmt::Display for EtcdUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
             "{}://{}{}",
@@ -68,73 +224,19 @@ impl std::fmt::Display for EtcdUrl {
     }
 }
 
-/// Schemes regent knows of but this build does not include yet.
-const PLANNED: &[&str] = &["consul", "azblob", "zk", "redis", "postgres"];
-
-const SUPPORTED: &str = concat!(
-    "sqlite:PATH, etcd://HOST[:PORT][,HOST[:PORT]…][/NAMESPACE], ",
-    "etcds://… (the same, over TLS); PORT defaults to 2379"
-);
-
-pub(crate) fn parse_store_url(url: &str) -> Result<StoreUrl, String> {
+/// An `etcd://`, `etcds://`, or (for advice) `http[s]://` URL.
+fn parse_url(url: &str) -> Result<EtcdUrl, String> {
     let shown = redacted(url);
     let Some((scheme, rest)) = url.split_once(':') else {
-        return Err(format!(
-            "--store '{shown}' has no scheme; expected one of {SUPPORTED}"
-        ));
+        return Err(format!("--store '{shown}' is not an etcd URL"));
     };
-    // Schemes are case-insensitive (RFC 3986, section 3.1).
     match scheme.to_ascii_lowercase().as_str() {
-        "sqlite" => {
-            let path = rest.strip_prefix("//").unwrap_or(rest);
-            if path.is_empty() {
-                return Err(
-                    "--store sqlite: needs a file path, e.g. sqlite:/var/lib/app/regent.db".into(),
-                );
-            }
-            Ok(StoreUrl::Sqlite(PathBuf::from(path)))
-        }
-        "etcd" => parse_etcd(&shown, false, rest).map(StoreUrl::Etcd),
-        "etcds" => parse_etcd(&shown, true, rest).map(StoreUrl::Etcd),
+        "etcd" => parse_etcd(&shown, false, rest),
+        "etcds" => parse_etcd(&shown, true, rest),
         "http" => Err(not_http(&shown, false, rest)),
         "https" => Err(not_http(&shown, true, rest)),
-        s if PLANNED.contains(&s) => Err(format!(
-            "--store scheme '{s}' is not supported by this build yet; supported: {SUPPORTED}"
-        )),
-        _ => Err(format!(
-            "--store has unknown scheme '{}'; supported: {SUPPORTED}",
-            printable(scheme)
-        )),
+        _ => Err(format!("--store '{shown}' is not an etcd URL")),
     }
-}
-
-/// `url` as an error message may quote it: whatever lies between `://` and
-/// the last `@` becomes `***`, and control characters are escaped.
-///
-/// The last `@` of the whole URL rather than of the authority: a password
-/// may hold `/`, `?` or `#`, which would end the authority early and leave
-/// the rest of the password in the message. Hiding part of a namespace
-/// that holds `@` costs only detail.
-fn redacted(url: &str) -> String {
-    let Some(at) = url.rfind('@') else {
-        return printable(url);
-    };
-    let keep = url.find("://").filter(|&i| i < at).map_or(0, |i| i + 3);
-    printable(&format!("{}***{}", &url[..keep], &url[at..]))
-}
-
-/// `s` with control characters escaped, so that a message cannot move the
-/// cursor or hide part of itself.
-fn printable(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        if c.is_control() {
-            out.extend(c.escape_default());
-        } else {
-            out.push(c);
-        }
-    }
-    out
 }
 
 /// The message for `http[s]://…`, what etcdctl's `--endpoints` takes: the
@@ -154,13 +256,13 @@ fn not_http(shown: &str, tls: bool, rest: &str) -> String {
         parse_etcd("", tls, &format!("//{endpoints}")).ok()
     });
     let example = match example {
-        Some(e) => format!(" (here {})", StoreUrl::Etcd(e)),
+        Some(e) => format!(" (here {e})"),
         None => String::new(),
     };
     let ca = if tls {
-        ", with the CA in --etcd-cacert"
+        format!(", with the CA in {FLAG_CACERT}")
     } else {
-        ""
+        String::new()
     };
     format!(
         "--store '{shown}': regent does not take {scheme}:// URLs; write etcd endpoints as \
@@ -296,20 +398,11 @@ fn parse_endpoint(h: &str) -> Result<String, String> {
         return Err(format!("endpoint '{h}' has no host"));
     }
     let port = match port {
-        None => ETCD_DEFAULT_PORT,
+        None => DEFAULT_PORT,
         Some(p) => port_number(p)
             .ok_or_else(|| format!("endpoint '{h}': port '{p}' is not a number from 1 to 65535"))?,
     };
     Ok(format!("{host}:{port}"))
-}
-
-/// A port: ASCII digits only (`u16::from_str` would take a leading `+`),
-/// from 1 to 65535.
-fn port_number(p: &str) -> Option<u16> {
-    if p.is_empty() || !p.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    p.parse().ok().filter(|&n| n > 0)
 }
 
 /// The message for an endpoint with two or more ':' outside brackets: an
@@ -332,54 +425,55 @@ fn unbracketed_v6(h: &str) -> String {
 
 /// A value and where it came from: a flag or an environment variable.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Sourced<T> {
-    pub(crate) value: T,
-    pub(crate) from: &'static str,
+struct Sourced<T> {
+    value: T,
+    from: Source,
 }
 
 /// A password or a private key: `Debug` shows `***`, so that no `{:?}` of
 /// it or of what holds it prints it.
 #[derive(Clone, PartialEq, Eq)]
-pub(crate) struct Secret<T>(pub(crate) T);
+struct Secret<T>(T);
 
-impl<T> std::fmt::Debug for Secret<T> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl<T> fmt::Debug for Secret<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("\"***\"")
     }
 }
 
 /// An etcd user and its password.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Credentials {
-    pub(crate) user: String,
-    pub(crate) password: Secret<String>,
+struct Credentials {
+    user: String,
+    password: Secret<String>,
 }
 
 /// TLS files and credentials for an etcd store, checked against its URL.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct EtcdSecurity {
+struct EtcdSecurity {
     /// The CA to trust (etcds:// only); without it, the system's CA store
     /// (as etcdctl does without `--cacert`).
-    pub(crate) cacert: Option<Sourced<PathBuf>>,
+    cacert: Option<Sourced<PathBuf>>,
     /// Client certificate and its key (etcds:// only).
-    pub(crate) identity: Option<(Sourced<PathBuf>, Sourced<PathBuf>)>,
-    pub(crate) user: Option<Credentials>,
+    identity: Option<(Sourced<PathBuf>, Sourced<PathBuf>)>,
+    user: Option<Credentials>,
 }
 
 /// PEM contents read from the files an [`EtcdSecurity`] names.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct EtcdTlsPem {
+struct TlsPem {
     /// The CA to trust; `None`: the system's CA store.
-    pub(crate) ca: Option<Vec<u8>>,
+    ca: Option<Vec<u8>>,
     /// Client certificate and its private key.
-    pub(crate) identity: Option<(Vec<u8>, Secret<Vec<u8>>)>,
+    identity: Option<(Vec<u8>, Secret<Vec<u8>>)>,
 }
 
+#[cfg(feature = "tls")]
 impl EtcdSecurity {
     /// Reads the TLS files of an etcds:// store, checking that each holds
     /// what its flag takes: a swapped certificate and key fail here, naming
     /// the flags, rather than as a TLS error at connection.
-    pub(crate) fn read_tls(&self) -> Result<EtcdTlsPem, String> {
+    fn read_tls(&self) -> Result<TlsPem, String> {
         let identity = match &self.identity {
             Some((cert, key)) => Some((
                 read_pem(cert, PemKind::Certificate)?,
@@ -387,7 +481,7 @@ impl EtcdSecurity {
             )),
             None => None,
         };
-        Ok(EtcdTlsPem {
+        Ok(TlsPem {
             ca: match &self.cacert {
                 Some(ca) => Some(read_pem(ca, PemKind::Certificate)?),
                 None => None,
@@ -398,6 +492,7 @@ impl EtcdSecurity {
 }
 
 /// What a PEM file must hold for the flag that names it.
+#[cfg(feature = "tls")]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum PemKind {
     /// `--etcd-cacert`, `--etcd-cert`: a `CERTIFICATE` block.
@@ -406,10 +501,11 @@ enum PemKind {
     PrivateKey,
 }
 
+#[cfg(feature = "tls")]
 impl PemKind {
     /// Whether a block labelled `label` is what this flag takes, by the
-    /// check regent-etcd's TLS setters make.
-    fn takes(self, label: &PemLabel) -> bool {
+    /// check the store builder's TLS setters make.
+    fn takes(self, label: &crate::store::PemLabel) -> bool {
         match self {
             Self::Certificate => label.is_certificate(),
             Self::PrivateKey => label.is_private_key(),
@@ -417,10 +513,11 @@ impl PemKind {
     }
 }
 
+#[cfg(feature = "tls")]
 fn read_pem(file: &Sourced<PathBuf>, want: PemKind) -> Result<Vec<u8>, String> {
     let name = format!("{} {}", file.from, file.value.display());
     let bytes = std::fs::read(&file.value).map_err(|e| format!("{name}: {e}"))?;
-    let labels = pem_labels(&bytes);
+    let labels = crate::store::pem_labels(&bytes);
     if labels.is_empty() {
         return Err(format!("{name}: not a PEM file (no '-----BEGIN' line)"));
     }
@@ -428,20 +525,20 @@ fn read_pem(file: &Sourced<PathBuf>, want: PemKind) -> Result<Vec<u8>, String> {
         return Ok(bytes);
     }
     // Name the other file the way this one was given: flag or variable.
-    let by_flag = file.from.starts_with("--");
+    let by_flag = file.from.is_flag();
     let (block, hint) = match want {
         PemKind::Certificate => (
             "CERTIFICATE",
             format!(
                 "is it the key? {} takes that",
-                if by_flag { "--etcd-key" } else { ENV_KEY }
+                if by_flag { FLAG_KEY } else { ENV_KEY }
             ),
         ),
         PemKind::PrivateKey => (
             "PRIVATE KEY",
             format!(
                 "is it the certificate? {} takes that",
-                if by_flag { "--etcd-cert" } else { ENV_CERT }
+                if by_flag { FLAG_CERT } else { ENV_CERT }
             ),
         ),
     };
@@ -463,40 +560,22 @@ fn read_pem(file: &Sourced<PathBuf>, want: PemKind) -> Result<Vec<u8>, String> {
     }
 }
 
-/// Resolves the `--etcd-*` flags, falling back to their environment
-/// variables (read through `env`), against the store URL.
-///
-/// A flag given for a store that is not etcd is an error; variables are
-/// then ignored, since one environment may serve several stores.
-pub(crate) fn etcd_security(
-    args: &EtcdArgs,
-    url: &StoreUrl,
-    env: impl Fn(&str) -> Option<OsString>,
-) -> Result<EtcdSecurity, String> {
-    let StoreUrl::Etcd(etcd) = url else {
-        if let Some(flag) = args.given().first() {
-            return Err(format!(
-                "{flag} applies only to etcd stores (--store etcd://… or etcds://…), not to {url}"
-            ));
-        }
-        return Ok(EtcdSecurity::default());
-    };
-    let var = |name: &'static str| env(name).filter(|v| !v.is_empty());
-    let path = |flag: &Option<PathBuf>, name: &'static str, var_name: &'static str| match flag {
-        Some(p) => Some(Sourced {
-            value: p.clone(),
-            from: name,
-        }),
-        None => var(var_name).map(|v| Sourced {
-            value: PathBuf::from(v),
-            from: var_name,
-        }),
-    };
-    let cacert = path(&args.etcd_cacert, "--etcd-cacert", ENV_CACERT);
-    let cert = path(&args.etcd_cert, "--etcd-cert", ENV_CERT);
-    let key = path(&args.etcd_key, "--etcd-key", ENV_KEY);
+/// A path option as given.
+fn path(options: &Options, name: &str) -> Option<Sourced<PathBuf>> {
+    options.get(name).map(|v| Sourced {
+        value: PathBuf::from(&v.value),
+        from: v.source.clone(),
+    })
+}
 
-    if !etcd.tls
+/// Checks the TLS files and credentials given in `options` against the
+/// store URL.
+fn security(options: &Options, url: &EtcdUrl) -> Result<EtcdSecurity, String> {
+    let cacert = path(options, "cacert");
+    let cert = path(options, "cert");
+    let key = path(options, "key");
+
+    if !url.tls
         && let Some(s) = [&cacert, &cert, &key].into_iter().flatten().next()
     {
         return Err(format!(
@@ -509,38 +588,35 @@ pub(crate) fn etcd_security(
         (None, None) => None,
         (Some(c), None) => {
             return Err(format!(
-                "{} needs its private key: --etcd-key FILE (or {ENV_KEY})",
+                "{} needs its private key: {FLAG_KEY} FILE (or {ENV_KEY})",
                 c.from
             ));
         }
         (None, Some(k)) => {
             return Err(format!(
-                "{} needs its certificate: --etcd-cert FILE (or {ENV_CERT})",
+                "{} needs its certificate: {FLAG_CERT} FILE (or {ENV_CERT})",
                 k.from
             ));
         }
     };
 
-    let user = match &args.etcd_user {
-        Some(u) => Some(Sourced {
-            value: u.clone(),
-            from: "--etcd-user",
+    let user = match options.get("user") {
+        Some(v) => Some(Sourced {
+            value: v.value.to_string_lossy().into_owned(),
+            from: v.source.clone(),
         }),
-        None => var(ENV_USER).map(|v| Sourced {
-            value: v.to_string_lossy().into_owned(),
-            from: ENV_USER,
-        }),
+        None => None,
     };
     if let Some(u) = user.as_ref().filter(|u| u.value.contains(':')) {
         // Never echo what follows the ':': it is likely a password.
         return Err(format!(
             "{} '{}:…' contains ':'; give the password through {ENV_PASSWORD} or \
-             --etcd-password-file, not after the user name",
+             {FLAG_PASSWORD_FILE}, not after the user name",
             u.from,
             u.value.split(':').next().unwrap_or_default()
         ));
     }
-    let password = password(args, &var)?;
+    let password = password(options)?;
     let user = match (user, password) {
         (None, None) => None,
         (Some(u), Some(p)) => Some(Credentials {
@@ -549,14 +625,14 @@ pub(crate) fn etcd_security(
         }),
         (Some(u), None) => {
             return Err(format!(
-                "{} '{}' needs a password: set {ENV_PASSWORD}, or pass --etcd-password-file FILE \
+                "{} '{}' needs a password: set {ENV_PASSWORD}, or pass {FLAG_PASSWORD_FILE} FILE \
                  (or {ENV_PASSWORD_FILE})",
                 u.from, u.value
             ));
         }
         (None, Some(p)) => {
             return Err(format!(
-                "{} is set but no user is: pass --etcd-user USER (or {ENV_USER})",
+                "{} is set but no user is: pass {FLAG_USER} USER (or {ENV_USER})",
                 p.from
             ));
         }
@@ -571,31 +647,35 @@ pub(crate) fn etcd_security(
 /// The password: `--etcd-password-file`, else `REGENT_ETCD_PASSWORD`, else
 /// `REGENT_ETCD_PASSWORD_FILE`. A file's trailing line break is not part
 /// of the password.
-fn password(
-    args: &EtcdArgs,
-    var: &impl Fn(&'static str) -> Option<OsString>,
-) -> Result<Option<Sourced<Secret<String>>>, String> {
-    let file = match (&args.etcd_password_file, var(ENV_PASSWORD)) {
-        (Some(f), _) => Some(("--etcd-password-file", f.clone())),
-        (None, Some(p)) => {
-            let value = p
-                .into_string()
-                .map_err(|_| format!("{ENV_PASSWORD} is not valid UTF-8"))?;
-            return Ok(Some(Sourced {
-                value: Secret(value),
-                from: ENV_PASSWORD,
-            }));
-        }
-        (None, None) => var(ENV_PASSWORD_FILE).map(|f| (ENV_PASSWORD_FILE, PathBuf::from(f))),
+fn password(options: &Options) -> Result<Option<Sourced<Secret<String>>>, String> {
+    let file = options.get("password-file");
+    let file = match (file, options.get("password")) {
+        (Some(f), _) if !matches!(f.source, Source::Env(_)) => Some(f),
+        (_, Some(p)) => return secret_text(p).map(Some),
+        (f, None) => f,
     };
-    let Some((from, path)) = file else {
+    let Some(OptionValue { value, source }) = file else {
         return Ok(None);
     };
-    let text = read_password_file(&path).map_err(|e| format!("{from} {}: {e}", path.display()))?;
+    let path = PathBuf::from(value);
+    let text =
+        read_password_file(&path).map_err(|e| format!("{source} {}: {e}", path.display()))?;
     Ok(Some(Sourced {
         value: Secret(text),
-        from,
+        from: source.clone(),
     }))
+}
+
+fn secret_text(p: &OptionValue) -> Result<Sourced<Secret<String>>, String> {
+    let value = p
+        .value
+        .clone()
+        .into_string()
+        .map_err(|_| format!("{} is not valid UTF-8", p.source))?;
+    Ok(Sourced {
+        value: Secret(value),
+        from: p.source.clone(),
+    })
 }
 
 fn read_password_file(path: &Path) -> Result<String, String> {
@@ -614,48 +694,79 @@ fn read_password_file(path: &Path) -> Result<String, String> {
 }
 
 #[cfg(test)]
+#[cfg_attr(not(feature = "tls"), allow(dead_code))]
 mod tests {
     use super::*;
+    use std::ffi::OsString;
 
-    fn etcd(tls: bool, endpoints: &[&str], namespace: &str) -> StoreUrl {
-        StoreUrl::Etcd(EtcdUrl {
+    /// The names messages use are the ones the convention gives.
+    #[test]
+    fn messages_use_the_conventional_names() {
+        let name = |o: &str| KIND.option(o).unwrap();
+        for (option, flag) in [
+            ("cacert", FLAG_CACERT),
+            ("cert", FLAG_CERT),
+            ("key", FLAG_KEY),
+            ("user", FLAG_USER),
+            ("password-file", FLAG_PASSWORD_FILE),
+        ] {
+            assert_eq!(format!("--{}", name(option).flag_name(&KIND)), flag);
+        }
+        for (option, var) in [
+            ("cert", ENV_CERT),
+            ("key", ENV_KEY),
+            ("user", ENV_USER),
+            ("password-file", ENV_PASSWORD_FILE),
+            ("password", ENV_PASSWORD),
+        ] {
+            assert_eq!(name(option).env_name(&KIND), var);
+        }
+        assert!(!name("password").has_flag());
+        assert_eq!(KIND.secret_env_names(), [ENV_PASSWORD]);
+    }
+
+    fn etcd(tls: bool, endpoints: &[&str], namespace: &str) -> EtcdUrl {
+        EtcdUrl {
             tls,
             endpoints: endpoints.iter().map(|s| s.to_string()).collect(),
             namespace: namespace.into(),
-        })
+        }
     }
 
-    #[test]
-    fn sqlite_urls() {
-        assert_eq!(
-            parse_store_url("sqlite:/tmp/x.db"),
-            Ok(StoreUrl::Sqlite("/tmp/x.db".into()))
-        );
-        assert_eq!(
-            parse_store_url("sqlite:rel.db"),
-            Ok(StoreUrl::Sqlite("rel.db".into()))
-        );
-        assert_eq!(
-            parse_store_url("sqlite:///abs.db"),
-            Ok(StoreUrl::Sqlite("/abs.db".into()))
-        );
-        assert!(parse_store_url("sqlite:").is_err());
+    fn parse_store_url(url: &str) -> Result<EtcdUrl, String> {
+        parse_url(url)
     }
 
-    #[test]
-    fn other_schemes() {
-        let e = parse_store_url("mongo://x").unwrap_err();
-        assert!(
-            e.contains("unknown scheme 'mongo'") && e.contains("etcd://"),
-            "{e}"
-        );
-        let e = parse_store_url("consul://h:1").unwrap_err();
-        assert!(e.contains("not supported by this build"), "{e}");
-        assert!(
-            parse_store_url("nothing")
-                .unwrap_err()
-                .contains("no scheme")
-        );
+    /// The flags as the CLI had them.
+    #[derive(Debug, Clone, Default)]
+    struct EtcdArgs {
+        etcd_cacert: Option<PathBuf>,
+        etcd_cert: Option<PathBuf>,
+        etcd_key: Option<PathBuf>,
+        etcd_user: Option<String>,
+        etcd_password_file: Option<PathBuf>,
+    }
+
+    impl EtcdArgs {
+        fn flag(&self, name: &str) -> Option<OsString> {
+            match name {
+                "etcd-cacert" => self.etcd_cacert.clone().map(Into::into),
+                "etcd-cert" => self.etcd_cert.clone().map(Into::into),
+                "etcd-key" => self.etcd_key.clone().map(Into::into),
+                "etcd-user" => self.etcd_user.clone().map(Into::into),
+                "etcd-password-file" => self.etcd_password_file.clone().map(Into::into),
+                _ => None,
+            }
+        }
+    }
+
+    /// The options `args` and `env` give, checked against `url`.
+    fn etcd_security(
+        args: &EtcdArgs,
+        url: &EtcdUrl,
+        env: impl Fn(&str) -> Option<OsString>,
+    ) -> Result<EtcdSecurity, String> {
+        security(&KIND.resolve(|f| args.flag(f), env), url)
     }
 
     #[test]
@@ -820,23 +931,6 @@ mod tests {
         assert!(e.contains("or [2001:db8::1:2379] if all of it"), "{e}");
     }
 
-    #[test]
-    fn schemes_are_case_insensitive() {
-        assert_eq!(parse_store_url("ETCD://h:1"), Ok(etcd(false, &["h:1"], "")));
-        assert_eq!(
-            parse_store_url("Etcds://h/ns"),
-            Ok(etcd(true, &["h:2379"], "/ns/"))
-        );
-        assert_eq!(
-            parse_store_url("SQLite:/x.db"),
-            Ok(StoreUrl::Sqlite("/x.db".into()))
-        );
-        let e = parse_store_url("CONSUL://h:1").unwrap_err();
-        assert!(e.contains("not supported by this build"), "{e}");
-        let e = parse_store_url("Mongo://h").unwrap_err();
-        assert!(e.contains("unknown scheme 'Mongo'"), "{e}");
-    }
-
     /// Regression: `u16::from_str` takes a leading '+', so `etcd://h:+80`
     /// was port 80.
     #[test]
@@ -885,17 +979,6 @@ mod tests {
         assert!(e.contains("namespace '/a//b' has an empty segment"), "{e}");
     }
 
-    #[test]
-    fn supported_names_the_default_port_and_the_namespace() {
-        assert!(SUPPORTED.contains("[/NAMESPACE]"), "{SUPPORTED}");
-        assert!(
-            SUPPORTED.contains(&format!("PORT defaults to {ETCD_DEFAULT_PORT}")),
-            "{SUPPORTED}"
-        );
-        let e = parse_store_url("mongo://x").unwrap_err();
-        assert!(e.contains("PORT defaults to 2379"), "{e}");
-    }
-
     fn no_env(_: &str) -> Option<OsString> {
         None
     }
@@ -924,22 +1007,7 @@ mod tests {
         p
     }
 
-    #[test]
-    fn etcd_flags_on_another_store_are_refused_but_variables_ignored() {
-        let url = parse_store_url("sqlite:/x.db").unwrap();
-        let args = EtcdArgs {
-            etcd_user: Some("u".into()),
-            ..EtcdArgs::default()
-        };
-        let e = etcd_security(&args, &url, no_env).unwrap_err();
-        assert!(e.contains("--etcd-user applies only to etcd stores"), "{e}");
-        let env = env_of(&[(ENV_USER, "u"), (ENV_CACERT, "/nope")]);
-        assert_eq!(
-            etcd_security(&EtcdArgs::default(), &url, env),
-            Ok(EtcdSecurity::default())
-        );
-    }
-
+    #[cfg(feature = "tls")]
     #[test]
     fn tls_files_need_etcds_and_etcds_trusts_its_ca_or_the_system_store() {
         let plain = parse_store_url("etcd://h:1").unwrap();
@@ -962,9 +1030,9 @@ mod tests {
         let pem = system.read_tls().unwrap();
         assert!(pem.ca.is_none() && pem.identity.is_none());
         let ok = etcd_security(&args, &tls, no_env).unwrap();
-        assert_eq!(ok.cacert.unwrap().from, "--etcd-cacert");
+        assert_eq!(ok.cacert.unwrap().from.to_string(), "--etcd-cacert");
         // The flag wins over the variable.
-        let ok = etcd_security(&args, &tls, env_of(&[(ENV_CACERT, "/other")])).unwrap();
+        let ok = etcd_security(&args, &tls, env_of(&[("REGENT_ETCD_CACERT", "/other")])).unwrap();
         assert_eq!(ok.cacert.unwrap().value, PathBuf::from("/ca.pem"));
     }
 
@@ -1053,6 +1121,7 @@ mod tests {
         assert!(e.contains("missing"), "{e}");
     }
 
+    #[cfg(feature = "tls")]
     #[test]
     fn tls_files_are_read_and_must_be_pem() {
         let dir = tempfile::tempdir().unwrap();
@@ -1108,17 +1177,15 @@ mod tests {
                 && !shown.contains("s3cret"),
             "{shown}"
         );
-        let pw = password(&EtcdArgs::default(), &|k| {
-            env_of(&[(ENV_PASSWORD, "s3cret")])(k)
-        })
-        .unwrap()
-        .expect("a password");
+        let pw = password(&KIND.resolve(|_| None, env_of(&[(ENV_PASSWORD, "s3cret")])))
+            .unwrap()
+            .expect("a password");
         let shown = format!("{pw:?}");
         assert!(
             shown.contains("***") && !shown.contains("s3cret"),
             "{shown}"
         );
-        let pem = EtcdTlsPem {
+        let pem = TlsPem {
             ca: Some(b"CA".to_vec()),
             identity: Some((b"CERT".to_vec(), Secret(b"KEYMATERIAL".to_vec()))),
         };
@@ -1135,6 +1202,7 @@ mod tests {
 
     /// Regression: a certificate given as `--etcd-key` (or the key as
     /// `--etcd-cert`) passed as PEM and failed only as a TLS error.
+    #[cfg(feature = "tls")]
     #[test]
     fn pem_files_must_hold_what_their_flag_takes() {
         let dir = tempfile::tempdir().unwrap();

@@ -1,0 +1,98 @@
+//! The SQLite store as a [`StoreKind`]: the URL `sqlite:PATH`, no options.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use regent_core::BoxStore;
+use regent_core::target::{ConnectFuture, Options, StoreKind, Target, TargetError};
+
+use crate::store::{DEFAULT_BUSY_TIMEOUT, SqliteStore};
+
+/// The SQLite store kind: `sqlite:PATH` (also `sqlite://PATH`; a relative
+/// path is relative to the working directory). It has no options.
+pub static KIND: StoreKind = StoreKind {
+    name: "sqlite",
+    schemes: &["sqlite"],
+    advises: &[],
+    forms: "sqlite:PATH",
+    short_forms: "sqlite:PATH",
+    default_call_timeout: DEFAULT_BUSY_TIMEOUT,
+    options: &[],
+    parse,
+};
+
+/// A SQLite file named by `sqlite:PATH`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SqliteTarget {
+    path: PathBuf,
+}
+
+impl SqliteTarget {
+    /// The file.
+    pub fn path(&self) -> &std::path::Path {
+        &self.path
+    }
+}
+
+impl fmt::Display for SqliteTarget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "sqlite:{}", self.path.display())
+    }
+}
+
+fn parse(url: &str, _options: &Options) -> Result<Box<dyn Target>, TargetError> {
+    let rest = url
+        .split_once(':')
+        .filter(|(scheme, _)| KIND.takes(scheme))
+        .map(|(_, rest)| rest)
+        .ok_or_else(|| {
+            TargetError::new(format!(
+                "--store '{}' is not a sqlite: URL",
+                regent_core::target::redacted(url)
+            ))
+        })?;
+    let path = rest.strip_prefix("//").unwrap_or(rest);
+    if path.is_empty() {
+        return Err(TargetError::new(
+            "--store sqlite: needs a file path, e.g. sqlite:/var/lib/app/regent.db",
+        ));
+    }
+    Ok(Box::new(SqliteTarget {
+        path: PathBuf::from(path),
+    }))
+}
+
+impl Target for SqliteTarget {
+    fn kind(&self) -> &'static StoreKind {
+        &KIND
+    }
+
+    fn connect(&self, call_timeout: Duration) -> ConnectFuture<'_> {
+        Box::pin(async move {
+            let store = SqliteStore::builder(&self.path)
+                .busy_timeout(call_timeout)
+                .open()
+                .await?;
+            Ok(BoxStore::new(store))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn path_of(url: &str) -> Result<String, TargetError> {
+        (KIND.parse)(url, &Options::new()).map(|t| t.to_string())
+    }
+
+    #[test]
+    fn sqlite_urls() {
+        assert_eq!(path_of("sqlite:/tmp/x.db"), Ok("sqlite:/tmp/x.db".into()));
+        assert_eq!(path_of("sqlite:rel.db"), Ok("sqlite:rel.db".into()));
+        assert_eq!(path_of("sqlite:///abs.db"), Ok("sqlite:/abs.db".into()));
+        assert_eq!(path_of("SQLite:/x.db"), Ok("sqlite:/x.db".into()));
+        assert!(path_of("sqlite:").is_err());
+    }
+}

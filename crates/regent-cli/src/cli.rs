@@ -236,33 +236,33 @@ pub(crate) struct DemoArgs {
     pub(crate) ttl: Duration,
 }
 
-/// Parses `500ms`, `10s`, `1.5s`, `2m`, `1h`. A unit is required.
+/// Parses durations as people write them: `500ms`, `10s`, `1.5s`, `2m`,
+/// `1m30s`, `1h 30m`, `1 minute`: jiff's "friendly" format (hours at most;
+/// a fraction only on the last unit). A unit is required; negative
+/// durations are refused. The checks before jiff's only give the common
+/// mistakes a message of their own.
 pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
-    let split = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .ok_or_else(|| format!("'{s}' has no unit; write e.g. 500ms, 10s, 2m or 1h"))?;
-    let (num, unit) = s.split_at(split);
+    let Some(split) = s.find(|c: char| !(c.is_ascii_digit() || c == '.')) else {
+        return Err(format!(
+            "'{s}' has no unit; write e.g. 500ms, 10s, 1m30s or 1h"
+        ));
+    };
+    let num = &s[..split];
     if num.is_empty() {
         return Err(format!("'{s}' does not start with a number"));
     }
-    let value: f64 = num
-        .parse()
-        .map_err(|_| format!("'{num}' in '{s}' is not a number"))?;
-    let scale = match unit {
-        "ms" => 1e-3,
-        "s" => 1.0,
-        "m" => 60.0,
-        "h" => 3600.0,
-        _ => {
-            return Err(format!("unknown unit '{unit}' in '{s}'; use ms, s, m or h"));
-        }
-    };
-    let secs = value * scale;
-    if !secs.is_finite() || secs > 1e9 {
+    if num.parse::<f64>().is_err() {
+        return Err(format!("'{num}' in '{s}' is not a number"));
+    }
+    let parsed: jiff::SignedDuration = s.parse().map_err(|e| {
+        format!("unknown unit in '{s}' ({e}); write e.g. 500ms, 1.5s, 1m30s or 1h")
+    })?;
+    let d = Duration::try_from(parsed).map_err(|_| format!("'{s}' is negative"))?;
+    if d > Duration::from_secs(1_000_000_000) {
         return Err(format!("'{s}' is too long"));
     }
-    Ok(Duration::from_secs_f64(secs))
+    Ok(d)
 }
 
 /// The default store: `$XDG_STATE_HOME/regent/elections.db`, else
@@ -319,6 +319,26 @@ mod tests {
                 .contains("not a number")
         );
         assert!(parse_duration("-1s").is_err());
+    }
+
+    /// Regression: `--ttl 1m30s` was refused ("unknown unit 'm30s'").
+    #[test]
+    fn durations_as_people_write_them() {
+        let ms = Duration::from_millis;
+        for (text, want) in [
+            ("1m30s", ms(90_000)),
+            ("1m 30s", ms(90_000)),
+            ("1.5s", ms(1500)),
+            ("250ms", ms(250)),
+            ("1h30m", ms(5_400_000)),
+            ("2 minutes", ms(120_000)),
+            (" 10s ", ms(10_000)),
+        ] {
+            assert_eq!(parse_duration(text), Ok(want), "{text}");
+        }
+        for bad in ["1m30", "10 parsecs", "1s2", "9999999999h"] {
+            assert!(parse_duration(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

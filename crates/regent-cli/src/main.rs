@@ -31,6 +31,22 @@
 //!   retries. Files are read once at start: a rotated certificate takes a
 //!   restart. Adding a store costs this crate nothing but the facade
 //!   feature in `Cargo.toml`.
+//! * `regent run` is not a client of the core's `Supervisor`, on purpose.
+//!   The supervisor serves in-process tasks: when leadership ends it gives
+//!   the task `grace`, then drops the future and releases the lease — a
+//!   dropped future has stopped for good. A process group has not: regent
+//!   can only learn that CMD stopped by waiting for the shim (grace, then
+//!   its SIGKILL sweep), and when the shim is stuck it must kill the group
+//!   itself before the lease may go. Releasing at `grace`, as the
+//!   supervisor does, would let the next leader start while the old CMD is
+//!   still being killed. So `run.rs` keeps its own loop: it releases only
+//!   after the group is confirmed gone (the lease otherwise expires by its
+//!   ttl), reads heartbeats from a pipe rather than an in-process
+//!   `Heartbeat`, exits with CMD's status under `--restart never`, and
+//!   lets a second signal cut the stop short. What it shares with the
+//!   core: `Candidate` (campaign, renewals, step-down on its own clock,
+//!   `Leadership` and its lease state for the dead-man's switch) and the
+//!   timing rules.
 //! * Terms shorter than the ttl are followed by a jittered, doubling
 //!   backoff (100 ms up to the ttl) before the next campaign, so a command
 //!   that fails at once is not restarted in a hot loop.

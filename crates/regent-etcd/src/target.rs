@@ -2,22 +2,7 @@
 //! files, user, password), reading their files, the contradictions between
 //! them, connecting, and what its errors mean in terms of those options.
 //!
-//! ```text
-//! etcd://HOST[:PORT][,HOST[:PORT]…][/NAMESPACE]     plain text
-//! etcds://…                                         TLS
-//! ```
-//!
-//! The port defaults to 2379; IPv6 hosts go in brackets; the path is the
-//! key prefix (`etcd://h/team-a`: election `jobs` lives under
-//! `/team-a/jobs/`, the keys `etcdctl elect /team-a/jobs` uses).
-//!
-//! | option | kind | flag / variable |
-//! |---|---|---|
-//! | `cacert` | path | `--etcd-cacert` / `REGENT_ETCD_CACERT` |
-//! | `cert`, `key` | path | `--etcd-cert`, `--etcd-key` / `REGENT_ETCD_CERT`, `REGENT_ETCD_KEY` |
-//! | `user` | text | `--etcd-user` / `REGENT_ETCD_USER` |
-//! | `password-file` | path | `--etcd-password-file` / `REGENT_ETCD_PASSWORD_FILE` |
-//! | `password` | secret | `REGENT_ETCD_PASSWORD` only |
+//! See [`KIND`] for the grammar and the options.
 //!
 //! Every rule broken is a [`TargetError`] naming the URL part, flag or
 //! variable and the rule, before any connection.
@@ -52,6 +37,26 @@ const ENV_PASSWORD_FILE: &str = "REGENT_ETCD_PASSWORD_FILE";
 const ENV_PASSWORD: &str = "REGENT_ETCD_PASSWORD";
 
 /// The etcd store kind: `etcd://` and `etcds://` URLs and their options.
+///
+/// ```text
+/// etcd://HOST[:PORT][,HOST[:PORT]…][/NAMESPACE]     plain text
+/// etcds://…                                         TLS
+/// ```
+///
+/// The port defaults to 2379; IPv6 hosts go in brackets; the path is the
+/// key prefix (`etcd://h/team-a`: election `jobs` lives under
+/// `/team-a/jobs/`, the keys `etcdctl elect /team-a/jobs` uses).
+///
+/// | option | kind | flag / variable |
+/// |---|---|---|
+/// | `cacert` | path | `--etcd-cacert` / `REGENT_ETCD_CACERT` |
+/// | `cert`, `key` | path | `--etcd-cert`, `--etcd-key` / `REGENT_ETCD_CERT`, `REGENT_ETCD_KEY` |
+/// | `user` | text | `--etcd-user` / `REGENT_ETCD_USER` |
+/// | `password-file` | path | `--etcd-password-file` / `REGENT_ETCD_PASSWORD_FILE` |
+/// | `password` | secret | `REGENT_ETCD_PASSWORD` only |
+///
+/// Every rule broken is a [`TargetError`] naming the URL part, flag or
+/// variable and the rule, before any connection.
 pub static KIND: StoreKind = StoreKind {
     name: "etcd",
     schemes: &["etcd", "etcds"],

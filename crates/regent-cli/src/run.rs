@@ -221,7 +221,9 @@ fn timing_error(e: &ConfigError, args: &RunArgs) -> CliError {
             flag("--grace", args.grace, "2s or what fits"),
             deadline()
         ),
-        ConfigError::TtlTooLong { .. } | ConfigError::TtlBelowStoreMinimum { .. } => ttl,
+        ConfigError::TtlTooLong { .. }
+        | ConfigError::TtlBelowStoreMinimum { .. }
+        | ConfigError::TtlAboveStoreMaximum { .. } => ttl,
         _ => "invalid timing (--ttl, --renew-every, --renew-deadline, --grace)".to_owned(),
     };
     CliError::usage(format!("{flags}: {e}"))

@@ -189,11 +189,16 @@ impl<S: LeaseStore> CandidateBuilder<S> {
         self
     }
 
-    /// Checks the timing rules and builds the candidate.
+    /// Checks the timing rules, and that the ttl lies in the store's range
+    /// ([`StoreInfo::min_ttl`](crate::StoreInfo::min_ttl) to
+    /// [`StoreInfo::max_ttl`](crate::StoreInfo::max_ttl), capped at a day),
+    /// and builds the candidate.
     ///
     /// # Errors
     ///
-    /// A [`ConfigError`] naming the rule broken.
+    /// A [`ConfigError`] naming the rule broken;
+    /// [`ConfigError::TtlBelowStoreMinimum`] and
+    /// [`ConfigError::TtlAboveStoreMaximum`] name the store's range.
     pub fn build(self) -> Result<Candidate<S>, ConfigError> {
         let mut timing = Timing::new(self.ttl);
         if let Some(d) = self.drift {
@@ -220,10 +225,20 @@ impl<S: LeaseStore> CandidateBuilder<S> {
         };
         timing.validate()?;
         let info = self.store.info();
-        if timing.ttl < info.min_ttl {
+        let (min, max) = (info.min_ttl, info.effective_max_ttl());
+        if timing.ttl < min {
             return Err(ConfigError::TtlBelowStoreMinimum {
                 ttl: timing.ttl,
-                min: info.min_ttl,
+                min,
+                max,
+                store: info.name,
+            });
+        }
+        if timing.ttl > max {
+            return Err(ConfigError::TtlAboveStoreMaximum {
+                ttl: timing.ttl,
+                min,
+                max,
                 store: info.name,
             });
         }
@@ -494,6 +509,41 @@ impl<S: LeaseStore> Candidate<S> {
                             ),
                         )));
                     }
+                    // A store that negotiates may grant less than asked:
+                    // the holder's deadlines follow the granted ttl, and a
+                    // lease too short for the timing rules is not led with.
+                    let timing = match t.for_granted(lease.ttl) {
+                        Ok(timing) => timing,
+                        Err(rule) => {
+                            tracing::warn!(
+                                election = %c.req.election, holder = %c.req.holder,
+                                token = lease.token.get(), asked = ?t.ttl, granted = ?lease.ttl,
+                                "won, but the granted ttl is too short for the timing rules; releasing"
+                            );
+                            let _ = timeout(t.renew_deadline, c.store.release(&lease)).await;
+                            *queued = None;
+                            break Err(CampaignError::Store(
+                                StoreError::new(
+                                    ErrorKind::Config,
+                                    format!(
+                                        "store '{}' granted election '{}' a ttl of {:?} where {:?} was asked, and the timing rules do not hold with it: ask for a ttl the store grants in full",
+                                        c.store.info().name,
+                                        c.req.election,
+                                        lease.ttl,
+                                        t.ttl
+                                    ),
+                                )
+                                .with_source(rule),
+                            ));
+                        }
+                    };
+                    if timing.ttl < t.ttl {
+                        tracing::info!(
+                            election = %c.req.election, holder = %c.req.holder,
+                            token = lease.token.get(), asked = ?t.ttl, granted = ?lease.ttl,
+                            "the store granted a shorter ttl; the local deadline follows it"
+                        );
+                    }
                     if Instant::now() >= t.step_down_at(sent) {
                         // The answer came too late to lead safely: give the
                         // lease back and try again.
@@ -513,7 +563,7 @@ impl<S: LeaseStore> Candidate<S> {
                         token: lease.token,
                         metadata: c.req.metadata.clone(),
                     };
-                    return Ok(Leadership::start(&self.core, lease, info, sent));
+                    return Ok(Leadership::start(&self.core, lease, info, sent, timing));
                 }
                 Ok(Acquire::Held {
                     leader,
@@ -705,7 +755,8 @@ impl<S: LeaseStore> Candidate<S> {
             return true;
         };
         let sent = Instant::now();
-        let limit = t.local_deadline(q.basis);
+        // A negotiating store may have granted our place less than asked.
+        let limit = t.with_granted_ttl(q.lease.ttl).local_deadline(q.basis);
         match timeout_at(limit, c.store.renew(&q.lease)).await {
             Ok(Ok(Renewal::Renewed)) => {
                 q.basis = sent;

@@ -206,12 +206,32 @@ pub enum ConfigError {
         drift: f64,
     },
     /// The store cannot honour a ttl this short.
-    #[error("ttl {ttl:?} is below the minimum of {min:?} that the {store} store honours")]
+    #[error(
+        "ttl {ttl:?} is below the minimum of {min:?} that the {store} store honours (its range is {min:?} to {max:?})"
+    )]
     TtlBelowStoreMinimum {
         /// The ttl given.
         ttl: Duration,
         /// The store's minimum.
         min: Duration,
+        /// The store's maximum (capped at [`MAX_TTL`](crate::MAX_TTL)).
+        max: Duration,
+        /// The store's name.
+        store: &'static str,
+    },
+    /// The store cannot honour a ttl this long (Azure Blob leases last at
+    /// most 60 s). A ttl over [`MAX_TTL`](crate::MAX_TTL) is
+    /// [`TtlTooLong`](Self::TtlTooLong) instead, whatever the store.
+    #[error(
+        "ttl {ttl:?} is above the maximum of {max:?} that the {store} store honours (its range is {min:?} to {max:?})"
+    )]
+    TtlAboveStoreMaximum {
+        /// The ttl given.
+        ttl: Duration,
+        /// The store's minimum.
+        min: Duration,
+        /// The store's maximum.
+        max: Duration,
         /// The store's name.
         store: &'static str,
     },

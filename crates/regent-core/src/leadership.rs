@@ -121,14 +121,15 @@ impl fmt::Debug for Leadership {
 
 impl Leadership {
     /// Starts the renewal task for a lease won by a request sent at
-    /// `sent_at`.
+    /// `sent_at`, with `timing`: the candidate's, with the ttl the store
+    /// granted when that was less ([`Timing::for_granted`]).
     pub(crate) fn start<S: LeaseStore>(
         core: &Core<S>,
         lease: Lease,
         info: LeaderInfo,
         sent_at: Instant,
+        timing: Timing,
     ) -> Self {
-        let timing = core.timing;
         let status = core.status.clone();
         let (state, _) = watch::channel(LeaseState {
             deadline: timing.local_deadline(sent_at),
@@ -193,6 +194,14 @@ impl Leadership {
     /// The lease record.
     pub fn lease(&self) -> &Lease {
         &self.shared.lease
+    }
+
+    /// The timing this term runs on: the candidate's, with the ttl lowered
+    /// to what the store granted if that was less (see
+    /// [`Timing::for_granted`]). [`lease`](Self::lease)`().ttl` is the ttl
+    /// the store granted.
+    pub fn timing(&self) -> &Timing {
+        &self.shared.timing
     }
 
     /// A token that is cancelled the instant leadership ends. Cancelling the

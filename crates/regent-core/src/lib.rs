@@ -44,8 +44,8 @@
 //! * `renew_deadline > 1.2 * renew_every` — room to retry a failed renewal;
 //! * `renew_deadline + grace <= ttl * (1 - drift) - margin` — the task is
 //!   stopped before the lease can pass on;
-//! * `ttl` is at least the store's minimum ([`StoreInfo::min_ttl`]) and at
-//!   most a day.
+//! * `ttl` lies within the store's range ([`StoreInfo::min_ttl`] ..=
+//!   [`StoreInfo::max_ttl`]), and is at most a day.
 //!
 //! Defaults derive from `ttl` (10 s): renew every `ttl/5`, step down after
 //! `3*ttl/5`, grace 2 s. [`Candidate::explain`] turns settings into
@@ -88,8 +88,8 @@ pub use observer::Observer;
 pub use status::Status;
 pub use store::memory;
 pub use store::{
-    Acquire, AcquireRequest, BoxStore, DynLeaseStore, LeaderStream, LeaseStore, Renewal,
-    SafetyClass, StoreInfo, StoreStyle, WatchMode,
+    Acquire, AcquireRequest, BoxStore, DynLeaseStore, ExpirySlack, LeaderStream, LeaseStore,
+    Renewal, SafetyClass, StoreInfo, StoreStyle, TtlGrant, WatchMode, poll_watch,
 };
 pub use supervisor::{
     Heartbeat, LeaderContext, Restart, Supervisor, SupervisorExit, Term, TermOutcome,

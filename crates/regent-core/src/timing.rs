@@ -13,11 +13,18 @@
 //!                        local lease deadline: past it the guard refuses to
 //!                        vouch for leadership whatever the network says
 //! t0 + ttl               the earliest the store can hand the lease on
+//! t0 + ttl + slack(ttl)  the latest the store frees a dead holder's lease
+//!                        (its [`ExpirySlack`](crate::store::ExpirySlack))
 //! ```
 //!
 //! The rules, checked by [`Timing::validate`]:
 //! `ttl*(1-drift) - margin > renew_deadline > 1.2 * renew_every` and
 //! `renew_deadline + grace <= ttl*(1-drift) - margin`.
+//!
+//! `ttl` here is the ttl the lease really has. When a store grants less
+//! than asked ([`TtlGrant::Negotiated`](crate::store::TtlGrant::Negotiated)),
+//! [`Timing::for_granted`] gives the timing of that lease: the granted ttl,
+//! everything else as configured, checked against the same rules.
 
 use std::fmt;
 use std::time::Duration;
@@ -140,6 +147,35 @@ impl Timing {
         sent_at + self.renew_deadline
     }
 
+    /// These settings with the ttl lowered to `granted` if the store granted
+    /// less than [`ttl`](Self::ttl); unchanged if it granted as much or more
+    /// (a longer lease changes nothing for safety, and the holder keeps
+    /// renewing as configured). Not validated; see
+    /// [`for_granted`](Self::for_granted).
+    #[must_use]
+    pub fn with_granted_ttl(&self, granted: Duration) -> Self {
+        Self {
+            ttl: self.ttl.min(granted),
+            ..*self
+        }
+    }
+
+    /// The timing of a lease the store granted for `granted`: as
+    /// [`with_granted_ttl`](Self::with_granted_ttl), checked against every
+    /// rule when the ttl was lowered.
+    ///
+    /// # Errors
+    ///
+    /// The [`ConfigError`] of the first rule the granted ttl breaks; its
+    /// `ttl` is the granted one.
+    pub fn for_granted(&self, granted: Duration) -> Result<Self, ConfigError> {
+        let t = self.with_granted_ttl(granted);
+        if t.ttl < self.ttl {
+            t.validate()?;
+        }
+        Ok(t)
+    }
+
     /// The numbers behind these settings on `store`.
     pub fn explain(&self, store: &StoreInfo) -> Explanation {
         let detect = match store.watch {
@@ -147,10 +183,12 @@ impl Timing {
             WatchMode::Poll(every) => every,
         }
         .min(self.retry_every);
+        let expiry_slack = store.expiry_slack_for(self.ttl);
         Explanation {
             store: store.name,
             timing: *self,
-            crash_failover: self.ttl + store.expiry_slack + detect,
+            crash_failover: self.ttl.saturating_add(expiry_slack) + detect,
+            expiry_slack,
             detect,
             renew_attempts: attempts(self.renew_deadline, self.renew_every),
             retry_every: (self.renew_every / 4).max(Duration::from_millis(1)),
@@ -188,6 +226,9 @@ pub struct Explanation {
     /// Worst case from a leader's crash to a follower winning, not counting
     /// round trips: `ttl + expiry slack + detection delay`.
     pub crash_failover: Duration,
+    /// How much later than the ttl the store may free a crashed leader's
+    /// lease of this ttl ([`StoreInfo::expiry_slack_for`]).
+    pub expiry_slack: Duration,
     /// How late a follower sees a change: zero for notifying stores, the
     /// poll interval (capped at `retry_every`) otherwise.
     pub detect: Duration,
@@ -229,10 +270,7 @@ impl fmt::Display for Explanation {
         writeln!(
             f,
             "- worst-case failover after a leader crash: {:?} (ttl {:?} + store expiry slack {:?} + detection {:?}) plus a few round trips",
-            self.crash_failover,
-            t.ttl,
-            self.crash_failover.saturating_sub(t.ttl + self.detect),
-            self.detect
+            self.crash_failover, t.ttl, self.expiry_slack, self.detect
         )?;
         write!(
             f,
@@ -245,7 +283,7 @@ impl fmt::Display for Explanation {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::{SafetyClass, StoreStyle};
+    use crate::store::{ExpirySlack, SafetyClass, StoreStyle};
 
     fn secs(s: f64) -> Duration {
         Duration::from_secs_f64(s)
@@ -320,14 +358,13 @@ mod tests {
     #[test]
     fn explain_gives_numbers() {
         let t = Timing::new(secs(10.0));
-        let info = StoreInfo {
-            name: "test",
-            style: StoreStyle::Race,
-            watch: WatchMode::Poll(Duration::from_millis(250)),
-            safety: SafetyClass::SingleNode,
-            min_ttl: Duration::from_secs(1),
-            expiry_slack: Duration::ZERO,
-        };
+        let info = StoreInfo::new(
+            "test",
+            StoreStyle::Race,
+            WatchMode::Poll(Duration::from_millis(250)),
+            SafetyClass::SingleNode,
+        )
+        .with_ttl_range(Duration::from_secs(1), MAX_TTL);
         let e = t.explain(&info);
         assert_eq!(e.crash_failover, secs(10.25));
         // At 2 s, then every 0.5 s strictly before 6 s: 2, 2.5, ... 5.5.
@@ -336,5 +373,80 @@ mod tests {
         let text = e.to_string();
         assert!(text.contains("worst-case failover"), "{text}");
         assert!(text.contains("safety budget"), "{text}");
+    }
+
+    #[test]
+    fn explain_adds_the_ttl_dependent_expiry_slack() {
+        let t = Timing::new(secs(10.0));
+        // Consul: a session is invalidated up to twice its ttl.
+        let consul = StoreInfo::new(
+            "consul",
+            StoreStyle::Race,
+            WatchMode::Notify,
+            SafetyClass::Consensus,
+        )
+        .with_expiry_slack(ExpirySlack::proportional(100));
+        let e = t.explain(&consul);
+        assert_eq!(e.expiry_slack, secs(10.0));
+        assert_eq!(e.crash_failover, secs(20.0));
+        let text = e.to_string();
+        assert!(
+            text.contains("failover after a leader crash: 20s"),
+            "{text}"
+        );
+        assert!(text.contains("store expiry slack 10s"), "{text}");
+
+        // Fixed plus proportional, and it follows the ttl.
+        let both = consul.with_expiry_slack(ExpirySlack::new(secs(1.0), 50));
+        assert_eq!(t.explain(&both).crash_failover, secs(16.0));
+        let t4 = Timing::new(secs(4.0));
+        assert_eq!(t4.explain(&both).expiry_slack, secs(3.0));
+    }
+
+    #[test]
+    fn expiry_slack_saturates() {
+        let huge = ExpirySlack::new(Duration::MAX, u32::MAX);
+        assert_eq!(huge.for_ttl(secs(10.0)), Duration::MAX);
+        assert_eq!(ExpirySlack::NONE.for_ttl(secs(10.0)), Duration::ZERO);
+    }
+
+    #[test]
+    fn a_longer_grant_changes_nothing() {
+        let t = Timing::new(secs(10.0));
+        assert_eq!(t.for_granted(secs(11.0)), Ok(t));
+        assert_eq!(t.for_granted(secs(10.0)), Ok(t));
+    }
+
+    #[test]
+    fn a_shorter_grant_moves_the_local_deadline_but_not_the_step_down() {
+        let t = Timing::new(secs(10.0));
+        // 6 s renew deadline + 2 s grace still fit in 9 s less drift.
+        let g = t.for_granted(secs(9.0)).expect("the rules hold");
+        let sent = Instant::now();
+        assert_eq!(g.ttl, secs(9.0));
+        assert_eq!(
+            g.local_deadline(sent) - sent,
+            secs(9.0).mul_f64(0.99) - Duration::from_millis(5)
+        );
+        assert_eq!(g.step_down_at(sent), t.step_down_at(sent));
+        assert_eq!(g.renew_every, t.renew_every);
+    }
+
+    #[test]
+    fn a_shorter_grant_that_breaks_a_rule_is_refused_naming_it() {
+        let t = Timing::new(secs(10.0));
+        // 6 s renew deadline + 2 s grace do not fit in 7 s less drift.
+        let err = t.for_granted(secs(7.0)).unwrap_err();
+        assert!(matches!(err, ConfigError::GraceTooLong { .. }), "{err:?}");
+        // 6 s renew deadline does not fit in 5 s.
+        let err = t.for_granted(secs(5.0)).unwrap_err();
+        assert!(
+            matches!(err, ConfigError::DeadlineNotBelowTtl { ttl, .. } if ttl == secs(5.0)),
+            "{err:?}"
+        );
+        assert!(matches!(
+            t.for_granted(Duration::ZERO),
+            Err(ConfigError::Zero { what: "ttl" })
+        ));
     }
 }

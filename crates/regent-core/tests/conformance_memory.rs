@@ -1,6 +1,105 @@
 //! The store conformance suite against the memory store, in both styles.
 
-use regent_core::testing::{MemoryHarness, run};
+use std::time::Duration;
+
+use regent_core::StoreInfo;
+use regent_core::memory::MemoryStore;
+use regent_core::store::{ExpirySlack, TtlGrant};
+use regent_core::testing::{MemoryHarness, run, run_checks};
+
+/// The names of the checks that fail on `store` when it claims `claim`.
+async fn failures_of_a_store_claiming(
+    store: MemoryStore,
+    claim: impl Fn(StoreInfo) -> StoreInfo + Send + Sync + 'static,
+) -> Vec<String> {
+    let harness = lying::Harness::new(store, claim);
+    run_checks(&harness)
+        .await
+        .iter()
+        .map(ToString::to_string)
+        .collect()
+}
+
+fn failed(names: &[String], check: &str) -> bool {
+    names.iter().any(|f| f.starts_with(check))
+}
+
+/// Regression (ttl range): a store that accepts a ttl below the minimum it
+/// declares (rounding it, say) is caught.
+#[tokio::test(start_paused = true)]
+async fn suite_catches_a_store_that_accepts_a_ttl_below_its_minimum() {
+    let names = failures_of_a_store_claiming(MemoryStore::race(), |info| {
+        let max = info.max_ttl;
+        info.with_ttl_range(Duration::from_secs(1), max)
+    })
+    .await;
+    assert!(
+        failed(&names, "ttl_outside_the_store_range_is_refused"),
+        "{names:#?}"
+    );
+}
+
+/// Regression (ttl range): a store that accepts a ttl above the maximum it
+/// declares is caught.
+#[tokio::test(start_paused = true)]
+async fn suite_catches_a_store_that_accepts_a_ttl_above_its_maximum() {
+    let names = failures_of_a_store_claiming(MemoryStore::race(), |info| {
+        let min = info.min_ttl;
+        info.with_ttl_range(min, Duration::from_secs(60))
+    })
+    .await;
+    assert!(
+        failed(&names, "ttl_outside_the_store_range_is_refused"),
+        "{names:#?}"
+    );
+}
+
+/// Regression (ttl range): a store that refuses a ttl inside the range it
+/// declares is caught.
+#[tokio::test(start_paused = true)]
+async fn suite_catches_a_store_that_refuses_a_ttl_it_declares() {
+    let store = MemoryStore::race();
+    store.set_ttl_range(Duration::from_secs(1), Duration::from_secs(60));
+    let names = failures_of_a_store_claiming(store, |info| {
+        let min = info.min_ttl;
+        info.with_ttl_range(min, Duration::from_secs(120))
+    })
+    .await;
+    assert!(
+        failed(&names, "ttl_at_the_ends_of_the_store_range_is_honoured"),
+        "{names:#?}"
+    );
+}
+
+/// Regression (granted ttl): a store that grants less than asked without
+/// declaring that it negotiates is caught.
+#[tokio::test(start_paused = true)]
+async fn suite_catches_a_store_that_grants_less_without_saying_so() {
+    let store = MemoryStore::race();
+    store.set_granted_ttl(Some(Duration::from_millis(1500)));
+    let names =
+        failures_of_a_store_claiming(store, |info| info.with_ttl_grant(TtlGrant::AtLeastAsked))
+            .await;
+    assert!(failed(&names, "won_lease_carries_its_fields"), "{names:#?}");
+    assert!(
+        failed(&names, "ttl_at_the_ends_of_the_store_range_is_honoured"),
+        "{names:#?}"
+    );
+}
+
+/// Regression (expiry slack): a store that expires leases later than it
+/// declares is caught by the checks that wait for expiry.
+#[tokio::test(start_paused = true)]
+async fn suite_catches_a_store_that_expires_later_than_it_says() {
+    let store = MemoryStore::race();
+    store.set_expiry_slack(ExpirySlack::proportional(100));
+    let names =
+        failures_of_a_store_claiming(store, |info| info.with_expiry_slack(ExpirySlack::NONE)).await;
+    assert!(
+        failed(&names, "expired_lease_is_not_revived_by_renew"),
+        "{names:#?}"
+    );
+}
 
 #[tokio::test(start_paused = true)]
 async fn memory_race_store_conforms() {
@@ -10,6 +109,33 @@ async fn memory_race_store_conforms() {
 #[tokio::test(start_paused = true)]
 async fn memory_queue_store_conforms() {
     run(&MemoryHarness::queue()).await;
+}
+
+/// A store that frees leases one more ttl late (Consul) conforms when it
+/// says so: the suite waits for the ttl-dependent slack.
+#[tokio::test(start_paused = true)]
+async fn memory_store_with_a_ttl_dependent_expiry_slack_conforms() {
+    for store in [MemoryStore::race(), MemoryStore::queue()] {
+        store.set_expiry_slack(ExpirySlack::proportional(100));
+        run(&MemoryHarness::with_store(store)).await;
+    }
+}
+
+/// A store with a narrow ttl range (as Azure Blob's) conforms: it refuses
+/// ttls outside it and honours both ends.
+#[tokio::test(start_paused = true)]
+async fn memory_store_with_a_narrow_ttl_range_conforms() {
+    let store = MemoryStore::race();
+    store.set_ttl_range(Duration::from_secs(1), Duration::from_secs(60));
+    run(&MemoryHarness::with_store(store)).await;
+}
+
+/// A store that negotiates, and says so, may grant less than asked.
+#[tokio::test(start_paused = true)]
+async fn memory_store_that_negotiates_a_shorter_ttl_conforms() {
+    let store = MemoryStore::queue();
+    store.set_granted_ttl(Some(Duration::from_millis(1500)));
+    run(&MemoryHarness::with_store(store)).await;
 }
 
 /// The suite must be able to fail: a store that hands out a second lease
@@ -116,6 +242,94 @@ mod broken {
         }
         async fn put_garbage(&self, e: &ElectionName) {
             self.mem().put_garbage(e);
+        }
+    }
+}
+
+mod lying {
+    //! A memory store whose [`StoreInfo`] claims something else than what
+    //! it does.
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use regent_core::memory::MemoryStore;
+    use regent_core::{
+        Acquire, AcquireRequest, ElectionName, LeaderInfo, LeaderStream, Lease, LeaseStore,
+        Renewal, StoreError, StoreInfo,
+    };
+
+    type Claim = Arc<dyn Fn(StoreInfo) -> StoreInfo + Send + Sync>;
+
+    #[derive(Clone)]
+    pub(crate) struct Store {
+        inner: MemoryStore,
+        claim: Claim,
+    }
+
+    impl LeaseStore for Store {
+        fn info(&self) -> StoreInfo {
+            (self.claim)(self.inner.info())
+        }
+        async fn try_acquire(
+            &self,
+            req: &AcquireRequest,
+            queued: Option<&Lease>,
+        ) -> Result<Acquire, StoreError> {
+            self.inner.try_acquire(req, queued).await
+        }
+        async fn renew(&self, lease: &Lease) -> Result<Renewal, StoreError> {
+            self.inner.renew(lease).await
+        }
+        async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
+            self.inner.release(lease).await
+        }
+        async fn current_leader(&self, e: &ElectionName) -> Result<Option<LeaderInfo>, StoreError> {
+            self.inner.current_leader(e).await
+        }
+        async fn watch(&self, e: &ElectionName) -> Result<LeaderStream, StoreError> {
+            self.inner.watch(e).await
+        }
+    }
+
+    pub(crate) struct Harness {
+        store: Store,
+    }
+
+    impl Harness {
+        pub(crate) fn new(
+            inner: MemoryStore,
+            claim: impl Fn(StoreInfo) -> StoreInfo + Send + Sync + 'static,
+        ) -> Self {
+            Self {
+                store: Store {
+                    inner,
+                    claim: Arc::new(claim),
+                },
+            }
+        }
+    }
+
+    impl regent_core::testing::Harness for Harness {
+        type Store = Store;
+        async fn store(&self) -> Store {
+            self.store.clone()
+        }
+        async fn unreachable_store(&self) -> Store {
+            let dead = MemoryStore::new(self.store.inner.info().style);
+            dead.fail_next(u32::MAX);
+            Store {
+                inner: dead,
+                claim: self.store.claim.clone(),
+            }
+        }
+        fn ttl(&self) -> Duration {
+            Duration::from_secs(2)
+        }
+        async fn delete_records(&self, e: &ElectionName) {
+            self.store.inner.delete_records(e);
+        }
+        async fn put_garbage(&self, e: &ElectionName) {
+            self.store.inner.put_garbage(e);
         }
     }
 }

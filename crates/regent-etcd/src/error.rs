@@ -121,7 +121,7 @@ pub(crate) fn etcd_error(
 /// port), and the caller knows whether it configured TLS; the store's own
 /// message says it only then. A refused connection, an unknown host or a
 /// request that timed out is never this.
-pub(crate) fn is_refused_client_certificate(e: &StoreError) -> bool {
+pub fn is_refused_client_certificate(e: &StoreError) -> bool {
     let Some(e) = StdError::source(e).and_then(|s| s.downcast_ref::<etcd_client::Error>()) else {
         return false;
     };

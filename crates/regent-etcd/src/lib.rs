@@ -173,7 +173,9 @@
 //! after it was made says that this is how etcd refuses a missing or
 //! untrusted client certificate (a refused connection, an unknown host or a
 //! timeout does not). [`EtcdTarget`]'s hint, which the CLI prints, tells
-//! both forms of the refusal apart and names the options to change.
+//! both forms of the refusal apart and names the options to change;
+//! [`is_refused_client_certificate`] does the same for a program that
+//! builds its store with [`EtcdStore::builder`] and words its own advice.
 //!
 //! # URLs and options (the store kind)
 //!
@@ -208,6 +210,7 @@ mod record;
 mod store;
 mod target;
 
+pub use error::is_refused_client_certificate;
 pub use store::{DEFAULT_REQUEST_TIMEOUT, EXPIRY_SLACK, EtcdStore, EtcdStoreBuilder, MIN_TTL};
 pub use target::{DEFAULT_PORT, EtcdTarget, KIND};
 

@@ -185,7 +185,7 @@ impl Target for EtcdTarget {
 
     /// What an etcd refusing the client certificate, or its absence, is
     /// about: the store tells the refusal apart (see
-    /// [`is_refused_client_certificate`](crate::error::is_refused_client_certificate));
+    /// [`is_refused_client_certificate`](crate::is_refused_client_certificate));
     /// a closed connection means it only over TLS.
     fn hint(&self, e: &StoreError) -> Option<String> {
         let tls = self.tls.as_ref()?;

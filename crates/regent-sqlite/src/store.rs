@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use regent_core::store::{ExpirySlack, poll_watch};
 use regent_core::{
     Acquire, AcquireRequest, ElectionName, ErrorKind, LeaderInfo, LeaderStream, Lease, LeaseStore,
     MAX_TTL, Renewal, SafetyClass, StoreError, StoreInfo, StoreStyle, WatchMode,
@@ -211,16 +212,17 @@ impl SqliteStore {
 
 impl LeaseStore for SqliteStore {
     fn info(&self) -> StoreInfo {
-        StoreInfo {
-            name: "sqlite",
-            style: StoreStyle::Race,
-            watch: WatchMode::Poll(self.inner.poll_interval),
-            safety: SafetyClass::SingleNode,
-            min_ttl: MIN_TTL,
-            // Expiry is decided on the holders' own clock, to the
-            // nanosecond.
-            expiry_slack: Duration::ZERO,
-        }
+        StoreInfo::new(
+            "sqlite",
+            StoreStyle::Race,
+            WatchMode::Poll(self.inner.poll_interval),
+            SafetyClass::SingleNode,
+        )
+        .with_ttl_range(MIN_TTL, MAX_TTL)
+        // Expiry is decided on the holders' own clock, to the nanosecond.
+        // The granted ttl is the one asked, rounded up to whole
+        // milliseconds: never less.
+        .with_expiry_slack(ExpirySlack::NONE)
     }
 
     async fn try_acquire(
@@ -292,60 +294,12 @@ impl LeaseStore for SqliteStore {
     }
 
     async fn watch(&self, election: &ElectionName) -> Result<LeaderStream, StoreError> {
-        // The first read starts the watch: if the file cannot be read, the
-        // caller learns it here.
-        let first = self.current_leader(election).await?;
-        let state = Poll {
-            store: self.clone(),
-            election: election.clone(),
-            first: Some(first),
-            last: None,
-            done: false,
-        };
-        Ok(Box::pin(futures_util::stream::unfold(state, Poll::next)))
-    }
-}
-
-/// The state of a polling watch. No task runs between polls: when the
-/// stream is dropped, nothing is left behind but a read in flight on the
-/// blocking pool, which finishes within the busy timeout.
-struct Poll {
-    store: SqliteStore,
-    election: ElectionName,
-    first: Option<Option<LeaderInfo>>,
-    /// The last state emitted; `None` before the first and after an error,
-    /// so that the state after an error is emitted again.
-    last: Option<Option<LeaderInfo>>,
-    /// A permanent error was emitted: the stream ends.
-    done: bool,
-}
-
-type PollItem = Result<Option<LeaderInfo>, StoreError>;
-
-impl Poll {
-    async fn next(mut self) -> Option<(PollItem, Self)> {
-        if let Some(first) = self.first.take() {
-            self.last = Some(first.clone());
-            return Some((Ok(first), self));
-        }
-        if self.done {
-            return None;
-        }
-        loop {
-            tokio::time::sleep(self.store.inner.poll_interval).await;
-            match self.store.current_leader(&self.election).await {
-                Ok(leader) if self.last.as_ref() == Some(&leader) => {}
-                Ok(leader) => {
-                    self.last = Some(leader.clone());
-                    return Some((Ok(leader), self));
-                }
-                Err(e) => {
-                    self.last = None;
-                    self.done = !e.is_transient();
-                    return Some((Err(e), self));
-                }
-            }
-        }
+        // SQLite has no notifications across processes: poll. The first
+        // read starts the watch, so a file that cannot be read fails here.
+        // No task runs between polls: dropping the stream leaves nothing
+        // behind but a read in flight on the blocking pool, which finishes
+        // within the busy timeout.
+        poll_watch(self.clone(), election.clone(), self.inner.poll_interval).await
     }
 }
 

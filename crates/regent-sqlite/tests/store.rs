@@ -246,7 +246,12 @@ async fn ttl_below_the_minimum_or_above_a_day_is_refused_and_never_rounded_down(
     assert_eq!(info.safety, SafetyClass::SingleNode);
     assert_eq!(info.min_ttl, MIN_TTL);
     assert_eq!(info.watch, WatchMode::Poll(Duration::from_millis(100)));
-    assert_eq!(info.expiry_slack, Duration::ZERO);
+    assert_eq!(
+        info.expiry_slack_for(Duration::from_secs(10)),
+        Duration::ZERO
+    );
+    assert_eq!(info.expiry_slack, regent_core::store::ExpirySlack::NONE);
+    assert_eq!(info.max_ttl, regent_core::MAX_TTL);
 
     let e = election("e");
     for ttl in [

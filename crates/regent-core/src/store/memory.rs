@@ -19,6 +19,14 @@
 //! * deleting an election's records from outside
 //!   ([`MemoryStore::delete_records`]) and writing garbage on its key
 //!   ([`MemoryStore::put_garbage`]).
+//!
+//! And it can pose as stores with other limits:
+//! * a narrower ttl range, as Azure Blob's 15–60 s
+//!   ([`MemoryStore::set_ttl_range`]);
+//! * a negotiated ttl, as ZooKeeper's session timeout: every acquire is
+//!   granted a set ttl whatever it asked ([`MemoryStore::set_granted_ttl`]);
+//! * a late expiry, as Consul's sessions
+//!   ([`MemoryStore::set_expiry_slack`]).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -28,10 +36,11 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::{
-    Acquire, AcquireRequest, LeaderStream, LeaseStore, Renewal, SafetyClass, StoreInfo, StoreStyle,
-    WatchMode,
+    Acquire, AcquireRequest, ExpirySlack, LeaderStream, LeaseStore, Renewal, SafetyClass,
+    StoreInfo, StoreStyle, TtlGrant, WatchMode,
 };
-use crate::error::StoreError;
+use crate::error::{ErrorKind, StoreError};
+use crate::timing::MAX_TTL;
 use crate::types::{
     ElectionName, FencingToken, HolderId, LeaderInfo, Lease, LeaseHandle, Metadata,
 };
@@ -73,17 +82,40 @@ struct Election {
 #[derive(Debug, Clone)]
 struct Record {
     holder: HolderId,
+    /// The ttl granted.
     ttl: Duration,
+    /// The ttl plus the expiry slack: how long after an acquire or renewal
+    /// the record really lives.
+    life: Duration,
     expires_at: Instant,
     metadata: Metadata,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Faults {
     request_delay: Duration,
     reply_delay: Duration,
     fail_next: u32,
     partitioned: HashSet<HolderId>,
+    min_ttl: Duration,
+    max_ttl: Duration,
+    granted_ttl: Option<Duration>,
+    expiry_slack: ExpirySlack,
+}
+
+impl Default for Faults {
+    fn default() -> Self {
+        Self {
+            request_delay: Duration::ZERO,
+            reply_delay: Duration::ZERO,
+            fail_next: 0,
+            partitioned: HashSet::new(),
+            min_ttl: Duration::from_millis(1),
+            max_ttl: MAX_TTL,
+            granted_ttl: None,
+            expiry_slack: ExpirySlack::NONE,
+        }
+    }
 }
 
 /// How many calls of each kind the store was asked (failed ones included).
@@ -223,6 +255,31 @@ impl MemoryStore {
         self.bump();
     }
 
+    /// Honours only ttls in `min..=max` from now on: others are refused
+    /// with [`ErrorKind::Config`], and [`info`](LeaseStore::info) reports
+    /// the range (default 1 ms to [`MAX_TTL`]).
+    pub fn set_ttl_range(&self, min: Duration, max: Duration) {
+        let mut f = self.faults();
+        f.min_ttl = min;
+        f.max_ttl = max;
+    }
+
+    /// With `Some(ttl)`, grants every acquire `ttl`, whatever it asked (a
+    /// ttl in range is still required), as a store that negotiates does:
+    /// the lease lives that long and [`Lease::ttl`] says so.
+    /// [`info`](LeaseStore::info) then reports [`TtlGrant::Negotiated`].
+    /// `None` grants what is asked again (the default).
+    pub fn set_granted_ttl(&self, ttl: Option<Duration>) {
+        self.faults().granted_ttl = ttl;
+    }
+
+    /// Frees a dead holder's lease `slack` after its ttl instead of at once,
+    /// for leases acquired from now on, and reports it in
+    /// [`info`](LeaseStore::info) (default [`ExpirySlack::NONE`]).
+    pub fn set_expiry_slack(&self, slack: ExpirySlack) {
+        self.faults().expiry_slack = slack;
+    }
+
     /// How many calls the store has served.
     pub fn stats(&self) -> CallStats {
         self.state().stats
@@ -292,14 +349,20 @@ fn corrupt(election: &ElectionName) -> StoreError {
 
 impl LeaseStore for MemoryStore {
     fn info(&self) -> StoreInfo {
-        StoreInfo {
-            name: "memory",
-            style: self.inner.style,
-            watch: WatchMode::Notify,
-            safety: SafetyClass::Ephemeral,
-            min_ttl: Duration::from_millis(1),
-            expiry_slack: Duration::ZERO,
-        }
+        let f = self.faults();
+        StoreInfo::new(
+            "memory",
+            self.inner.style,
+            WatchMode::Notify,
+            SafetyClass::Ephemeral,
+        )
+        .with_ttl_range(f.min_ttl, f.max_ttl)
+        .with_expiry_slack(f.expiry_slack)
+        .with_ttl_grant(if f.granted_ttl.is_some() {
+            TtlGrant::Negotiated
+        } else {
+            TtlGrant::AtLeastAsked
+        })
     }
 
     async fn try_acquire(
@@ -308,17 +371,33 @@ impl LeaseStore for MemoryStore {
         queued: Option<&Lease>,
     ) -> Result<Acquire, StoreError> {
         let style = self.inner.style;
+        let (min_ttl, max_ttl, granted, slack) = {
+            let f = self.faults();
+            (f.min_ttl, f.max_ttl, f.granted_ttl, f.expiry_slack)
+        };
         self.call(Some(&req.holder), "acquire", |state, now| {
+            if req.ttl < min_ttl || req.ttl > max_ttl {
+                return Err(StoreError::new(
+                    ErrorKind::Config,
+                    format!(
+                        "memory store: ttl {:?} of election '{}' is outside the {min_ttl:?}..={max_ttl:?} it honours",
+                        req.ttl, req.election
+                    ),
+                ));
+            }
             let held = state.expiry_held;
             let e = state.elections.entry(req.election.clone()).or_default();
             let mut changed = e.purge(now, held);
             if e.garbage {
                 return Err(corrupt(&req.election));
             }
+            let ttl = granted.unwrap_or(req.ttl);
+            let life = ttl.saturating_add(slack.for_ttl(ttl));
             let record = Record {
                 holder: req.holder.clone(),
-                ttl: req.ttl,
-                expires_at: now + req.ttl,
+                ttl,
+                life,
+                expires_at: now + life,
                 metadata: req.metadata.clone(),
             };
             match style {
@@ -332,7 +411,7 @@ impl LeaseStore for MemoryStore {
                     let token = match ours {
                         Some((token, r)) => {
                             // Refresh: a Won answer must restart the TTL.
-                            r.expires_at = now + r.ttl;
+                            r.expires_at = now + r.life;
                             r.metadata = req.metadata.clone();
                             token
                         }
@@ -389,7 +468,7 @@ impl LeaseStore for MemoryStore {
             }
             match e.records.get_mut(&lease.token.get()) {
                 Some(r) if r.holder == lease.holder => {
-                    r.expires_at = now + r.ttl;
+                    r.expires_at = now + r.life;
                     Ok((Renewal::Renewed, changed))
                 }
                 _ => Ok((Renewal::Lost, changed)),
@@ -589,5 +668,75 @@ mod tests {
             s.try_acquire(&req("b"), None).await.unwrap(),
             Acquire::Won(_)
         ));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn ttl_outside_the_range_is_refused_as_config() {
+        let s = MemoryStore::race();
+        s.set_ttl_range(Duration::from_secs(15), Duration::from_secs(60));
+        assert_eq!(
+            s.info().min_ttl..=s.info().max_ttl,
+            Duration::from_secs(15)..=Duration::from_secs(60)
+        );
+        for secs in [0, 14, 61] {
+            let r = AcquireRequest {
+                ttl: Duration::from_secs(secs),
+                ..req("a")
+            };
+            let err = s.try_acquire(&r, None).await.unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::Config, "{secs} s: {err}");
+        }
+        let e = ElectionName::new("e").unwrap();
+        assert_eq!(s.current_leader(&e).await.unwrap(), None);
+        let r = AcquireRequest {
+            ttl: Duration::from_secs(15),
+            ..req("a")
+        };
+        assert!(matches!(
+            s.try_acquire(&r, None).await.unwrap(),
+            Acquire::Won(_)
+        ));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_granted_ttl_is_what_the_lease_lives_and_says() {
+        let s = MemoryStore::race();
+        s.set_granted_ttl(Some(Duration::from_secs(4)));
+        assert_eq!(s.info().ttl_grant, TtlGrant::Negotiated);
+        let start = Instant::now();
+        let Acquire::Won(a) = s.try_acquire(&req("a"), None).await.unwrap() else {
+            panic!("a must win an empty election")
+        };
+        assert_eq!(a.ttl, Duration::from_secs(4));
+        let e = ElectionName::new("e").unwrap();
+        assert_eq!(
+            s.leader_expires_at(&e),
+            Some(start + Duration::from_secs(4))
+        );
+        tokio::time::sleep(Duration::from_secs(4)).await;
+        assert_eq!(s.renew(&a).await.unwrap(), Renewal::Lost);
+        s.set_granted_ttl(None);
+        assert_eq!(s.info().ttl_grant, TtlGrant::AtLeastAsked);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn expiry_slack_delays_expiry_by_the_ttl_dependent_amount() {
+        let s = MemoryStore::race();
+        s.set_expiry_slack(ExpirySlack::new(Duration::from_secs(1), 50));
+        assert_eq!(
+            s.info().expiry_slack_for(Duration::from_secs(10)),
+            Duration::from_secs(6)
+        );
+        let e = ElectionName::new("e").unwrap();
+        let mut w = s.watch(&e).await.unwrap();
+        assert_eq!(w.next().await.unwrap().unwrap(), None);
+        let Acquire::Won(a) = s.try_acquire(&req("a"), None).await.unwrap() else {
+            panic!("a must win an empty election")
+        };
+        assert_eq!(a.ttl, Duration::from_secs(10), "the slack is not granted");
+        let start = Instant::now();
+        assert!(w.next().await.unwrap().unwrap().is_some());
+        assert_eq!(w.next().await.unwrap().unwrap(), None);
+        assert_eq!(start.elapsed(), Duration::from_secs(16));
     }
 }

@@ -42,16 +42,52 @@
 //!
 //! # Timing
 //!
-//! A store must never grant less time than asked: a [`Lease`] returned by a
-//! `Won` acquire or a `Renewed` renewal stays valid on the store's clock for
-//! at least `ttl` after the instant the request was *sent*. (The store
-//! applies the request after it was sent, so any server-side TTL started
-//! when the request is applied satisfies this.) A store that cannot honour a
-//! requested TTL (too short, too long) returns
-//! [`ErrorKind::Config`](crate::ErrorKind::Config) and never rounds down.
-//! On a queue store, a `Won` result must have refreshed the record's TTL
-//! within the same call, so that the holder's deadline can be measured from
-//! that call.
+//! A store must never grant less time than asked, unless it says it
+//! negotiates ([`TtlGrant::Negotiated`]): a [`Lease`] returned by a `Won`
+//! acquire or a `Renewed` renewal stays valid on the store's clock for at
+//! least `ttl` after the instant the request was *sent*. (The store applies
+//! the request after it was sent, so any server-side TTL started when the
+//! request is applied satisfies this.) A store that cannot honour a
+//! requested TTL (outside [`StoreInfo::min_ttl`]`..=`[`StoreInfo::max_ttl`])
+//! returns [`ErrorKind::Config`](crate::ErrorKind::Config) and never rounds
+//! down. On a queue store, a `Won` result must have refreshed the record's
+//! TTL within the same call, so that the holder's deadline can be measured
+//! from that call.
+//!
+//! ## The granted ttl
+//!
+//! [`Lease::ttl`] is the ttl the store actually granted. Rounding up (etcd
+//! grants whole seconds, SQLite whole milliseconds) is granting *more*,
+//! which is always allowed and changes nothing: the holder keeps measuring
+//! its deadlines from the ttl it asked for. A store that negotiates
+//! (ZooKeeper's session timeout is clamped by the server) may grant *less*;
+//! it says so with [`TtlGrant::Negotiated`], and the
+//! [`Candidate`](crate::Candidate) then measures the holder's local deadline
+//! from the granted ttl ([`Timing::for_granted`](crate::Timing::for_granted)).
+//! The renew interval and the renew deadline stay as configured; if the
+//! timing rules no longer hold with the granted ttl (the leader could not
+//! step down, or stop its task, before the shorter lease runs out), the
+//! candidate gives the lease back at once and its campaign fails with a
+//! [`ErrorKind::Config`](crate::ErrorKind::Config) error that names the
+//! granted ttl and, as its source, the [`ConfigError`](crate::ConfigError)
+//! of the rule broken. Refusing is safer than silently shortening the
+//! renew deadline behind the operator's back: the fix is a shorter ttl, or
+//! a server that grants the one asked.
+//!
+//! ## Expiry slack
+//!
+//! A store may free a dead holder's lease later than its ttl; never
+//! earlier. How much later is its [`ExpirySlack`]: a fixed part (etcd's
+//! lessor checks every 500 ms: 1 s) plus a part proportional to the ttl
+//! (Consul invalidates a session up to twice its TTL: one more ttl). A
+//! follower, `explain()` and the conformance suite wait `ttl + slack(ttl)`
+//! for a crashed leader's lease to go.
+//!
+//! # Stores without notifications
+//!
+//! A store that cannot push changes implements [`LeaseStore::watch`] with
+//! [`poll_watch`], which polls [`LeaseStore::current_leader`] and emits
+//! only changes, and reports [`WatchMode::Poll`] in its [`StoreInfo`].
 //!
 //! The conformance suite (`regent_core::testing`, feature `testing`) checks
 //! all of this against a real engine.
@@ -63,12 +99,15 @@ use std::time::Duration;
 use futures_core::Stream;
 
 use crate::error::StoreError;
+use crate::timing::MAX_TTL;
 use crate::types::{ElectionName, HolderId, LeaderInfo, Lease, Metadata};
 
 mod boxed;
 pub mod memory;
+mod poll;
 
 pub use boxed::{BoxStore, DynLeaseStore};
+pub use poll::poll_watch;
 
 /// A stream of the leader of one election, as the store sees it: `None` is
 /// "no leader". The first item is the state when the watch started; then one
@@ -156,8 +195,84 @@ pub enum SafetyClass {
     TimingOnly,
 }
 
+/// How much later than its ttl a store may free a dead holder's lease:
+/// `fixed + ttl × ttl_percent / 100`. See [`ExpirySlack::for_ttl`].
+///
+/// The proportional part is a whole percentage rather than a float so that
+/// [`StoreInfo`] stays `Eq` and the slack is exact (Consul: 100 %).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub struct ExpirySlack {
+    /// The part that does not depend on the ttl (etcd: 1 s).
+    pub fixed: Duration,
+    /// The part proportional to the ttl, in percent of it (Consul: 100).
+    pub ttl_percent: u32,
+}
+
+impl ExpirySlack {
+    /// No slack: the lease is free exactly `ttl` after its last renewal
+    /// (SQLite, the memory store).
+    pub const NONE: Self = Self::new(Duration::ZERO, 0);
+
+    /// `fixed + ttl × ttl_percent / 100`.
+    pub const fn new(fixed: Duration, ttl_percent: u32) -> Self {
+        Self { fixed, ttl_percent }
+    }
+
+    /// A slack that does not depend on the ttl.
+    pub const fn fixed(fixed: Duration) -> Self {
+        Self::new(fixed, 0)
+    }
+
+    /// A slack of `ttl_percent` percent of the ttl (Consul: 100, since it
+    /// invalidates a session up to twice its TTL).
+    pub const fn proportional(ttl_percent: u32) -> Self {
+        Self::new(Duration::ZERO, ttl_percent)
+    }
+
+    /// The slack for a lease of `ttl`. Saturates instead of overflowing.
+    pub fn for_ttl(&self, ttl: Duration) -> Duration {
+        let proportional = ttl
+            .checked_mul(self.ttl_percent)
+            .map_or(Duration::MAX, |d| d / 100);
+        self.fixed.saturating_add(proportional)
+    }
+}
+
+/// Whether a store grants the ttl asked, or may grant less. See
+/// [the granted ttl](self#the-granted-ttl).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum TtlGrant {
+    /// [`Lease::ttl`] is never below the ttl asked; it may be more (etcd
+    /// rounds up to whole seconds). The conformance suite checks this.
+    #[default]
+    AtLeastAsked,
+    /// The store negotiates the ttl and may grant less than asked
+    /// (ZooKeeper's session timeout); [`Lease::ttl`] says what it granted,
+    /// and the candidate measures its deadlines from it.
+    Negotiated,
+}
+
 /// Facts about a store that the core and the CLI need.
+///
+/// Build it with [`StoreInfo::new`] and the `with_` setters; the struct is
+/// `#[non_exhaustive]` so that facts a future store needs can be added
+/// without breaking the others.
+///
+/// ```
+/// use std::time::Duration;
+/// use regent_core::store::{ExpirySlack, SafetyClass, StoreInfo, StoreStyle, WatchMode};
+///
+/// // Azure Blob leases last 15 to 60 s.
+/// let info = StoreInfo::new("azblob", StoreStyle::Race, WatchMode::Poll(Duration::from_secs(1)), SafetyClass::Consensus)
+///     .with_ttl_range(Duration::from_secs(15), Duration::from_secs(60))
+///     .with_expiry_slack(ExpirySlack::fixed(Duration::from_secs(1)));
+/// assert!(info.ttl_in_range(Duration::from_secs(30)));
+/// assert!(!info.ttl_in_range(Duration::from_secs(120)));
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct StoreInfo {
     /// A short name for logs and `explain()` ("sqlite", "etcd").
     pub name: &'static str,
@@ -169,9 +284,77 @@ pub struct StoreInfo {
     pub safety: SafetyClass,
     /// The shortest ttl the store honours.
     pub min_ttl: Duration,
-    /// How much later than `ttl` the store may expire a dead holder's lease
-    /// (Consul: up to another ttl). Followers wait this much more.
-    pub expiry_slack: Duration,
+    /// The longest ttl the store honours. The core caps it at
+    /// [`MAX_TTL`] (one day) whatever the store says.
+    pub max_ttl: Duration,
+    /// How much later than `ttl` the store may free a dead holder's lease.
+    /// Followers wait this much more.
+    pub expiry_slack: ExpirySlack,
+    /// Whether the granted [`Lease::ttl`] can be below the ttl asked.
+    pub ttl_grant: TtlGrant,
+}
+
+impl StoreInfo {
+    /// Facts about a store with the widest ttl range (1 ms to
+    /// [`MAX_TTL`]), no expiry slack, and leases never
+    /// shorter than asked. Narrow them with the `with_` setters.
+    pub const fn new(
+        name: &'static str,
+        style: StoreStyle,
+        watch: WatchMode,
+        safety: SafetyClass,
+    ) -> Self {
+        Self {
+            name,
+            style,
+            watch,
+            safety,
+            min_ttl: Duration::from_millis(1),
+            max_ttl: MAX_TTL,
+            expiry_slack: ExpirySlack::NONE,
+            ttl_grant: TtlGrant::AtLeastAsked,
+        }
+    }
+
+    /// The ttls the store honours, both ends included.
+    #[must_use]
+    pub const fn with_ttl_range(mut self, min: Duration, max: Duration) -> Self {
+        self.min_ttl = min;
+        self.max_ttl = max;
+        self
+    }
+
+    /// How much later than the ttl the store may free a dead holder's
+    /// lease.
+    #[must_use]
+    pub const fn with_expiry_slack(mut self, slack: ExpirySlack) -> Self {
+        self.expiry_slack = slack;
+        self
+    }
+
+    /// Whether the store may grant a shorter ttl than asked.
+    #[must_use]
+    pub const fn with_ttl_grant(mut self, grant: TtlGrant) -> Self {
+        self.ttl_grant = grant;
+        self
+    }
+
+    /// The longest ttl the core lets a candidate ask of this store:
+    /// [`max_ttl`](Self::max_ttl), capped at [`MAX_TTL`].
+    pub fn effective_max_ttl(&self) -> Duration {
+        self.max_ttl.min(MAX_TTL)
+    }
+
+    /// Whether `ttl` lies in `min_ttl..=effective_max_ttl()`.
+    pub fn ttl_in_range(&self, ttl: Duration) -> bool {
+        ttl >= self.min_ttl && ttl <= self.effective_max_ttl()
+    }
+
+    /// How much later than `ttl` this store may free a dead holder's lease
+    /// of that ttl.
+    pub fn expiry_slack_for(&self, ttl: Duration) -> Duration {
+        self.expiry_slack.for_ttl(ttl)
+    }
 }
 
 /// A lease store. See the [module docs](self) for the contract every

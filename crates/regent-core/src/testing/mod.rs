@@ -11,7 +11,18 @@
 //!
 //! The checks wait out real ttls with `tokio::time::sleep`, so they run
 //! fast on paused time (memory store) and in a few ttls on a real engine:
-//! choose [`Harness::ttl`] as short as the engine allows.
+//! choose [`Harness::ttl`] as short as the engine allows. To be sure a lease
+//! has expired they wait `ttl` plus the store's
+//! [expiry slack](crate::store::ExpirySlack) for that ttl
+//! ([`StoreInfo::expiry_slack_for`](crate::StoreInfo::expiry_slack_for)),
+//! plus a little.
+//!
+//! Besides the contract's items, the suite checks the store's
+//! [`StoreInfo`](crate::StoreInfo): a ttl outside `min_ttl..=max_ttl` (and
+//! zero) is refused with [`ErrorKind::Config`], never rounded; the ttls at
+//! both ends are honoured; and a granted [`Lease::ttl`] is never below the
+//! ttl asked unless the store declares
+//! [`TtlGrant::Negotiated`](crate::store::TtlGrant::Negotiated).
 
 use std::fmt;
 use std::future::Future;
@@ -22,7 +33,9 @@ use futures_util::StreamExt;
 
 use crate::error::{ErrorKind, StoreError};
 use crate::store::memory::MemoryStore;
-use crate::store::{Acquire, AcquireRequest, LeaderStream, LeaseStore, Renewal, StoreStyle};
+use crate::store::{
+    Acquire, AcquireRequest, LeaderStream, LeaseStore, Renewal, StoreStyle, TtlGrant,
+};
 use crate::types::{ElectionName, FencingToken, HolderId, LeaderInfo, Lease, Metadata};
 
 /// What the suite needs from a store crate: connections to one engine, and
@@ -41,7 +54,9 @@ pub trait Harness: Send + Sync {
     fn unreachable_store(&self) -> impl Future<Output = Self::Store> + Send;
 
     /// The ttl the checks use: at least the store's minimum, as short as the
-    /// engine allows (the suite waits it out several times).
+    /// engine allows (the suite waits it out several times), and one the
+    /// engine grants as asked rather than rounded up (the suite waits
+    /// `ttl` plus the store's expiry slack for a lease to expire).
     fn ttl(&self) -> Duration;
 
     /// Deletes every record of `election` behind regent's back, as an
@@ -174,7 +189,11 @@ pub async fn run_checks<H: Harness>(h: &H) -> Vec<Failure> {
         ($name:ident) => {
             let name = stringify!($name);
             let ctx = ctx(h, name).await;
-            if let Err(message) = $name(&ctx).await {
+            // Boxed: each check's future lives on the heap, so that the
+            // suite's own future does not grow with every check (a real
+            // store's futures are large; unoptimised builds copy them on
+            // the stack, and the test thread's 2 MiB overflowed).
+            if let Err(message) = Box::pin($name(&ctx)).await {
                 failures.push(Failure {
                     check: name,
                     message,
@@ -194,6 +213,8 @@ pub async fn run_checks<H: Harness>(h: &H) -> Vec<Failure> {
     check!(watch_sees_acquire_release_and_expiry);
     check!(garbage_is_never_taken_over);
     check!(unreachable_store_is_transient);
+    check!(ttl_outside_the_store_range_is_refused);
+    check!(ttl_at_the_ends_of_the_store_range_is_honoured);
     let style = ctx(h, "style").await.store.info().style;
     if style == StoreStyle::Queue {
         check!(queue_passes_to_next_in_line);
@@ -204,7 +225,8 @@ pub async fn run_checks<H: Harness>(h: &H) -> Vec<Failure> {
 
 async fn ctx<'h, H: Harness>(h: &'h H, check: &str) -> Ctx<'h, H> {
     let store = h.store().await;
-    let slack = store.info().expiry_slack + Duration::from_millis(500).min(h.ttl() / 2);
+    let slack =
+        store.info().expiry_slack_for(h.ttl()) + Duration::from_millis(500).min(h.ttl() / 2);
     Ctx {
         h,
         store,
@@ -263,12 +285,15 @@ async fn won_lease_carries_its_fields<H: Harness>(c: &Ctx<'_, H>) -> Check {
     let a = c.win("a").await?;
     ensure!(a.election == c.election, "lease election {:?}", a.election);
     ensure!(a.holder == holder("a"), "lease holder {:?}", a.holder);
-    ensure!(
-        a.ttl >= c.ttl,
-        "lease ttl {:?} below the {:?} asked",
-        a.ttl,
-        c.ttl
-    );
+    match c.store.info().ttl_grant {
+        TtlGrant::Negotiated => ensure!(!a.ttl.is_zero(), "negotiated lease ttl of zero"),
+        _ => ensure!(
+            a.ttl >= c.ttl,
+            "lease ttl {:?} below the {:?} asked",
+            a.ttl,
+            c.ttl
+        ),
+    }
     ensure!(a.token > FencingToken::new(0), "token 0 is reserved");
     let leader = c.leader().await?.ok_or("current_leader saw no leader")?;
     ensure!(
@@ -366,8 +391,10 @@ async fn renew_after_loss_reports_lost<H: Harness>(c: &Ctx<'_, H>) -> Check {
 /// or renewal (the holder's deadline depends on it).
 async fn lease_lasts_the_full_ttl<H: Harness>(c: &Ctx<'_, H>) -> Check {
     let a = c.win("a").await?;
+    // A negotiating store may have granted less; it owes the granted ttl.
+    let ttl = c.ttl.min(a.ttl);
     for what in ["acquire", "renewal"] {
-        tokio::time::sleep(c.ttl.mul_f64(0.9)).await;
+        tokio::time::sleep(ttl.mul_f64(0.9)).await;
         match c.acquire("b").await? {
             Acquire::Won(_) => return Err(format!("b won 0.9 ttl after a's {what}")),
             Acquire::Held { queued, .. } => {
@@ -589,6 +616,82 @@ async fn unreachable_store_is_transient<H: Harness>(c: &Ctx<'_, H>) -> Check {
     }
 }
 
+/// The ttls `try_acquire` must refuse: zero, just below the store's
+/// minimum, half of it, and just above its maximum (capped at a day).
+fn out_of_range_ttls(info: &crate::StoreInfo) -> Vec<Duration> {
+    let mut ttls = vec![Duration::ZERO];
+    let min = info.min_ttl;
+    for below in [min.saturating_sub(Duration::from_millis(1)), min / 2] {
+        if !below.is_zero() && !ttls.contains(&below) {
+            ttls.push(below);
+        }
+    }
+    ttls.push(info.effective_max_ttl() + Duration::from_millis(1));
+    ttls
+}
+
+/// The timing contract: a ttl the store does not honour is refused with
+/// [`ErrorKind::Config`], never rounded into its range, and leaves no
+/// lease behind.
+async fn ttl_outside_the_store_range_is_refused<H: Harness>(c: &Ctx<'_, H>) -> Check {
+    let info = c.store.info();
+    for ttl in out_of_range_ttls(&info) {
+        let req = AcquireRequest { ttl, ..c.req("a") };
+        match c.store.try_acquire(&req, None).await {
+            Ok(got) => {
+                let lease = match &got {
+                    Acquire::Won(l) => Some(l),
+                    Acquire::Held { queued, .. } => queued.as_ref(),
+                };
+                if let Some(l) = lease {
+                    let _ = c.store.release(l).await;
+                }
+                return Err(format!(
+                    "ttl {ttl:?}, outside the {:?}..={:?} the store declares, was accepted: {got:?}",
+                    info.min_ttl,
+                    info.effective_max_ttl()
+                ));
+            }
+            Err(e) => ensure!(
+                e.kind() == ErrorKind::Config,
+                "ttl {ttl:?} outside the store's range must fail as Config, not: {e}"
+            ),
+        }
+    }
+    ensure!(
+        c.leader().await?.is_none(),
+        "a refused acquire left a leader behind"
+    );
+    Ok(())
+}
+
+/// The timing contract: the ttls at both ends of the declared range are
+/// honoured, and granted in full unless the store negotiates.
+async fn ttl_at_the_ends_of_the_store_range_is_honoured<H: Harness>(c: &Ctx<'_, H>) -> Check {
+    let info = c.store.info();
+    for ttl in [info.min_ttl, info.effective_max_ttl()] {
+        let req = AcquireRequest { ttl, ..c.req("a") };
+        let a = match ok(
+            &format!("acquire with ttl {ttl:?}"),
+            c.store.try_acquire(&req, None).await,
+        )? {
+            Acquire::Won(a) => a,
+            other => {
+                return Err(format!(
+                    "acquire with ttl {ttl:?} of a free election: {other:?}"
+                ));
+            }
+        };
+        ok("release", c.store.release(&a).await)?;
+        ensure!(
+            info.ttl_grant == TtlGrant::Negotiated || a.ttl >= ttl,
+            "ttl {ttl:?} asked, {:?} granted, and the store does not declare that it negotiates",
+            a.ttl
+        );
+    }
+    Ok(())
+}
+
 /// Queue stores: when the head leaves, the next in line wins with the token
 /// of its queued record; the one behind it stays queued.
 async fn queue_passes_to_next_in_line<H: Harness>(c: &Ctx<'_, H>) -> Check {
@@ -639,6 +742,12 @@ pub struct MemoryHarness {
 }
 
 impl MemoryHarness {
+    /// A harness over `store`, configured as the test needs (a narrow ttl
+    /// range, a negotiated ttl, an expiry slack).
+    pub fn with_store(store: MemoryStore) -> Self {
+        Self { store }
+    }
+
     /// A harness over a race-style memory store.
     pub fn race() -> Self {
         Self {

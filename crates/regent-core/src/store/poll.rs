@@ -1,0 +1,314 @@
+//! [`poll_watch`]: [`LeaseStore::watch`] for stores that cannot push
+//! changes.
+
+use std::time::Duration;
+
+use super::{LeaderStream, LeaseStore};
+use crate::error::{ErrorKind, StoreError};
+use crate::types::{ElectionName, LeaderInfo};
+
+/// A watch for stores without notifications: reads
+/// [`LeaseStore::current_leader`] every `interval` and emits only changes.
+///
+/// The stream follows the [`LeaderStream`] contract:
+///
+/// * the first item is the state read when the watch starts (that first
+///   read happens in this call, so a store that cannot be read fails here);
+/// * then one item per change, `None` ("no leader") included; a state read
+///   again unchanged is not emitted;
+/// * an error is emitted as it comes; a transient one is followed by the
+///   next state read, emitted even if it equals the state before the error
+///   (the consumer may have acted on the error); a permanent one ends the
+///   stream.
+///
+/// The next read starts `interval` after the previous one ended, so a slow
+/// store is never asked twice at once. A store using this reports
+/// [`WatchMode::Poll`](super::WatchMode::Poll)`(interval)` in its
+/// [`StoreInfo`](super::StoreInfo).
+///
+/// It takes the store itself (a clone, which for every store is a cheap
+/// handle on a shared connection) rather than a closure that reads the
+/// leader: the watch then reads through exactly the `current_leader` the
+/// candidate uses, with the same error classification and the same
+/// treatment of garbage, and a store's `watch` is one line:
+///
+/// ```
+/// # use std::time::Duration;
+/// # use regent_core::{ElectionName, LeaderStream, StoreError, memory::MemoryStore};
+/// # async fn watch(store: &MemoryStore, election: &ElectionName) -> Result<LeaderStream, StoreError> {
+/// regent_core::store::poll_watch(store.clone(), election.clone(), Duration::from_millis(100)).await
+/// # }
+/// ```
+///
+/// No task runs between polls: the stream is driven only by its consumer,
+/// and dropping it stops the watch, leaving nothing behind (a read in
+/// flight is dropped with it).
+///
+/// # Errors
+///
+/// The error of the first read; [`ErrorKind::Config`] if `interval` is
+/// zero.
+///
+/// # Cancel safety
+///
+/// Cancel safe: it only reads.
+pub async fn poll_watch<S>(
+    store: S,
+    election: ElectionName,
+    interval: Duration,
+) -> Result<LeaderStream, StoreError>
+where
+    S: LeaseStore + Clone,
+{
+    if interval.is_zero() {
+        return Err(StoreError::new(
+            ErrorKind::Config,
+            format!(
+                "{} store: the poll interval of the watch on election '{election}' must be greater than zero",
+                store.info().name
+            ),
+        ));
+    }
+    let first = store.current_leader(&election).await?;
+    let state = Poll {
+        store,
+        election,
+        interval,
+        first: Some(first),
+        last: None,
+        done: false,
+    };
+    Ok(Box::pin(futures_util::stream::unfold(state, Poll::next)))
+}
+
+/// The state of a polling watch between items.
+struct Poll<S> {
+    store: S,
+    election: ElectionName,
+    interval: Duration,
+    /// The state read when the watch started, not yet emitted.
+    first: Option<Option<LeaderInfo>>,
+    /// The last state emitted; `None` after an error, so that the state
+    /// after an error is emitted again.
+    last: Option<Option<LeaderInfo>>,
+    /// A permanent error was emitted: the stream ends.
+    done: bool,
+}
+
+type PollItem = Result<Option<LeaderInfo>, StoreError>;
+
+impl<S: LeaseStore> Poll<S> {
+    async fn next(mut self) -> Option<(PollItem, Self)> {
+        if let Some(first) = self.first.take() {
+            self.last = Some(first.clone());
+            return Some((Ok(first), self));
+        }
+        if self.done {
+            return None;
+        }
+        loop {
+            tokio::time::sleep(self.interval).await;
+            match self.store.current_leader(&self.election).await {
+                Ok(leader) if self.last.as_ref() == Some(&leader) => {}
+                Ok(leader) => {
+                    self.last = Some(leader.clone());
+                    return Some((Ok(leader), self));
+                }
+                Err(e) => {
+                    self.last = None;
+                    self.done = !e.is_transient();
+                    return Some((Err(e), self));
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    use futures_util::StreamExt;
+    use tokio::time::Instant;
+
+    use super::*;
+    use crate::store::memory::MemoryStore;
+    use crate::store::{Acquire, AcquireRequest, Renewal, StoreInfo};
+    use crate::types::{HolderId, Lease, Metadata};
+
+    const EVERY: Duration = Duration::from_millis(100);
+
+    fn election() -> ElectionName {
+        ElectionName::new("e").unwrap()
+    }
+
+    fn req(holder: &str, ttl: Duration) -> AcquireRequest {
+        AcquireRequest {
+            election: election(),
+            holder: HolderId::new(holder).unwrap(),
+            ttl,
+            metadata: Metadata::new(),
+        }
+    }
+
+    async fn win(store: &MemoryStore, holder: &str, ttl: Duration) -> Lease {
+        match store.try_acquire(&req(holder, ttl), None).await.unwrap() {
+            Acquire::Won(lease) => lease,
+            other => panic!("{holder} should have won: {other:?}"),
+        }
+    }
+
+    fn holder_of(item: PollItem) -> Option<String> {
+        item.expect("a state, not an error")
+            .map(|l| l.holder.as_str().to_owned())
+    }
+
+    /// Nothing more is emitted for `span`.
+    async fn quiet(w: &mut LeaderStream, span: Duration) {
+        if let Ok(item) = tokio::time::timeout(span, w.next()).await {
+            panic!("expected no item for {span:?}, got {item:?}");
+        }
+    }
+
+    /// A memory store that counts its reads, and whose clones share the
+    /// count (so that the test can see whether anything still reads).
+    #[derive(Clone)]
+    struct Counting {
+        inner: MemoryStore,
+        reads: Arc<AtomicU32>,
+    }
+
+    impl LeaseStore for Counting {
+        fn info(&self) -> StoreInfo {
+            self.inner.info()
+        }
+        async fn try_acquire(
+            &self,
+            req: &AcquireRequest,
+            queued: Option<&Lease>,
+        ) -> Result<Acquire, StoreError> {
+            self.inner.try_acquire(req, queued).await
+        }
+        async fn renew(&self, lease: &Lease) -> Result<Renewal, StoreError> {
+            self.inner.renew(lease).await
+        }
+        async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
+            self.inner.release(lease).await
+        }
+        async fn current_leader(
+            &self,
+            election: &ElectionName,
+        ) -> Result<Option<LeaderInfo>, StoreError> {
+            self.reads.fetch_add(1, Ordering::SeqCst);
+            self.inner.current_leader(election).await
+        }
+        async fn watch(&self, election: &ElectionName) -> Result<LeaderStream, StoreError> {
+            poll_watch(self.clone(), election.clone(), EVERY).await
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn emits_the_first_state_then_only_changes_including_no_leader() {
+        let store = MemoryStore::race();
+        let mut w = poll_watch(store.clone(), election(), EVERY).await.unwrap();
+        assert_eq!(holder_of(w.next().await.unwrap()), None, "first state");
+        quiet(&mut w, EVERY * 10).await;
+
+        let a = win(&store, "a", Duration::from_secs(60)).await;
+        let seen_at = Instant::now();
+        assert_eq!(holder_of(w.next().await.unwrap()).as_deref(), Some("a"));
+        assert!(seen_at.elapsed() <= EVERY, "seen within one interval");
+        quiet(&mut w, EVERY * 10).await;
+
+        store.release(&a).await.unwrap();
+        assert_eq!(holder_of(w.next().await.unwrap()), None, "no leader");
+        quiet(&mut w, EVERY * 10).await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn sees_expiry_without_any_call() {
+        let store = MemoryStore::race();
+        let ttl = Duration::from_secs(2);
+        win(&store, "a", ttl).await;
+        let start = Instant::now();
+        let mut w = poll_watch(store.clone(), election(), EVERY).await.unwrap();
+        assert_eq!(holder_of(w.next().await.unwrap()).as_deref(), Some("a"));
+        assert_eq!(holder_of(w.next().await.unwrap()), None);
+        let after = start.elapsed();
+        assert!(
+            after >= ttl && after <= ttl + EVERY,
+            "expiry seen after {after:?}"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_transient_error_is_followed_by_the_state_again() {
+        let store = MemoryStore::race();
+        win(&store, "a", Duration::from_secs(60)).await;
+        let mut w = poll_watch(store.clone(), election(), EVERY).await.unwrap();
+        assert_eq!(holder_of(w.next().await.unwrap()).as_deref(), Some("a"));
+        store.fail_next(1);
+        let err = w.next().await.unwrap().expect_err("the injected failure");
+        assert!(err.is_transient(), "{err}");
+        // Unchanged, but emitted again: the consumer may have acted on the
+        // error.
+        assert_eq!(holder_of(w.next().await.unwrap()).as_deref(), Some("a"));
+        quiet(&mut w, EVERY * 10).await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_permanent_error_ends_the_stream() {
+        let store = MemoryStore::race();
+        let mut w = poll_watch(store.clone(), election(), EVERY).await.unwrap();
+        assert_eq!(holder_of(w.next().await.unwrap()), None);
+        store.put_garbage(&election());
+        let err = w.next().await.unwrap().expect_err("garbage");
+        assert_eq!(err.kind(), ErrorKind::Corrupt);
+        assert!(w.next().await.is_none(), "the stream ends");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_failed_first_read_fails_the_call() {
+        let store = MemoryStore::race();
+        store.put_garbage(&election());
+        let err = poll_watch(store, election(), EVERY).await.err().unwrap();
+        assert_eq!(err.kind(), ErrorKind::Corrupt);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_zero_interval_is_refused() {
+        let err = poll_watch(MemoryStore::race(), election(), Duration::ZERO)
+            .await
+            .err()
+            .unwrap();
+        assert_eq!(err.kind(), ErrorKind::Config);
+        assert!(err.to_string().contains("poll interval"), "{err}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn reads_once_per_interval_and_dropping_the_stream_stops_reading() {
+        let store = Counting {
+            inner: MemoryStore::race(),
+            reads: Arc::default(),
+        };
+        let mut w = store.watch(&election()).await.unwrap();
+        assert_eq!(store.reads.load(Ordering::SeqCst), 1, "the first read");
+        assert_eq!(holder_of(w.next().await.unwrap()), None);
+        quiet(&mut w, EVERY * 10 + EVERY / 2).await;
+        assert_eq!(
+            store.reads.load(Ordering::SeqCst),
+            11,
+            "one read per interval"
+        );
+
+        drop(w);
+        assert_eq!(
+            Arc::strong_count(&store.reads),
+            1,
+            "nothing holds the store after the stream is dropped"
+        );
+        tokio::time::sleep(EVERY * 10).await;
+        assert_eq!(store.reads.load(Ordering::SeqCst), 11, "no read after drop");
+    }
+}

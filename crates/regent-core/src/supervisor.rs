@@ -139,7 +139,9 @@ pub enum SupervisorExit {
     Finished(Term),
 }
 
-/// Runs a leader task only while leading. See the [module docs](self).
+/// Runs a leader task only while leading: whichever ends first, the task
+/// or the lease, ends the other; then it campaigns again by its [`Restart`]
+/// policy.
 #[derive(Debug, Clone)]
 pub struct Supervisor<S> {
     candidate: Candidate<S>,

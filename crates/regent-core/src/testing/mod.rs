@@ -22,7 +22,7 @@
 //! zero) is refused with [`ErrorKind::Config`], never rounded; the ttls at
 //! both ends are honoured; and a granted [`Lease::ttl`] is never below the
 //! ttl asked unless the store declares
-//! [`TtlGrant::Negotiated`](crate::store::TtlGrant::Negotiated).
+//! [`crate::store::TtlGrant::Negotiated`].
 
 use std::fmt;
 use std::future::Future;

@@ -255,14 +255,58 @@ pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
     if num.parse::<f64>().is_err() {
         return Err(format!("'{num}' in '{s}' is not a number"));
     }
-    let parsed: jiff::SignedDuration = s.parse().map_err(|e| {
-        format!("unknown unit in '{s}' ({e}); write e.g. 500ms, 1.5s, 1m30s or 1h")
+    let parsed: jiff::SignedDuration = s.parse().map_err(|e| match unknown_unit(s) {
+        Some(unit) => format!(
+            "unknown unit '{unit}' in '{s}'; use ms, s, m or h (e.g. 250ms, 1.5s, 1m30s, 1h)"
+        ),
+        None => format!("'{s}' is not a duration ({e}); write e.g. 250ms, 1.5s, 1m30s or 1h"),
     })?;
     let d = Duration::try_from(parsed).map_err(|_| format!("'{s}' is negative"))?;
     if d > Duration::from_secs(1_000_000_000) {
         return Err(format!("'{s}' is too long"));
     }
     Ok(d)
+}
+
+/// The first word of `s` that is no unit of time jiff takes (days and
+/// longer are not: their length varies).
+fn unknown_unit(s: &str) -> Option<&str> {
+    const UNITS: &[&str] = &[
+        "ns",
+        "nsec",
+        "nsecs",
+        "nanosecond",
+        "nanoseconds",
+        "us",
+        "µs",
+        "μs",
+        "usec",
+        "usecs",
+        "microsecond",
+        "microseconds",
+        "ms",
+        "msec",
+        "msecs",
+        "millisecond",
+        "milliseconds",
+        "s",
+        "sec",
+        "secs",
+        "second",
+        "seconds",
+        "m",
+        "min",
+        "mins",
+        "minute",
+        "minutes",
+        "h",
+        "hr",
+        "hrs",
+        "hour",
+        "hours",
+    ];
+    s.split(|c: char| !c.is_alphabetic())
+        .find(|w| !w.is_empty() && !UNITS.contains(w))
 }
 
 /// The default store: `$XDG_STATE_HOME/regent/elections.db`, else
@@ -339,6 +383,16 @@ mod tests {
         for bad in ["1m30", "10 parsecs", "1s2", "9999999999h"] {
             assert!(parse_duration(bad).is_err(), "{bad}");
         }
+        assert!(
+            parse_duration("10 parsecs")
+                .unwrap_err()
+                .starts_with("unknown unit 'parsecs'")
+        );
+        assert!(
+            parse_duration("1m30")
+                .unwrap_err()
+                .starts_with("'1m30' is not a duration")
+        );
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! `regent` on etcd, beyond the tests every store runs (see
-//! `on_every_store!`): an unreachable cluster at start, a cluster that dies
-//! under a leader and comes back, sharing an election with `etcdctl elect`
-//! under a namespace, and TLS with client certificates and a user.
+//! `regent_testkit::for_every_engine!`): an unreachable cluster at start, a
+//! cluster that dies under a leader and comes back, sharing an election with
+//! `etcdctl elect` under a namespace, and TLS with client certificates and a
+//! user.
 
 mod common;
 

@@ -143,12 +143,15 @@ fn a_closed_lifeline_stops_gracefully_and_releases(sb: Sandbox) {
     );
 }
 
-on_every_store!(
-    a_closed_lifeline_stops_gracefully_and_releases,
-    restart_never_exits_with_the_commands_status,
-    restart_never_exits_128_plus_the_signal_that_killed_the_command,
-    restart_on_failure_ends_with_0_after_a_clean_exit,
-    a_command_that_does_not_exist_exits_127_naming_it,
-    restart_on_failure_runs_a_failing_command_again,
-    a_second_signal_exits_at_once_and_the_command_still_dies,
+regent_testkit::for_every_engine!(
+    Sandbox::with_engine,
+    [
+        a_closed_lifeline_stops_gracefully_and_releases,
+        restart_never_exits_with_the_commands_status,
+        restart_never_exits_128_plus_the_signal_that_killed_the_command,
+        restart_on_failure_ends_with_0_after_a_clean_exit,
+        a_command_that_does_not_exist_exits_127_naming_it,
+        restart_on_failure_runs_a_failing_command_again,
+        a_second_signal_exits_at_once_and_the_command_still_dies,
+    ]
 );

@@ -91,8 +91,11 @@ fn one_sigterm_during_a_step_down_still_shuts_down_cleanly(mut sb: Sandbox) {
     assert_eq!(status.code(), Some(0), "{}", sb.regent(i).stderr());
 }
 
-on_every_store!(
-    a_silent_command_makes_its_leader_step_down,
-    commands_that_fail_at_once_are_restarted_with_backoff,
-    one_sigterm_during_a_step_down_still_shuts_down_cleanly,
+regent_testkit::for_every_engine!(
+    Sandbox::with_engine,
+    [
+        a_silent_command_makes_its_leader_step_down,
+        commands_that_fail_at_once_are_restarted_with_backoff,
+        one_sigterm_during_a_step_down_still_shuts_down_cleanly,
+    ]
 );

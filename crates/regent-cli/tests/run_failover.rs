@@ -1,7 +1,7 @@
 //! `regent run` with several real candidates on one store (each test runs
-//! on SQLite and on etcd, see `on_every_store!`): one runs
-//! the command; kill -9, SIGTERM and SIGSTOP of the leader hand the command
-//! over, and nothing of the old term outlives it.
+//! on every engine of the test kit, see `regent_testkit::for_every_engine!`):
+//! one runs the command; kill -9, SIGTERM and SIGSTOP of the leader hand the
+//! command over, and nothing of the old term outlives it.
 //!
 //! ttl 2s gives (core defaults) renew every 400 ms, step down 1.2 s after the
 //! last renewal was sent, grace 775 ms.
@@ -310,11 +310,14 @@ fn job_control_stop_of_regents_process_group_still_stops_the_command_before_fail
     assert_tokens_increase(&sb.starts(), &sb.report());
 }
 
-on_every_store!(
-    exactly_one_of_three_candidates_runs_the_command_and_status_names_it,
-    kill_9_of_the_leader_kills_its_whole_group_and_a_follower_takes_over_within_ttl,
-    sigterm_of_the_leader_releases_at_once_and_regent_exits_0,
-    whole_instance_paused_past_its_ttl_stops_its_command_and_follows_after_sigcont,
-    sigstop_of_regent_alone_trips_the_shims_dead_mans_switch_before_failover,
-    job_control_stop_of_regents_process_group_still_stops_the_command_before_failover,
+regent_testkit::for_every_engine!(
+    Sandbox::with_engine,
+    [
+        exactly_one_of_three_candidates_runs_the_command_and_status_names_it,
+        kill_9_of_the_leader_kills_its_whole_group_and_a_follower_takes_over_within_ttl,
+        sigterm_of_the_leader_releases_at_once_and_regent_exits_0,
+        whole_instance_paused_past_its_ttl_stops_its_command_and_follows_after_sigcont,
+        sigstop_of_regent_alone_trips_the_shims_dead_mans_switch_before_failover,
+        job_control_stop_of_regents_process_group_still_stops_the_command_before_failover,
+    ]
 );

@@ -206,14 +206,17 @@ fn replacing_the_binary_on_disk_does_not_stop_a_running_regent(mut sb: Sandbox) 
     assert!(sb.regent(i).running(), "regent exited\n{}", sb.report());
 }
 
-on_every_store!(
-    the_command_gets_the_election_its_id_and_its_fencing_token,
-    background_jobs_die_when_the_command_exits_by_itself,
-    background_jobs_that_ignore_sigterm_are_killed_after_the_grace,
-    background_jobs_that_left_the_process_group_die_too,
-    sigkill_of_the_shim_still_stops_the_command_and_its_jobs,
-    a_stuck_shim_is_killed_with_the_command_before_regent_leads_again,
-    replacing_the_binary_on_disk_does_not_stop_a_running_regent,
+regent_testkit::for_every_engine!(
+    Sandbox::with_engine,
+    [
+        the_command_gets_the_election_its_id_and_its_fencing_token,
+        background_jobs_die_when_the_command_exits_by_itself,
+        background_jobs_that_ignore_sigterm_are_killed_after_the_grace,
+        background_jobs_that_left_the_process_group_die_too,
+        sigkill_of_the_shim_still_stops_the_command_and_its_jobs,
+        a_stuck_shim_is_killed_with_the_command_before_regent_leads_again,
+        replacing_the_binary_on_disk_does_not_stop_a_running_regent,
+    ]
 );
 
 /// The etcd password is regent's secret: CMD's environment does not have it.

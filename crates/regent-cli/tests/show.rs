@@ -139,7 +139,10 @@ fn watch_json_prints_one_object_per_change(mut sb: Sandbox) {
     assert!(extra.is_empty(), "watch printed more: {extra:?}");
 }
 
-on_every_store!(
-    status_json_without_then_with_a_leader,
-    watch_json_prints_one_object_per_change,
+regent_testkit::for_every_engine!(
+    Sandbox::with_engine,
+    [
+        status_json_without_then_with_a_leader,
+        watch_json_prints_one_object_per_change,
+    ]
 );

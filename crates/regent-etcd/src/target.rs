@@ -605,13 +605,10 @@ fn security(options: &Options, url: &EtcdUrl) -> Result<EtcdSecurity, String> {
         }
     };
 
-    let user = match options.get("user") {
-        Some(v) => Some(Sourced {
-            value: v.value.to_string_lossy().into_owned(),
-            from: v.source.clone(),
-        }),
-        None => None,
-    };
+    let user = options.get("user").map(|v| Sourced {
+        value: v.value.to_string_lossy().into_owned(),
+        from: v.source.clone(),
+    });
     if let Some(u) = user.as_ref().filter(|u| u.value.contains(':')) {
         // Never echo what follows the ':': it is likely a password.
         return Err(format!(

@@ -194,10 +194,10 @@ mod error;
 mod store;
 mod target;
 
-pub use target::{KIND, SqliteTarget};
 pub use store::{
     DEFAULT_BUSY_TIMEOUT, DEFAULT_POLL_INTERVAL, MIN_TTL, SqliteStore, SqliteStoreBuilder,
 };
+pub use target::{KIND, SqliteTarget};
 
 /// The schema version this build writes, and the only one it opens.
 pub const SCHEMA_VERSION: i64 = db::SCHEMA_VERSION;

@@ -1,15 +1,18 @@
 //! Test kit for regent.
 //!
-//! Two parts:
+//! Three parts:
 //!
 //! * The leadership [`History`]: the candidates of one test record when each
 //!   believed it led, and the test then checks the whole history at once for
 //!   the election's safety properties.
-//! * [`engines`]: real store engines (etcd: one member, a cluster, or a
-//!   member secured by TLS and authentication with certificates made at
-//!   test time) started on free ports of `127.0.0.1` for the store crates'
-//!   integration tests, stopped by PID when dropped. A missing engine is an error naming
+//! * [`engines`]: real store engines (SQLite's file; etcd: one member, a
+//!   cluster, or a member secured by TLS and authentication) started on free
+//!   ports of `127.0.0.1` for the end-to-end tests and the store crates'
+//!   integration tests, stopped by PID when dropped. Every engine has one
+//!   shape, [`engines::Engine`], and [`for_every_engine!`] runs a test on
+//!   every one. A missing engine is an error naming
 //!   `scripts/install-engines`, never a skipped test.
+//! * [`pki`]: test certificates for engines with TLS, made at test time.
 //!
 //! # Why a history, not assertions inside each candidate
 //!
@@ -29,5 +32,6 @@
 pub mod engines;
 pub mod fixtures;
 pub mod history;
+pub mod pki;
 
 pub use history::{History, Interval, Summary, Violation};

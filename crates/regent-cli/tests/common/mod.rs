@@ -21,6 +21,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
+use regent_testkit::engines::{Engine, Etcd, Sqlite};
 use rustix::process::{Pid, Signal};
 
 /// The binary under test.
@@ -223,71 +224,64 @@ pub fn read_events(log: &Path) -> Vec<Event> {
 
 // ------------------------------------------------------------------ sandbox
 
-/// Runs each named `fn(Sandbox)` once per store: as the test
-/// `sqlite::NAME` on a SQLite file of its own, and as `etcd::NAME` on an
-/// etcd of its own, started by the test kit on free ports.
-#[macro_export]
-macro_rules! on_every_store {
-    ($($name:ident),+ $(,)?) => {
-        mod sqlite {
-            $(
-                #[test]
-                fn $name() {
-                    super::$name(super::common::Sandbox::new());
-                }
-            )+
-        }
-        mod etcd {
-            $(
-                #[test]
-                fn $name() {
-                    super::$name(super::common::Sandbox::etcd());
-                }
-            )+
-        }
-    };
-}
-
 /// A temporary directory with a store, a task log and the candidates
 /// started in it. Dropping it kills every candidate's process tree, then
-/// stops its etcd, if it has one.
+/// its engine (which stops by PID).
+///
+/// The tests every store runs take a `Sandbox` and are listed in
+/// `regent_testkit::for_every_engine!(Sandbox::with_engine, [...])`: they
+/// run as `sqlite::NAME`, `etcd::NAME`, … one per engine of the test kit's
+/// one list.
 pub struct Sandbox {
     dir: tempfile::TempDir,
     regents: Vec<Regent>,
     // Dropped after the regents (fields drop after `Drop::drop`).
-    etcd: Option<regent_testkit::engines::Etcd>,
+    engine: Box<dyn Engine>,
 }
 
 impl Sandbox {
-    /// A sandbox whose store is a SQLite file in its directory.
+    /// A sandbox whose store is a SQLite file of its own.
     pub fn new() -> Self {
+        Self::with_engine(Box::new(
+            Sqlite::start().unwrap_or_else(|e| panic!("cannot set up SQLite for this test: {e}")),
+        ))
+    }
+
+    /// A sandbox whose store is `engine`, started by the caller (or by
+    /// `for_every_engine!`).
+    pub fn with_engine(engine: Box<dyn Engine>) -> Self {
         Self {
             dir: tempfile::Builder::new()
                 .prefix("regent-e2e-")
                 .tempdir()
                 .expect("temporary directory"),
             regents: Vec::new(),
-            etcd: None,
+            engine,
         }
     }
 
     /// A sandbox whose store is a single-node etcd of its own. Fails,
     /// naming `scripts/install-engines`, when etcd is not installed.
     pub fn etcd() -> Self {
-        let etcd = regent_testkit::engines::Etcd::start()
-            .unwrap_or_else(|e| panic!("cannot start etcd for this test: {e}"));
-        let mut sb = Self::new();
-        sb.etcd = Some(etcd);
-        sb
+        let etcd = Etcd::start().unwrap_or_else(|e| panic!("cannot start etcd for this test: {e}"));
+        Self::with_etcd(etcd)
     }
 
     /// A sandbox whose store is `etcd`, started by the caller (secured, for
-    /// instance). [`Self::store`] names it as `etcd://`; pass another URL
-    /// to [`Self::candidate_on`] for `etcds://`.
-    pub fn with_etcd(etcd: regent_testkit::engines::Etcd) -> Self {
-        let mut sb = Self::new();
-        sb.etcd = Some(etcd);
-        sb
+    /// instance). [`Self::store`] names it as `etcd://`, or `etcds://` with
+    /// TLS; the certificates and credentials are the caller's to pass.
+    pub fn with_etcd(etcd: Etcd) -> Self {
+        Self::with_engine(Box::new(etcd))
+    }
+
+    /// The sandbox's engine.
+    pub fn engine(&self) -> &dyn Engine {
+        &*self.engine
+    }
+
+    /// [`Self::engine`], to kill, pause or restart it.
+    pub fn engine_mut(&mut self) -> &mut dyn Engine {
+        &mut *self.engine
     }
 
     /// The sandbox's etcd.
@@ -295,8 +289,10 @@ impl Sandbox {
     /// # Panics
     ///
     /// If its store is not etcd.
-    pub fn etcd_engine(&self) -> &regent_testkit::engines::Etcd {
-        self.etcd.as_ref().expect("a sandbox with etcd")
+    pub fn etcd_engine(&self) -> &Etcd {
+        self.engine
+            .downcast_ref()
+            .unwrap_or_else(|| panic!("a sandbox with etcd, not {}", self.engine.kind()))
     }
 
     /// [`Self::etcd_engine`], to kill or restart it.
@@ -304,20 +300,21 @@ impl Sandbox {
     /// # Panics
     ///
     /// If its store is not etcd.
-    pub fn etcd_engine_mut(&mut self) -> &mut regent_testkit::engines::Etcd {
-        self.etcd.as_mut().expect("a sandbox with etcd")
+    pub fn etcd_engine_mut(&mut self) -> &mut Etcd {
+        let kind = self.engine.kind();
+        self.engine
+            .downcast_mut()
+            .unwrap_or_else(|| panic!("a sandbox with etcd, not {kind}"))
     }
 
     pub fn path(&self, name: &str) -> PathBuf {
         self.dir.path().join(name)
     }
 
-    /// `sqlite:DIR/e.db`, or `etcd://127.0.0.1:PORT`.
+    /// The engine's store URL: `sqlite:/tmp/…/e.db`,
+    /// `etcd://127.0.0.1:PORT`, …
     pub fn store(&self) -> String {
-        match &self.etcd {
-            Some(etcd) => format!("etcd://{}", etcd.endpoint()),
-            None => format!("sqlite:{}", self.path("e.db").display()),
-        }
+        self.engine.store_url()
     }
 
     pub fn log(&self) -> PathBuf {
@@ -427,8 +424,8 @@ impl Sandbox {
         )
     }
 
-    /// Everything a failing test should show: the task log and each
-    /// candidate's stderr.
+    /// Everything a failing test should show: the task log, each
+    /// candidate's stderr and the end of the engine's log.
     pub fn report(&self) -> String {
         let mut s = format!(
             "--- task log (now {:.3}s)\n{}",
@@ -438,6 +435,13 @@ impl Sandbox {
         for r in &self.regents {
             let _ = write!(s, "--- {} (pid {}) stderr\n{}", r.name, r.pid, r.stderr());
         }
+        let _ = write!(
+            s,
+            "--- {} ({}) log tail\n{}",
+            self.engine.kind(),
+            self.engine.store_url(),
+            self.engine.log_tail(20)
+        );
         s
     }
 

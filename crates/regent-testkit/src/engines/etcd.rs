@@ -3,7 +3,8 @@
 //!
 //! Every member gets two free ports (client and peer) and its own temporary
 //! directory holding its data dir and its log (`etcd.log`, zap JSON lines;
-//! the last lines are quoted in startup errors). Members run with
+//! the last lines are quoted in startup errors). A member is an [`Engine`]:
+//! its store URL is `etcd://127.0.0.1:PORT` (`etcds://` with TLS). Members run with
 //! `--heartbeat-interval=10 --election-timeout=100` (see
 //! [`HEARTBEAT_INTERVAL`] and [`ELECTION_TIMEOUT`]), so a cluster elects a
 //! Raft leader within a few hundred milliseconds of losing one, and the
@@ -43,7 +44,8 @@
 //! * **TLS**: the kit makes a test CA, a server certificate for
 //!   `127.0.0.1` and `localhost`, a client certificate and an unrelated
 //!   second CA and client certificate for negative tests, all in the
-//!   member's temporary directory ([`Etcd::tls_files`]). The client port
+//!   member's temporary directory ([`Etcd::tls_files`], made by
+//!   [`crate::pki`]). The client port
 //!   then speaks only TLS: [`Etcd::client_url`] is `https://…`, while
 //!   [`Etcd::endpoint`] stays `127.0.0.1:PORT` (a client given TLS options
 //!   adds the scheme).
@@ -75,28 +77,29 @@
 //! # Ok::<(), regent_testkit::engines::EngineError>(())
 //! ```
 
-use std::collections::hash_map::RandomState;
-use std::ffi::OsStr;
 use std::fmt;
-use std::fs::OpenOptions;
-use std::hash::{BuildHasher as _, Hasher as _};
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
-use std::process::{Child, Command, Output, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::thread;
 use std::time::{Duration, Instant};
 
-use rustix::process::Signal;
-use tempfile::TempDir;
-
-use super::EngineError;
 use super::http;
-use super::process::{self, POLL, Program};
+use super::process::{self, EngineProcess, Program};
+use super::{Engine, EngineError, Signaled};
 
-mod tls;
+pub use super::{START_TIMEOUT, STOP_TIMEOUT};
 
-pub use tls::EtcdTlsFiles;
+mod cluster;
+mod etcdctl;
+
+pub use cluster::EtcdCluster;
+use cluster::Status;
+
+/// The certificates and keys of a member with TLS, from
+/// [`Etcd::tls_files`]: the kit's generic test PKI, with etcd's
+/// `--trusted-ca-file` the test CA and `--cert-file`/`--key-file` the
+/// server's certificate and key.
+pub type EtcdTlsFiles = crate::pki::TlsFiles;
 
 /// etcd's `--heartbeat-interval` for every member the kit starts.
 pub const HEARTBEAT_INTERVAL: Duration = Duration::from_millis(10);
@@ -105,19 +108,8 @@ pub const HEARTBEAT_INTERVAL: Duration = Duration::from_millis(10);
 /// that hears no heartbeat for this long campaigns to become Raft leader.
 pub const ELECTION_TIMEOUT: Duration = Duration::from_millis(100);
 
-/// How long starting (or restarting) waits for the members to be healthy.
-pub const START_TIMEOUT: Duration = Duration::from_secs(15);
-
-/// How long stopping waits after SIGTERM before it sends SIGKILL.
-pub const STOP_TIMEOUT: Duration = Duration::from_secs(5);
-
 /// Bound on each health or status request.
 const REQUEST_TIMEOUT: Duration = Duration::from_millis(500);
-
-/// Starts on fresh ports after a port collision, at most this many times.
-const START_ATTEMPTS: usize = 5;
-
-const LOG_TAIL_LINES: usize = 20;
 
 /// One etcd member on `127.0.0.1`, stopped when dropped.
 ///
@@ -130,14 +122,11 @@ pub struct Etcd {
     peer_port: u16,
     initial_cluster: String,
     cluster_token: String,
-    etcd: Program,
     etcdctl: Program,
-    /// Holds `data/` and `etcd.log`; removed after the process is stopped
-    /// (`Drop` stops it before the fields drop).
-    dir: TempDir,
-    /// `None` once the kit stopped or killed the process (and reaped it).
-    child: Option<Child>,
     security: Security,
+    /// etcd itself, in a temporary directory holding `data/`, `etcd.log`
+    /// and `tls/`; stopped and removed on drop.
+    process: EngineProcess,
 }
 
 /// How a member is secured; the default is not at all.
@@ -307,32 +296,31 @@ impl Etcd {
     /// The PID of the running process, or `None` once the kit has stopped or
     /// killed it.
     pub fn pid(&self) -> Option<u32> {
-        self.child.as_ref().map(Child::id)
+        self.process.pid()
     }
 
     /// Whether the kit started the process and has not stopped or killed it
     /// since. (A process that died on its own still counts until the kit
     /// notices; [`Etcd::is_healthy`] asks the process itself.)
     pub fn is_running(&self) -> bool {
-        self.child.is_some()
+        self.process.is_running()
     }
 
     /// The data dir (`--data-dir`); it survives [`Etcd::stop`] and
     /// [`Etcd::kill`] and is removed on drop.
     pub fn data_dir(&self) -> PathBuf {
-        self.dir.path().join("data")
+        self.process.data_dir()
     }
 
     /// etcd's log: standard output and error of every run of this member.
     pub fn log_path(&self) -> PathBuf {
-        self.dir.path().join("etcd.log")
+        self.process.log_path()
     }
 
     /// Whether `GET /health` answers `"health":"true"` now (on the metrics
     /// port of a secured member).
     pub fn is_healthy(&self) -> bool {
-        http::get(self.health_addr(), "/health", REQUEST_TIMEOUT)
-            .is_ok_and(|r| r.status == 200 && r.body.contains(r#""health":"true""#))
+        is_healthy_at(self.health_addr())
     }
 
     /// Whether this member is the Raft leader of its cluster now.
@@ -353,20 +341,13 @@ impl Etcd {
     /// followers are already gone it keeps trying until SIGKILL. (Dropping an
     /// [`EtcdCluster`] stops its leader last, after it stepped down.)
     pub fn stop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            process::signal(&mut child, Signal::TERM);
-            if !process::wait_until(&mut child, Instant::now() + STOP_TIMEOUT) {
-                process::kill(&mut child);
-            }
-        }
+        self.process.stop();
     }
 
     /// Kills the process at once (SIGKILL to its PID), as a crash would,
     /// and reaps it. Does nothing if it is not running.
     pub fn kill(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            process::kill(&mut child);
-        }
+        self.process.kill();
     }
 
     /// Stops the process if it runs, starts it again on the same ports with
@@ -384,123 +365,6 @@ impl Etcd {
         self.wait_healthy(Instant::now() + START_TIMEOUT)
     }
 
-    /// A `Command` for `etcdctl` with `ETCDCTL_API=3` and
-    /// `--endpoints=` this member; add the arguments and run or spawn it
-    /// (for example `etcdctl elect NAME VALUE`, which holds until SIGINT).
-    ///
-    /// On a secured member it also carries `--cacert`, `--cert` and `--key`
-    /// (the test CA and client certificate) and `--user`
-    /// ([`Etcd::credentials`]), and the endpoint is [`Etcd::client_url`].
-    pub fn etcdctl_command(&self) -> Command {
-        let mut command = self.etcdctl_command_without_credentials();
-        if let Some((user, password)) = &self.security.credentials {
-            command.arg(format!("--user={user}:{password}"));
-        }
-        command
-    }
-
-    /// Runs `etcdctl ARGS` against this member and returns its output,
-    /// successful or not.
-    ///
-    /// # Errors
-    ///
-    /// [`EngineError::NotInstalled`] (or [`EngineError::NotInstalledAt`]
-    /// with `REGENT_ETCDCTL_BIN`) when there is no etcdctl;
-    /// [`EngineError::Spawn`] when it could not be run.
-    pub fn try_etcdctl<I, S>(&self, args: I) -> Result<Output, EngineError>
-    where
-        I: IntoIterator<Item = S>,
-        S: AsRef<OsStr>,
-    {
-        run_etcdctl(&self.etcdctl, self.etcdctl_command(), args)
-    }
-
-    /// Runs `etcdctl ARGS` against this member and returns its output,
-    /// successful or not.
-    ///
-    /// # Panics
-    ///
-    /// If etcdctl cannot be run, with [`Etcd::try_etcdctl`]'s error (which
-    /// names `scripts/install-engines` when etcdctl is missing).
-    pub fn etcdctl<I, S>(&self, args: I) -> Output
-    where
-        I: IntoIterator<Item = S>,
-        S: AsRef<OsStr>,
-    {
-        self.try_etcdctl(args).unwrap_or_else(|err| panic!("{err}"))
-    }
-
-    /// As [`Etcd::etcdctl_command`] without `--user`.
-    fn etcdctl_command_without_credentials(&self) -> Command {
-        match &self.security.tls {
-            None => etcdctl_command(&self.etcdctl, &self.endpoints()),
-            Some((_, files)) => {
-                let mut command = etcdctl_command(&self.etcdctl, &[self.client_url()]);
-                command
-                    .arg(format!("--cacert={}", files.ca_cert().display()))
-                    .arg(format!("--cert={}", files.client_cert().display()))
-                    .arg(format!("--key={}", files.client_key().display()));
-                command
-            }
-        }
-    }
-
-    /// Creates the users and role and runs `auth enable`; from then on the
-    /// etcdctl helpers log in as `user`.
-    fn enable_auth(&mut self, user: String, password: String) -> Result<(), EngineError> {
-        let root_password = if user == "root" {
-            password.clone()
-        } else {
-            random_password()
-        };
-        // The arguments of each step, and a new user's password, which is
-        // kept out of error messages.
-        let mut steps: Vec<(Vec<&str>, Option<&str>)> =
-            vec![(vec!["user", "add", "root"], Some(&root_password))];
-        if user != "root" {
-            steps.extend([
-                (vec!["user", "add", &user], Some(password.as_str())),
-                (vec!["role", "add", AUTH_ROLE], None),
-                // Every key from the empty one on: the whole keyspace.
-                (
-                    vec![
-                        "role",
-                        "grant-permission",
-                        AUTH_ROLE,
-                        "readwrite",
-                        "--from-key",
-                        "",
-                    ],
-                    None,
-                ),
-                (vec!["user", "grant-role", &user, AUTH_ROLE], None),
-            ]);
-        }
-        steps.push((vec!["auth", "enable"], None));
-        for (args, new_password) in steps {
-            let mut command = self.etcdctl_command_without_credentials();
-            command.args(&args);
-            if let Some(new_password) = new_password {
-                command.arg(format!("--new-user-password={new_password}"));
-            }
-            let output = run_etcdctl(&self.etcdctl, command, None::<&str>)?;
-            if !output.status.success() {
-                return Err(EngineError::Setup {
-                    instance: self.instance(),
-                    step: format!("etcdctl {}", args.join(" ")),
-                    status: output.status,
-                    output: format!(
-                        "{}{}",
-                        String::from_utf8_lossy(&output.stdout),
-                        String::from_utf8_lossy(&output.stderr)
-                    ),
-                });
-            }
-        }
-        self.security.credentials = Some((user, password));
-        Ok(())
-    }
-
     fn new(
         name: String,
         ports: (u16, u16),
@@ -508,18 +372,13 @@ impl Etcd {
         cluster_token: String,
         secured: Option<(u16, Option<EtcdTls>)>,
     ) -> Result<Self, EngineError> {
-        let dir = tempfile::Builder::new()
-            .prefix("regent-etcd-")
-            .tempdir()
-            .map_err(|source| EngineError::Io {
-                action: "create a temporary directory for etcd",
-                source,
-            })?;
+        let process = EngineProcess::new(Program::from_env("etcd", "REGENT_ETCD_BIN"))?;
         let mut security = Security::default();
         if let Some((metrics_port, tls)) = secured {
             security.metrics_port = Some(metrics_port);
             if let Some(mode) = tls {
-                security.tls = Some((mode, EtcdTlsFiles::generate(&dir.path().join("tls"))?));
+                let files = EtcdTlsFiles::generate(&process.dir().join("tls"))?;
+                security.tls = Some((mode, files));
             }
         }
         Ok(Self {
@@ -528,35 +387,18 @@ impl Etcd {
             peer_port: ports.1,
             initial_cluster,
             cluster_token,
-            etcd: Program::from_env("etcd", "REGENT_ETCD_BIN"),
             etcdctl: Program::from_env("etcdctl", "REGENT_ETCDCTL_BIN"),
-            dir,
-            child: None,
             security,
+            process,
         })
     }
 
+    /// etcd's command line for this member; everything else of starting
+    /// it is [`EngineProcess`]'s.
     fn spawn(&mut self) -> Result<(), EngineError> {
-        let log = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(self.log_path())
-            .map_err(|source| EngineError::Io {
-                action: "open etcd's log file",
-                source,
-            })?;
-        let log_err = log.try_clone().map_err(|source| EngineError::Io {
-            action: "open etcd's log file",
-            source,
-        })?;
         let client_url = self.client_url();
         let peer_url = self.peer_url();
-        let mut command = Command::new(self.etcd.command_name());
-        for (key, _) in std::env::vars_os() {
-            if key.to_string_lossy().starts_with("ETCD_") {
-                command.env_remove(key);
-            }
-        }
+        let mut command = self.process.program().command("ETCD_");
         command
             .arg(format!("--name={}", self.name))
             .arg(format!("--data-dir={}", self.data_dir().display()))
@@ -589,63 +431,25 @@ impl Etcd {
                     .arg(format!("--trusted-ca-file={}", files.ca_cert().display()));
             }
         }
-        command
-            .stdin(Stdio::null())
-            .stdout(Stdio::from(log))
-            .stderr(Stdio::from(log_err));
-        let child = command
-            .spawn()
-            .map_err(|source| self.etcd.spawn_error(source))?;
-        self.child = Some(child);
-        Ok(())
+        self.process.spawn(command)
     }
 
     /// Polls `/health` until it answers healthy, the process exits, or
     /// `deadline` passes.
     fn wait_healthy(&mut self, deadline: Instant) -> Result<(), EngineError> {
-        self.wait_until(deadline, Self::is_healthy)
+        let (addr, instance) = (self.health_addr(), self.instance());
+        self.process
+            .wait_ready(deadline, &instance, || is_healthy_at(addr))
     }
 
     /// Polls the peer port until etcd answers there (it does once it has
     /// bootstrapped), the process exits, or `deadline` passes.
     fn wait_serving_peers(&mut self, deadline: Instant) -> Result<(), EngineError> {
         let peer_addr = SocketAddr::from((Ipv4Addr::LOCALHOST, self.peer_port));
-        self.wait_until(deadline, |_| {
+        let instance = self.instance();
+        self.process.wait_ready(deadline, &instance, || {
             http::get(peer_addr, "/version", REQUEST_TIMEOUT).is_ok()
         })
-    }
-
-    fn wait_until(
-        &mut self,
-        deadline: Instant,
-        ready: impl Fn(&Self) -> bool,
-    ) -> Result<(), EngineError> {
-        let started = Instant::now();
-        loop {
-            let exited = self
-                .child
-                .as_mut()
-                .and_then(|c| c.try_wait().ok().flatten());
-            if let Some(status) = exited {
-                self.child = None;
-                return Err(EngineError::Exited {
-                    instance: self.instance(),
-                    status,
-                    log_tail: self.log_tail(),
-                });
-            }
-            if ready(self) {
-                return Ok(());
-            }
-            if Instant::now() >= deadline {
-                return Err(EngineError::NotReady {
-                    instance: self.instance(),
-                    waited: started.elapsed(),
-                    log_tail: self.log_tail(),
-                });
-            }
-            thread::sleep(POLL);
-        }
     }
 
     /// Where `/health` is served: the metrics port of a secured member,
@@ -677,234 +481,64 @@ impl Etcd {
     fn instance(&self) -> String {
         format!("etcd member {} (client {})", self.name, self.endpoint())
     }
-
-    fn log_tail(&self) -> String {
-        process::log_tail(&self.log_path(), LOG_TAIL_LINES)
-    }
 }
 
-impl Drop for Etcd {
-    fn drop(&mut self) {
-        self.stop();
-    }
-}
-
-/// Several etcd members on `127.0.0.1` forming one cluster, stopped when
-/// dropped.
-///
-/// Members are numbered from 0 in the order of [`EtcdCluster::endpoints`]
-/// and named `m0`, `m1`, …
-#[derive(Debug)]
-pub struct EtcdCluster {
-    members: Vec<Etcd>,
-}
-
-impl EtcdCluster {
-    /// Starts `n` members that know each other (one `--initial-cluster`
-    /// listing all) and waits until every one is healthy.
-    ///
-    /// # Errors
-    ///
+/// A member as one of the [engines](super): for a member of an
+/// [`EtcdCluster`], [`Engine::restart`] waits for a quorum as
+/// [`Etcd::restart`] does.
+impl Engine for Etcd {
     /// As [`Etcd::start`].
-    ///
-    /// # Panics
-    ///
-    /// If `n` is 0.
-    pub fn start(n: usize) -> Result<Self, EngineError> {
-        assert!(n > 0, "an etcd cluster needs at least one member");
-        Ok(Self {
-            members: start_members(n, None)?,
-        })
+    fn start() -> Result<Self, EngineError> {
+        Etcd::start()
     }
 
-    /// The number of members, running or not.
-    pub fn len(&self) -> usize {
-        self.members.len()
+    fn kind(&self) -> &'static str {
+        "etcd"
     }
 
-    /// Always false: a cluster has at least one member.
-    pub fn is_empty(&self) -> bool {
-        self.members.is_empty()
+    /// `etcd://127.0.0.1:PORT`, or `etcds://127.0.0.1:PORT` for a member
+    /// with TLS (its certificates and credentials are for the caller to
+    /// pass as options).
+    fn store_url(&self) -> String {
+        let scheme = if self.security.tls.is_some() {
+            "etcds"
+        } else {
+            "etcd"
+        };
+        format!("{scheme}://{}", self.endpoint())
     }
 
-    /// The client endpoints (`127.0.0.1:PORT`) of all members, running or
-    /// not, in member order.
-    pub fn endpoints(&self) -> Vec<String> {
-        self.members.iter().map(Etcd::endpoint).collect()
+    fn pid(&self) -> Option<u32> {
+        self.process.pid()
     }
 
-    /// The client endpoints of the members the kit has not stopped or
-    /// killed.
-    pub fn running_endpoints(&self) -> Vec<String> {
-        self.members
-            .iter()
-            .filter(|m| m.is_running())
-            .map(Etcd::endpoint)
-            .collect()
+    fn is_healthy(&self) -> bool {
+        Etcd::is_healthy(self)
     }
 
-    /// Member `i`.
-    ///
-    /// # Panics
-    ///
-    /// If there is no member `i`.
-    pub fn member(&self, i: usize) -> &Etcd {
-        &self.members[i]
+    fn kill(&mut self) -> Signaled {
+        self.process.kill()
     }
 
-    /// Member `i`, to stop or restart it.
-    ///
-    /// # Panics
-    ///
-    /// If there is no member `i`.
-    pub fn member_mut(&mut self, i: usize) -> &mut Etcd {
-        &mut self.members[i]
+    fn pause(&mut self) -> Signaled {
+        self.process.pause()
     }
 
-    /// All members, in order.
-    pub fn members(&self) -> &[Etcd] {
-        &self.members
+    fn resume(&mut self) -> Signaled {
+        self.process.resume()
     }
 
-    /// Kills member `i` at once (SIGKILL to its PID), as a crash would.
-    ///
-    /// # Panics
-    ///
-    /// If there is no member `i`.
-    pub fn kill(&mut self, i: usize) {
-        self.members[i].kill();
+    /// As [`Etcd::stop`].
+    fn stop(&mut self) -> Signaled {
+        self.process.stop()
     }
 
-    /// Stops member `i` gracefully; see [`Etcd::stop`].
-    ///
-    /// # Panics
-    ///
-    /// If there is no member `i`.
-    pub fn stop(&mut self, i: usize) {
-        self.members[i].stop();
+    fn restart(&mut self) -> Result<(), EngineError> {
+        Etcd::restart(self)
     }
 
-    /// Restarts member `i` with its data dir and waits until it is healthy;
-    /// see [`Etcd::restart`].
-    ///
-    /// # Errors
-    ///
-    /// As [`Etcd::restart`].
-    ///
-    /// # Panics
-    ///
-    /// If there is no member `i`.
-    pub fn restart(&mut self, i: usize) -> Result<(), EngineError> {
-        self.members[i].restart()
-    }
-
-    /// The running member that is Raft leader now, if any member says it is.
-    ///
-    /// Asks every running member for its status (`POST
-    /// /v3/maintenance/status`). Right after a leader change two members may
-    /// each believe they lead; the one with the higher Raft term wins.
-    pub fn leader_index(&self) -> Option<usize> {
-        self.members
-            .iter()
-            .enumerate()
-            .filter(|(_, m)| m.is_running())
-            .filter_map(|(i, m)| {
-                m.status()
-                    .filter(Status::is_leader)
-                    .map(|s| (s.raft_term, i))
-            })
-            .max()
-            .map(|(_, i)| i)
-    }
-
-    /// Waits up to `timeout` for [`EtcdCluster::leader_index`] to name a
-    /// leader.
-    ///
-    /// # Errors
-    ///
-    /// [`EngineError::NoLeader`] if none did in time.
-    pub fn wait_for_leader(&self, timeout: Duration) -> Result<usize, EngineError> {
-        let started = Instant::now();
-        loop {
-            if let Some(i) = self.leader_index() {
-                return Ok(i);
-            }
-            if started.elapsed() >= timeout {
-                return Err(EngineError::NoLeader {
-                    engine: "etcd",
-                    waited: started.elapsed(),
-                });
-            }
-            thread::sleep(POLL);
-        }
-    }
-
-    /// A `Command` for `etcdctl` with `ETCDCTL_API=3` and `--endpoints=`
-    /// the running members; add the arguments and run or spawn it.
-    pub fn etcdctl_command(&self) -> Command {
-        etcdctl_command(&self.members[0].etcdctl, &self.running_endpoints())
-    }
-
-    /// Runs `etcdctl ARGS` against the running members and returns its
-    /// output, successful or not.
-    ///
-    /// # Errors
-    ///
-    /// As [`Etcd::try_etcdctl`].
-    pub fn try_etcdctl<I, S>(&self, args: I) -> Result<Output, EngineError>
-    where
-        I: IntoIterator<Item = S>,
-        S: AsRef<OsStr>,
-    {
-        run_etcdctl(&self.members[0].etcdctl, self.etcdctl_command(), args)
-    }
-
-    /// Runs `etcdctl ARGS` against the running members and returns its
-    /// output, successful or not.
-    ///
-    /// # Panics
-    ///
-    /// As [`Etcd::etcdctl`].
-    pub fn etcdctl<I, S>(&self, args: I) -> Output
-    where
-        I: IntoIterator<Item = S>,
-        S: AsRef<OsStr>,
-    {
-        self.try_etcdctl(args).unwrap_or_else(|err| panic!("{err}"))
-    }
-}
-
-impl Drop for EtcdCluster {
-    fn drop(&mut self) {
-        // A leader that stops hands leadership to a follower first and waits
-        // up to etcd's request timeout (5 s) for it, even when the followers
-        // are already gone. So: stop the followers together, wait until the
-        // lone leader has stepped down for lack of a quorum (etcd's check
-        // quorum, after an election timeout), then stop it.
-        let deadline = Instant::now() + STOP_TIMEOUT;
-        let leader = self.leader_index();
-        for (i, member) in self.members.iter_mut().enumerate() {
-            if let (true, Some(child)) = (Some(i) != leader, member.child.as_mut()) {
-                process::signal(child, Signal::TERM);
-            }
-        }
-        for (i, member) in self.members.iter_mut().enumerate() {
-            if Some(i) == leader {
-                continue;
-            }
-            if let Some(mut child) = member.child.take()
-                && !process::wait_until(&mut child, deadline)
-            {
-                process::kill(&mut child);
-            }
-        }
-        if let Some(leader) = leader.map(|i| &mut self.members[i]) {
-            let step_down = Instant::now() + 10 * ELECTION_TIMEOUT;
-            while leader.is_leader() && Instant::now() < step_down {
-                thread::sleep(POLL);
-            }
-            leader.stop();
-        }
+    fn log_tail(&self, lines: usize) -> String {
+        self.process.log_tail(lines)
     }
 }
 
@@ -912,8 +546,7 @@ impl Drop for EtcdCluster {
 /// collision. Members of a `builder` get a metrics port as well.
 fn start_members(n: usize, builder: Option<&EtcdBuilder>) -> Result<Vec<Etcd>, EngineError> {
     static CLUSTERS: AtomicU64 = AtomicU64::new(0);
-    let mut attempt = 1;
-    loop {
+    process::retry_on_port_collision(|| {
         let token = format!(
             "regent-{}-{}",
             std::process::id(),
@@ -949,139 +582,23 @@ fn start_members(n: usize, builder: Option<&EtcdBuilder>) -> Result<Vec<Etcd>, E
         // bound its port but does not answer yet. Started together, members
         // would often wait 1–2 s for each other; started in turn, each peer
         // either answers or refuses the connection at once.
-        let started = members
+        members.iter_mut().try_for_each(|member| {
+            member.spawn()?;
+            if n > 1 {
+                member.wait_serving_peers(deadline)?;
+            }
+            Ok::<_, EngineError>(())
+        })?;
+        members
             .iter_mut()
-            .try_for_each(|member| {
-                member.spawn()?;
-                if n > 1 {
-                    member.wait_serving_peers(deadline)?;
-                }
-                Ok(())
-            })
-            .and_then(|()| {
-                members
-                    .iter_mut()
-                    .try_for_each(|member| member.wait_healthy(deadline))
-            });
-        match started {
-            Ok(()) => return Ok(members),
-            Err(err) if attempt < START_ATTEMPTS && is_port_collision(&err) => attempt += 1,
-            Err(err) => return Err(err),
-        }
-        // `members` drops here: the ones that started are stopped.
-    }
+            .try_for_each(|member| member.wait_healthy(deadline))?;
+        // On an error `members` drops: the ones that started are stopped.
+        Ok(members)
+    })
 }
 
-/// The role the kit grants a user other than `root`: read and write on every
-/// key.
-const AUTH_ROLE: &str = "regent-readwrite";
-
-/// A password nobody needs to know (for `root` when the test logs in as
-/// another user).
-fn random_password() -> String {
-    let mut hasher = RandomState::new().build_hasher();
-    hasher.write_u32(std::process::id());
-    format!(
-        "{:016x}{:016x}",
-        hasher.finish(),
-        RandomState::new().build_hasher().finish()
-    )
-}
-
-fn is_port_collision(err: &EngineError) -> bool {
-    matches!(err, EngineError::Exited { log_tail, .. } if log_tail.contains("address already in use"))
-}
-
-fn etcdctl_command(etcdctl: &Program, endpoints: &[String]) -> Command {
-    let mut command = Command::new(etcdctl.command_name());
-    for (key, _) in std::env::vars_os() {
-        if key.to_string_lossy().starts_with("ETCDCTL_") {
-            command.env_remove(key);
-        }
-    }
-    command
-        .env("ETCDCTL_API", "3")
-        .arg(format!("--endpoints={}", endpoints.join(",")))
-        .stdin(Stdio::null());
-    command
-}
-
-fn run_etcdctl<I, S>(
-    etcdctl: &Program,
-    mut command: Command,
-    args: I,
-) -> Result<Output, EngineError>
-where
-    I: IntoIterator<Item = S>,
-    S: AsRef<OsStr>,
-{
-    command
-        .args(args)
-        .output()
-        .map_err(|source| etcdctl.spawn_error(source))
-}
-
-/// The part of `/v3/maintenance/status` the kit reads. The JSON gateway
-/// writes 64-bit integers as strings and leaves out zero values.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Status {
-    member_id: u64,
-    leader: u64,
-    raft_term: u64,
-}
-
-impl Status {
-    fn parse(body: &str) -> Option<Self> {
-        let json: serde_json::Value = serde_json::from_str(body).ok()?;
-        let number = |value: Option<&serde_json::Value>| match value {
-            None => Some(0),
-            Some(serde_json::Value::String(s)) => s.parse().ok(),
-            Some(value) => value.as_u64(),
-        };
-        Some(Self {
-            member_id: number(json.get("header").and_then(|h| h.get("member_id")))?,
-            leader: number(json.get("leader"))?,
-            raft_term: number(json.get("raftTerm"))?,
-        })
-    }
-
-    fn is_leader(&self) -> bool {
-        self.leader != 0 && self.leader == self.member_id
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn parses_the_gateway_status() {
-        let body = r#"{"header":{"cluster_id":"15118495548433857066","member_id":"13668033151171901709","revision":"1","raft_term":"2"},"version":"3.4.23","dbSize":"20480","leader":"13668033151171901709","raftIndex":"5","raftTerm":"2"}"#;
-        let status = Status::parse(body).unwrap();
-        assert_eq!(status.member_id, 13_668_033_151_171_901_709);
-        assert_eq!(status.raft_term, 2);
-        assert!(status.is_leader());
-    }
-
-    #[test]
-    fn a_member_without_leader_is_not_leader() {
-        let status = Status::parse(r#"{"header":{"member_id":"7"},"raftTerm":"3"}"#).unwrap();
-        assert_eq!(status.leader, 0);
-        assert!(!status.is_leader());
-    }
-
-    #[test]
-    fn only_an_exit_on_a_taken_port_is_a_collision() {
-        let exited = |log_tail: &str| EngineError::Exited {
-            instance: "etcd member m0".into(),
-            status: Command::new("false").status().unwrap(),
-            log_tail: log_tail.into(),
-        };
-        assert!(is_port_collision(&exited(
-            r#"{"level":"fatal","msg":"listen tcp 127.0.0.1:2380: bind: address already in use"}"#
-        )));
-        assert!(!is_port_collision(&exited(
-            "member m0 has already been bootstrapped"
-        )));
-    }
+/// Whether `GET /health` on `addr` answers `"health":"true"` now.
+fn is_healthy_at(addr: SocketAddr) -> bool {
+    http::get(addr, "/health", REQUEST_TIMEOUT)
+        .is_ok_and(|r| r.status == 200 && r.body.contains(r#""health":"true""#))
 }

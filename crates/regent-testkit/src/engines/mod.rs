@@ -1,11 +1,17 @@
-//! Real store engines on `127.0.0.1`, started as child processes for the store
-//! crates' integration tests.
+//! Real store engines on `127.0.0.1`, started for the end-to-end tests and
+//! the store crates' integration tests.
+//!
+//! Every engine has one shape, [`Engine`]: its store URL, its PID, kill,
+//! pause and resume, stop and restart on the same data, the tail of its log.
+//! The one list of engines every end-to-end test runs over is
+//! [`for_every_engine!`](crate::for_every_engine).
 //!
 //! Each engine runs on free ports in its own temporary directory and is
 //! stopped by the PID the kit recorded when it is dropped (SIGTERM, then
-//! SIGKILL after a bound), never by name, so tests can run in parallel and
-//! leave nothing behind. Starting waits, with a bound, until the engine
-//! answers its own health check.
+//! SIGKILL after [`STOP_TIMEOUT`]), never by name, so tests can run in
+//! parallel and leave nothing behind. Starting waits, with a bound
+//! ([`START_TIMEOUT`]), until the engine answers its own health check, and
+//! starts again on new ports if one was taken meanwhile.
 //!
 //! The engines come from Debian packages installed by `scripts/install-engines`.
 //! An engine that is not installed is an error naming that script
@@ -19,18 +25,107 @@
 //!
 //! | engine | type | binary (override) |
 //! |---|---|---|
+//! | SQLite | [`Sqlite`]: a file in a temporary directory, no process | none (compiled into regent) |
 //! | etcd 3.4 | [`etcd::Etcd`], [`etcd::EtcdCluster`]; secured (TLS, authentication) by [`etcd::Etcd::builder`] | `etcd` (`REGENT_ETCD_BIN`), `etcdctl` (`REGENT_ETCDCTL_BIN`) |
+//!
+//! # Adding an engine
+//!
+//! 1. A module `engines/NAME.rs` with a type holding one `EngineProcess`
+//!    (kit-internal: temporary directory with `data/` and `NAME.log`,
+//!    spawn, bounded readiness wait, pause, stop and kill by PID, stop on
+//!    drop). The engine writes only its command line (ports from
+//!    `free_ports`, data dir, log level) and its health check, and starts
+//!    through `retry_on_port_collision`. TLS, if the engine has it, takes
+//!    its certificates from [`crate::pki::TlsFiles`].
+//! 2. `impl Engine for NAME`, delegating to the `EngineProcess`.
+//! 3. One line in [`for_every_engine!`](crate::for_every_engine): every
+//!    end-to-end test then also runs as `NAME::TEST`.
 
 use std::io;
 use std::path::PathBuf;
 use std::process::ExitStatus;
 use std::time::Duration;
 
+mod engine;
 pub mod etcd;
 mod http;
 mod process;
+pub mod sqlite;
 
+pub use engine::{Engine, Signaled};
 pub use etcd::{Etcd, EtcdBuilder, EtcdCluster, EtcdTls, EtcdTlsFiles};
+pub use sqlite::Sqlite;
+
+/// How long starting (or restarting) an engine waits for it to be healthy.
+pub const START_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// How long stopping an engine waits after SIGTERM before it sends SIGKILL.
+pub const STOP_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Defines one `#[test]` per engine for each test function named: the one
+/// list of engines every end-to-end test runs over.
+///
+/// `for_every_engine!(FIXTURE, [TEST, …])` expands, for every engine
+/// `ENGINE => TYPE` of the list, to a module `ENGINE` with one `#[test] fn
+/// TEST()` per test named. That test starts a `TYPE` by [`Engine::start`]
+/// (panicking with the error, which names `scripts/install-engines` when
+/// the engine is missing), boxes it as a `Box<dyn Engine>`, passes it to
+/// `FIXTURE` (a path to a function or constructor taking the box, resolved
+/// at the invocation's module) and calls `super::TEST` with what `FIXTURE`
+/// returned. So the tests run as `sqlite::TEST`, `etcd::TEST`, …
+///
+/// The list:
+///
+/// | module | engine |
+/// |---|---|
+/// | `sqlite` | [`Sqlite`] |
+/// | `etcd` | [`Etcd`], one member |
+///
+/// Adding a store to every end-to-end test is one line here.
+///
+/// ```
+/// use regent_testkit::engines::Engine;
+///
+/// fn has_a_store_url(engine: Box<dyn Engine>) {
+///     assert!(engine.store_url().starts_with(engine.kind()));
+/// }
+///
+/// regent_testkit::for_every_engine!(std::convert::identity, [has_a_store_url]);
+/// # fn main() {}
+/// ```
+#[macro_export]
+macro_rules! for_every_engine {
+    ($fixture:path, [$($test:ident),+ $(,)?] $(,)?) => {
+        $crate::for_every_engine!(@engines $fixture; [$($test),+];
+            // The list of engines: `module => type`.
+            sqlite => $crate::engines::Sqlite,
+            etcd => $crate::engines::Etcd,
+        );
+    };
+    (@engines $fixture:path; $tests:tt; $($engine:ident => $ty:path),+ $(,)?) => {
+        $(
+            mod $engine {
+                #[allow(unused_imports)]
+                use super::*;
+
+                $crate::for_every_engine!(@tests $fixture; $engine; $ty; $tests);
+            }
+        )+
+    };
+    (@tests $fixture:path; $engine:ident; $ty:path; [$($test:ident),+]) => {
+        $(
+            #[test]
+            fn $test() {
+                let engine = <$ty as $crate::engines::Engine>::start().unwrap_or_else(|e| {
+                    panic!("cannot start {} for this test: {e}", stringify!($engine))
+                });
+                let engine: ::std::boxed::Box<dyn $crate::engines::Engine> =
+                    ::std::boxed::Box::new(engine);
+                super::$test($fixture(engine));
+            }
+        )+
+    };
+}
 
 /// Why an engine could not be started or queried.
 #[derive(Debug, thiserror::Error)]
@@ -104,6 +199,9 @@ pub enum EngineError {
         /// What it printed.
         output: String,
     },
+    /// The test certificates of a TLS engine could not be made.
+    #[error("could not make test certificates")]
+    Pki(#[from] crate::pki::PkiError),
     /// No member of a cluster reported itself Raft leader in time.
     #[error("no {engine} member is leader after {waited:?}")]
     NoLeader {

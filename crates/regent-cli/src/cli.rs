@@ -8,14 +8,31 @@ use std::time::Duration;
 use clap::{Arg, ArgMatches, Args, FromArgMatches, Parser, Subcommand, ValueEnum};
 use regent_core::target::{OptionKind, StoreKind, StoreOption};
 
-const AFTER_HELP: &str = "\
-Examples:
-  regent run --election nightly-report -- ./report.sh
-  regent run --store sqlite:/var/lib/app/regent.db --election jobs --ttl 5s -- python worker.py
-  regent status --election jobs --json
-  regent watch --election jobs
-  regent demo --candidates 5
+/// The text after every `--help`: examples (those of each store in this
+/// build, from its kind) and the exit codes.
+fn after_help() -> String {
+    let mut examples = vec!["regent run --election nightly-report -- ./report.sh"];
+    examples.extend(
+        regent::url::store_kinds()
+            .iter()
+            .flat_map(|k| k.examples.iter().copied()),
+    );
+    examples.extend([
+        "regent status --election jobs --json",
+        "regent watch --election jobs",
+        "regent demo --candidates 5",
+    ]);
+    let mut text = String::from("Examples:\n");
+    for e in examples {
+        text.push_str("  ");
+        text.push_str(e);
+        text.push('\n');
+    }
+    text.push_str(EXIT_CODES);
+    text
+}
 
+const EXIT_CODES: &str = "
 Exit codes:
   0  normal end (or the command's own 0)
   1  runtime failure after start (a store error)
@@ -29,7 +46,7 @@ Exit codes:
 /// regent: run a command on exactly one of several instances, and keep it
 /// that way.
 #[derive(Debug, Parser)]
-#[command(name = "regent", version, about, after_help = AFTER_HELP)]
+#[command(name = "regent", version, about, after_help = after_help())]
 pub(crate) struct Cli {
     #[command(subcommand)]
     pub(crate) command: Command,
@@ -44,17 +61,17 @@ pub(crate) enum Command {
     /// the group gets SIGTERM, then SIGKILL after --grace, and regent
     /// campaigns again. On SIGTERM/SIGINT regent stops CMD the same way,
     /// releases the lease and exits 0; a second signal exits at once.
-    #[command(after_help = AFTER_HELP)]
+    #[command(after_help = after_help())]
     Run(RunArgs),
     /// Print who leads the election now.
-    #[command(after_help = AFTER_HELP)]
+    #[command(after_help = after_help())]
     Status(ShowArgs),
     /// Print who leads, then every change, until interrupted.
-    #[command(after_help = AFTER_HELP)]
+    #[command(after_help = after_help())]
     Watch(ShowArgs),
     /// Start several candidates on one store (by default a temporary SQLite
     /// file), inject failures and show every failover.
-    #[command(after_help = AFTER_HELP)]
+    #[command(after_help = after_help())]
     Demo(DemoArgs),
     /// Internal: the process that owns CMD's process group.
     #[command(hide = true, name = "__shim")]
@@ -67,9 +84,7 @@ pub(crate) enum Command {
 /// Where the election lives.
 #[derive(Debug, Args)]
 pub(crate) struct StoreArgs {
-    /// Store URL (default: sqlite:$XDG_STATE_HOME/regent/elections.db, else
-    /// ~/.local/state/regent/elections.db).
-    #[arg(long, value_name = "URL", long_help = store_help())]
+    #[arg(long, value_name = "URL", help = store_help())]
     pub(crate) store: Option<String>,
     /// Election name: 1-128 of A-Z a-z 0-9 . _ -, starting with a letter or digit.
     #[arg(long, value_name = "NAME")]
@@ -78,7 +93,7 @@ pub(crate) struct StoreArgs {
     pub(crate) options: StoreFlags,
 }
 
-/// `--store`'s long help: the URL forms of every store in this build.
+/// `--store`'s help: the URL forms of every store in this build.
 fn store_help() -> String {
     format!(
         "Store URL: {} (default: sqlite:$XDG_STATE_HOME/regent/elections.db, else \
@@ -255,7 +270,25 @@ pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
     if num.parse::<f64>().is_err() {
         return Err(format!("'{num}' in '{s}' is not a number"));
     }
-    let parsed: jiff::SignedDuration = s.parse().map_err(|e| match unknown_unit(s) {
+    // jiff wants digits on both sides of a decimal point; `.5s` and `5.s`
+    // were always taken here.
+    let mut text = String::with_capacity(s.len() + 1);
+    let mut chars = s.chars().peekable();
+    let mut last = None;
+    while let Some(c) = chars.next() {
+        if c == '.' {
+            if !last.is_some_and(|l: char| l.is_ascii_digit()) {
+                text.push('0');
+            }
+            if !chars.peek().is_some_and(char::is_ascii_digit) {
+                last = Some(c);
+                continue;
+            }
+        }
+        text.push(c);
+        last = Some(c);
+    }
+    let parsed: jiff::SignedDuration = text.parse().map_err(|e| match unknown_unit(s) {
         Some(unit) => format!(
             "unknown unit '{unit}' in '{s}'; use ms, s, m or h (e.g. 250ms, 1.5s, 1m30s, 1h)"
         ),
@@ -377,6 +410,8 @@ mod tests {
             ("1h30m", ms(5_400_000)),
             ("2 minutes", ms(120_000)),
             (" 10s ", ms(10_000)),
+            (".5s", ms(500)),
+            ("5.s", ms(5000)),
         ] {
             assert_eq!(parse_duration(text), Ok(want), "{text}");
         }

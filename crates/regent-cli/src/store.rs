@@ -52,7 +52,16 @@ pub(crate) fn target(args: &StoreArgs) -> Result<Target, CliError> {
     let default = default_store_path();
     let url = match &args.store {
         Some(url) => url.clone(),
-        None => format!("sqlite:{}", default.display()),
+        // `sqlite://` keeps a path that starts with `//` whole.
+        None => match default.to_str() {
+            Some(path) => format!("sqlite://{path}"),
+            None => {
+                return Err(CliError::usage(format!(
+                    "the default store {} is not a UTF-8 path; pass --store sqlite:PATH",
+                    default.display()
+                )));
+            }
+        },
     };
     let target = regent::url::parse(&url, &args.options.given, |k| std::env::var_os(k))
         .map_err(|e| CliError::usage(e.to_string()))?;
@@ -66,7 +75,7 @@ pub(crate) fn target(args: &StoreArgs) -> Result<Target, CliError> {
     })
 }
 
-/// The environment variables of every store's secrets (`REGENT_ETCD_PASSWORD`
+/// The environment variables of every store's secrets (a password
 /// …): CMD does not inherit them.
 pub(crate) fn secret_variables() -> Vec<String> {
     regent::url::store_kinds()

@@ -123,6 +123,9 @@ pub struct StoreKind {
     pub default_call_timeout: Duration,
     /// Its options.
     pub options: &'static [StoreOption],
+    /// Command lines of the `regent` CLI on this store, for its `--help`
+    /// (`regent run --store etcd://10.0.0.1:2379 --election jobs -- ./worker`).
+    pub examples: &'static [&'static str],
     /// Its parser.
     pub parse: ParseFn,
 }
@@ -443,6 +446,7 @@ mod tests {
                 help: "A password.",
             },
         ],
+        examples: &[],
         parse: parse_nothing,
     };
 

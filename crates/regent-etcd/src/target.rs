@@ -103,6 +103,11 @@ pub static KIND: StoreKind = StoreKind {
             help: "The etcd user's password (never a flag: `ps` would show it)",
         },
     ],
+    examples: &[
+        "regent run --store etcd://10.0.0.1:2379,10.0.0.2:2379 --election jobs -- ./worker",
+        "REGENT_ETCD_PASSWORD=... regent run --store etcds://etcd.internal:2379 \\\n      \
+         --etcd-cacert ca.pem --etcd-user app --election jobs -- ./worker",
+    ],
     parse,
 };
 
@@ -773,6 +778,17 @@ mod tests {
 
     #[test]
     fn etcd_urls() {
+        assert_eq!(
+            parse_store_url("Etcds://h/ns"),
+            Ok(etcd(true, &["h:2379"], "/ns/"))
+        );
+        assert!(KIND.forms.contains("[/NAMESPACE]"), "{}", KIND.forms);
+        assert!(
+            KIND.forms
+                .contains(&format!("PORT defaults to {DEFAULT_PORT}")),
+            "{}",
+            KIND.forms
+        );
         assert_eq!(
             parse_store_url("etcd://127.0.0.1:2379"),
             Ok(etcd(false, &["127.0.0.1:2379"], ""))

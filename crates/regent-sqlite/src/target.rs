@@ -19,6 +19,9 @@ pub static KIND: StoreKind = StoreKind {
     short_forms: "sqlite:PATH",
     default_call_timeout: DEFAULT_BUSY_TIMEOUT,
     options: &[],
+    examples: &[
+        "regent run --store sqlite:/var/lib/app/regent.db --election jobs --ttl 5s -- python worker.py",
+    ],
     parse,
 };
 

@@ -41,6 +41,16 @@
 //! # Ok(()) }
 //! ```
 //!
+//! # Stores by URL
+//!
+//! [`connect`] opens the store a URL names (`sqlite:PATH`, `etcd://…`),
+//! with options by name and the rest from `REGENT_<STORE>_<OPTION>`
+//! variables; [`url`] lists the stores this build includes and parses URLs
+//! for front ends such as the `regent` CLI. Everything about a store lives
+//! in its crate, described by a [`StoreKind`]; this crate only picks it by
+//! scheme, one feature each. Adding a store is a crate, a feature here and
+//! an entry in [`url`] (the README's "adding a store" lists the steps).
+//!
 //! See [`regent_core`] for the safety model, the timing rules and the
 //! fencing contract.
 

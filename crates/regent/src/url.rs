@@ -84,7 +84,8 @@ pub fn kind_of(url: &str) -> Result<&'static StoreKind, TargetError> {
         match CATALOG.iter().find(|(s, _)| *s == lower) {
             Some((s, Some(feature))) => format!(
                 "--store scheme '{s}' is not in this build of regent: build it with the cargo \
-             feature '{feature}'; supported: {}",
+             feature '{feature}' (of the regent crate; regent-cli: '{}'); supported: {}",
+                feature.trim_end_matches("-tls"),
                 supported_forms()
             ),
             Some((s, None)) => format!(

@@ -50,7 +50,9 @@
 //! request is applied satisfies this.) A store that cannot honour a
 //! requested TTL (outside [`StoreInfo::min_ttl`]`..=`[`StoreInfo::max_ttl`])
 //! returns [`ErrorKind::Config`](crate::ErrorKind::Config) and never rounds
-//! down. On a queue store, a `Won` result must have refreshed the record's
+//! down. A `Renewed` renewal of a lease guarantees at least that lease's
+//! own [`Lease::ttl`] (what the store granted, for a negotiating store)
+//! from the instant the renewal was sent. On a queue store, a `Won` result must have refreshed the record's
 //! TTL within the same call, so that the holder's deadline can be measured
 //! from that call.
 //!

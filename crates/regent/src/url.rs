@@ -30,17 +30,32 @@ static KINDS: &[&StoreKind] = &[
     &regent_etcd::KIND,
 ];
 
-/// Every store regent has or plans, by URL scheme, with the feature of
-/// this crate that brings it (`None`: not built yet).
-const CATALOG: &[(&str, Option<&str>)] = &[
-    ("sqlite", Some("sqlite")),
-    ("etcd", Some("etcd")),
-    ("etcds", Some("etcd-tls")),
-    ("consul", None),
-    ("azblob", None),
-    ("zk", None),
-    ("redis", None),
-    ("postgres", None),
+/// A store regent has or plans, by URL scheme.
+struct Known {
+    scheme: &'static str,
+    /// The store; also the name of regent-cli's feature for it.
+    store: &'static str,
+    /// The feature of this crate that brings it; `None`: not built yet.
+    feature: Option<&'static str>,
+}
+
+const fn known(scheme: &'static str, store: &'static str, feature: Option<&'static str>) -> Known {
+    Known {
+        scheme,
+        store,
+        feature,
+    }
+}
+
+const CATALOG: &[Known] = &[
+    known("sqlite", "sqlite", Some("sqlite")),
+    known("etcd", "etcd", Some("etcd")),
+    known("etcds", "etcd", Some("etcd-tls")),
+    known("consul", "consul", None),
+    known("azblob", "azblob", None),
+    known("zk", "zookeeper", None),
+    known("redis", "redis", None),
+    known("postgres", "postgres", None),
 ];
 
 /// The store kinds this build includes, in a fixed order.
@@ -81,15 +96,19 @@ pub fn kind_of(url: &str) -> Result<&'static StoreKind, TargetError> {
     }
     let lower = scheme.to_ascii_lowercase();
     Err(TargetError::new(
-        match CATALOG.iter().find(|(s, _)| *s == lower) {
-            Some((s, Some(feature))) => format!(
-                "--store scheme '{s}' is not in this build of regent: build it with the cargo \
-             feature '{feature}' (of the regent crate; regent-cli: '{}'); supported: {}",
-                feature.trim_end_matches("-tls"),
+        match CATALOG.iter().find(|k| k.scheme == lower) {
+            Some(Known {
+                scheme,
+                store,
+                feature: Some(feature),
+            }) => format!(
+                "--store scheme '{scheme}' is not in this build of regent: build it with the \
+                 cargo feature '{feature}' (of the regent crate; regent-cli: '{store}'); \
+                 supported: {}",
                 supported_forms()
             ),
-            Some((s, None)) => format!(
-                "--store scheme '{s}' is not supported by this build yet; supported: {}",
+            Some(Known { scheme, .. }) => format!(
+                "--store scheme '{scheme}' is not supported by this build yet; supported: {}",
                 supported_forms()
             ),
             None => format!(
@@ -212,7 +231,12 @@ mod tests {
         for kind in store_kinds() {
             for s in kind.schemes {
                 assert!(std::ptr::eq(kind_of(&format!("{s}:x")).unwrap(), *kind));
-                assert!(CATALOG.iter().any(|(c, f)| c == s && f.is_some()), "{s}");
+                assert!(
+                    CATALOG
+                        .iter()
+                        .any(|k| k.scheme == *s && k.store == kind.name && k.feature.is_some()),
+                    "{s}"
+                );
             }
             for o in kind.options {
                 assert!(flags.insert(o.flag_name(kind)), "{}", o.name);

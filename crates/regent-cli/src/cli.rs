@@ -5,6 +5,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::shim::PidNamespace;
 use clap::{Arg, ArgMatches, Args, FromArgMatches, Parser, Subcommand, ValueEnum};
 use regent_core::target::{OptionKind, StoreKind, StoreOption};
 
@@ -203,6 +204,13 @@ pub(crate) struct RunArgs {
     /// Step down if CMD writes nothing to $REGENT_HEARTBEAT_FD for this long.
     #[arg(long, value_parser = parse_duration)]
     pub(crate) health_timeout: Option<Duration>,
+    /// Run CMD's whole process tree in a PID namespace of its own, which the
+    /// kernel ends with everything in it when regent's supervisor dies, even
+    /// by SIGKILL: "auto" where regent may (root, CAP_SYS_ADMIN), saying once
+    /// when it may not; "always" refuses to start without; "never" for a
+    /// CMD that must see its host pids (a pid file others read).
+    #[arg(long, value_enum, default_value_t = PidNamespace::Auto, value_name = "WHEN")]
+    pub(crate) pid_namespace: PidNamespace,
     /// Internal (demo): shut down gracefully when stdin closes.
     #[arg(long, hide = true)]
     pub(crate) lifeline_stdin: bool,

@@ -40,7 +40,9 @@ pub(crate) struct TaskArgs {
 pub(crate) fn task_main(args: TaskArgs) -> ExitCode {
     let id = std::env::var("REGENT_LEADER_ID").unwrap_or_default();
     let token = std::env::var("REGENT_FENCING_TOKEN").unwrap_or_default();
-    let pid = std::process::id();
+    // As /proc names it: the task may run in a PID namespace, where
+    // getpid() says something else.
+    let pid = crate::tree::proc_pid().unwrap_or_else(|| std::process::id() as i32);
     // Armed before the start line is written: a SIGTERM that follows the
     // start at once must still be logged.
     let stops = if args.log_stop {

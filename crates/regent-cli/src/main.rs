@@ -76,6 +76,7 @@ mod run;
 mod shim;
 mod show;
 mod store;
+mod tree;
 
 use std::process::ExitCode;
 

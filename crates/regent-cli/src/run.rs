@@ -10,7 +10,6 @@ use regent_core::{
     BoxStore, CampaignError, Candidate, CandidateBuilder, ConfigError, EndReason, HolderId,
     Leadership, LeaseStore,
 };
-use rustix::process::Pid;
 use tokio::io::AsyncReadExt;
 use tokio::net::UnixStream;
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
@@ -21,6 +20,7 @@ use tokio::time::{Instant, sleep_until};
 use crate::cli::{RestartArg, RunArgs, default_id};
 use crate::clock::to_mono_ns;
 use crate::error::{CliError, chain};
+use crate::shim::PidNamespace;
 use crate::store;
 
 /// What a signal, or the demo's lifeline, asks for.
@@ -107,6 +107,14 @@ pub(crate) async fn run(args: RunArgs) -> Result<u8, CliError> {
     .map_err(|e| timing_error(&e, &args))?
     .timing();
 
+    if args.pid_namespace == PidNamespace::Always {
+        probe_pid_namespace()?;
+    }
+    // Whatever of a term is orphaned (a killed shim) becomes regent's
+    // child, to be stopped before the lease may go.
+    rustix::process::set_child_subreaper(Some(rustix::process::getpid()))
+        .map_err(|e| CliError::failure(format!("cannot become a child subreaper: {e}")))?;
+
     let mut stops = Stops::new(args.lifeline_stdin)?;
     let store = tokio::select! {
         r = store::open(&target, &election, Some(timing.renew_every)) => r?,
@@ -160,6 +168,23 @@ pub(crate) async fn run(args: RunArgs) -> Result<u8, CliError> {
             () = stops.next() => return Ok(shut_down(&candidate, &mut stops).await),
         }
     }
+}
+
+/// `--pid-namespace always`: a usage error, before any campaign, where the
+/// shim could not give CMD a PID namespace.
+fn probe_pid_namespace() -> Result<(), CliError> {
+    let out = std::process::Command::new(own_exe()?)
+        .args(["__shim", "--probe"])
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| CliError::failure(format!("cannot start the supervisor shim: {e}")))?;
+    if out.status.success() {
+        return Ok(());
+    }
+    let why = String::from_utf8_lossy(&out.stderr).trim().to_owned();
+    Err(CliError::usage(format!(
+        "--pid-namespace always: {why}; run regent as root (or with CAP_SYS_ADMIN), or use --pid-namespace auto"
+    )))
 }
 
 /// Graceful shutdown: release whatever is held and exit 0; a second signal
@@ -278,12 +303,11 @@ async fn lead(
                     .map_err(|e| CliError::failure(format!("waiting for the command: {e}")))?;
                 if status.signal().is_some() {
                     // The shim died without stopping CMD (it stops it before
-                    // any exit of its own): CMD's group runs on, orphaned.
+                    // any exit of its own). In a namespace the init stops
+                    // CMD now and the kernel ends the rest; without one,
+                    // CMD runs on as regent's orphan. Either way the sweep
+                    // below ends what is left before the lease may go.
                     warn_user!("regent: the command's supervisor died ({status}); stopping the command");
-                    match reports.read().pgid {
-                        Some(pgid) => stop_orphaned_group(pgid, grace).await,
-                        None => warn_user!("regent: the supervisor never reported the command's process group"),
-                    }
                     break TermEnd::Lost;
                 }
                 let said = reports.read();
@@ -324,6 +348,7 @@ async fn lead(
                     beats = None;
                 }
             }
+            () = reports.next_note(), if !reports.noted => {}
             () = stops.next() => break TermEnd::Shutdown,
         }
     };
@@ -356,16 +381,15 @@ async fn lead(
                 "regent: the command's supervisor did not stop the command within {bound:?}; killing both"
             );
             let _ = shim.start_kill();
-            match reports.read().pgid {
-                Some(pgid) => stop_orphaned_group(pgid, Duration::ZERO).await,
-                None => {
-                    warn_user!("regent: the supervisor never reported the command's process group")
-                }
-            }
             let _ = shim.wait().await;
+            sweep(Duration::ZERO).await;
         }
     }
     drop(control);
+    // regent is a child subreaper: whatever of this term lost its parent
+    // (a shim or init killed by a signal, a command without a namespace)
+    // is regent's child now, and must be gone before the lease may go.
+    sweep(grace).await;
     // The command has stopped: now the lease may go.
     if let Err(e) = leadership.resign().await {
         tracing::warn!(error = %e, "release failed; the lease expires by its ttl");
@@ -373,70 +397,102 @@ async fn lead(
     Ok(if signalled { TermEnd::Shutdown } else { end })
 }
 
-/// CMD's process group, as the shim reported it (`G <pgid>`) on the
-/// control socket; read without waiting, after the shim has exited.
+/// What the shim says on the control socket (see `shim.rs`), read without
+/// waiting, after the shim has exited — but for the note on the namespace,
+/// which is read as it comes.
 struct Reports {
     socket: OwnedReadHalf,
     text: Vec<u8>,
+    /// Whether the note on the namespace (`N …`) arrived, or never will.
+    noted: bool,
 }
 
 /// What the shim said on the control socket (see `shim.rs`).
 #[derive(Debug, Default)]
 struct Said {
-    pgid: Option<Pid>,
     stopped: bool,
     cannot_start: bool,
 }
+
+/// Whether regent said that CMD runs without a PID namespace: once per
+/// process is enough.
+static SAID_NO_NAMESPACE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 impl Reports {
     fn new(socket: OwnedReadHalf) -> Self {
         Self {
             socket,
             text: Vec::new(),
+            noted: false,
+        }
+    }
+
+    /// Reads what is there without waiting; false at EOF.
+    fn fill(&mut self) -> bool {
+        let mut buf = [0u8; 256];
+        loop {
+            match self.socket.try_read(&mut buf) {
+                Ok(0) => return false,
+                Ok(n) => self.text.extend_from_slice(&buf[..n]),
+                Err(_) => return true,
+            }
+        }
+    }
+
+    /// Waits for the shim's note on the namespace and tells the user, once,
+    /// when CMD runs without one.
+    async fn next_note(&mut self) {
+        if self.socket.readable().await.is_err() || !self.fill() {
+            self.noted = true;
+        }
+        let text = String::from_utf8_lossy(&self.text).into_owned();
+        for line in text.lines() {
+            if let Some(note) = line.strip_prefix("N ") {
+                self.noted = true;
+                if let Some(why) = note.strip_prefix("none ") {
+                    tracing::info!(%why, "the command runs without a PID namespace");
+                    if !why.starts_with("--pid-namespace")
+                        && !SAID_NO_NAMESPACE.swap(true, std::sync::atomic::Ordering::Relaxed)
+                    {
+                        warn_user!(
+                            "regent: the command runs without a PID namespace of its own ({why}): \
+                             should regent be frozen and its supervisor killed, the command would run on \
+                             until regent resumes; --pid-namespace never silences this"
+                        );
+                    }
+                } else {
+                    tracing::debug!("the command runs in a PID namespace of its own");
+                }
+            }
         }
     }
 
     /// Everything the shim said so far; reads without waiting.
     fn read(&mut self) -> Said {
-        let mut buf = [0u8; 256];
-        while let Ok(n) = self.socket.try_read(&mut buf) {
-            if n == 0 {
-                break;
-            }
-            self.text.extend_from_slice(&buf[..n]);
-        }
+        self.fill();
         let mut said = Said::default();
         for line in String::from_utf8_lossy(&self.text).lines() {
             match line.trim() {
                 "X" => said.stopped = true,
                 "E" => said.cannot_start = true,
-                l => {
-                    if let Some(pgid) = l.strip_prefix("G ").and_then(|p| p.trim().parse().ok()) {
-                        said.pgid = Pid::from_raw(pgid);
-                    }
-                }
+                _ => {}
             }
         }
         said
     }
 }
 
-/// What the shim would have done: SIGTERM to the group, `grace` for it to
-/// empty, then SIGKILL.
-async fn stop_orphaned_group(pgid: Pid, grace: Duration) {
-    use rustix::process::{Signal, kill_process_group, test_kill_process_group};
-    let gone = || test_kill_process_group(pgid).is_err();
-    if kill_process_group(pgid, Signal::TERM).is_err() {
+/// Stops every child regent still has once a term's shim is gone — the
+/// term's orphans, see [`Reports`] — giving them `grace` after SIGTERM.
+async fn sweep(grace: Duration) {
+    if crate::tree::children().is_empty() {
         return;
     }
-    let until = Instant::now() + grace;
-    while Instant::now() < until && !gone() {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    let until = Instant::now() + Duration::from_secs(2);
-    while Instant::now() < until && !gone() {
-        let _ = kill_process_group(pgid, Signal::KILL);
-        tokio::time::sleep(Duration::from_millis(10)).await;
+    let all_gone = tokio::task::spawn_blocking(move || crate::tree::stop_children(None, grace))
+        .await
+        .unwrap_or(false);
+    if !all_gone {
+        warn_user!("regent: some of the command's processes could not be stopped");
     }
 }
 
@@ -500,6 +556,12 @@ pub(crate) fn own_exe() -> Result<std::path::PathBuf, CliError> {
         .map_err(|e| CliError::failure(format!("cannot find regent's own binary: {e}")))
 }
 
+/// [`own_exe`] for the shim, which has no use for the error: spawning
+/// fails with the path's own message.
+pub(crate) fn own_exe_path() -> std::path::PathBuf {
+    own_exe().unwrap_or_else(|_| "/proc/self/exe".into())
+}
+
 /// Starts the shim for one term; returns it and regent's end of the
 /// control socket (the shim's stdin).
 fn spawn_shim(
@@ -530,6 +592,8 @@ fn spawn_shim(
         .arg(deadline_ns.to_string())
         .arg("--parent")
         .arg(std::process::id().to_string())
+        .arg("--pid-namespace")
+        .arg(args.pid_namespace.as_str())
         .arg("--")
         .args(&args.cmd)
         .env("REGENT_ELECTION", leadership.election().as_str())

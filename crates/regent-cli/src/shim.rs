@@ -1,67 +1,165 @@
 //! The shim: a tiny single-threaded process (this binary, hidden mode
-//! `__shim`) that is the parent of CMD and owns its process group.
+//! `__shim`) between `regent` and CMD, and the guard that nothing of a
+//! term's work outlives it.
 //!
 //! Why a separate process: nothing of the leader's work may outlive
 //! `regent`, even a SIGKILLed one, and nothing may run past the lease while
 //! `regent` is stopped or hung.
 //!
-//! * CMD runs as the leader of a new process group; the shim is a child
-//!   subreaper, so orphaned background jobs become its children and are
-//!   reaped. Stopping CMD stops the group and every such child, even a job
-//!   that left the group (`setsid`).
+//! # The kernel's guard: a PID namespace per term
+//!
+//! `regent` and the shim used to be each other's only guard: the shim
+//! stopped CMD when `regent` died, `regent` stopped CMD when the shim died.
+//! A fault campaign found the hole: freeze `regent` (SIGSTOP), SIGKILL the
+//! shim, and CMD — with its background jobs — ran on unsupervised beside
+//! every newer term, for good if `regent` was then killed too. A guard
+//! that a process can be killed out of is no guard; one the kernel
+//! enforces is. So CMD's whole tree runs in a **PID namespace** of its own:
+//!
+//! ```text
+//! regent ── shim (__shim) ── init (__shim --init, pid 1 of the namespace) ── CMD ── jobs…
+//! ```
+//!
+//! * The shim calls `unshare(CLONE_NEWPID)` and starts the init, the first
+//!   process of the new namespace (pid 1 there). When a namespace's init
+//!   dies, by any means, the kernel SIGKILLs every other process in it and
+//!   no process can leave it: background jobs, `setsid` daemons and double
+//!   forks included.
+//! * The init asks for `PR_SET_PDEATHSIG(SIGTERM)`: when the shim dies,
+//!   even by SIGKILL, the init stops CMD (SIGTERM, `grace`, SIGKILL — its
+//!   dead-man's deadline still applies), then exits, and the kernel clears
+//!   whatever is left. This needs nobody else: `regent` may be frozen or
+//!   dead. SIGKILL of the init itself ends everything at once. The shim
+//!   and the init are single-threaded, so the death signal is tied to the
+//!   process, not to a thread that could end early.
+//! * The init does what the shim alone did before (below): it is CMD's
+//!   parent, reads the control socket, keeps the dead-man's switch, stops
+//!   CMD. As pid 1 it receives only the signals it handles, so CMD is not
+//!   pid 1 (a shell there would ignore SIGTERM); `kill(-1, …)` from the
+//!   init reaches exactly the namespace's other processes.
+//! * `regent` is a child subreaper: whatever of a term is orphaned when a
+//!   shim dies becomes its child, and it stops every child it still has
+//!   before the lease may go (see `tree.rs`).
+//!
+//! Why not a cgroup with `cgroup.kill`: it needs cgroup v2 with a
+//! delegated, writable subtree, which a plain user, a container and hybrid
+//! hosts (cgroup v1 controllers, v2 mounted aside, as on the machines this
+//! was built on) often lack; and a cgroup outlives the processes that made
+//! it, so a killed `regent` would leave one behind to clean. A PID namespace
+//! needs only CAP_SYS_ADMIN (root, or a container's root) and the kernel
+//! tears it down with its init.
+//!
+//! Costs, documented for users: CMD sees itself as pid 2 and its jobs
+//! with small pids (`$$`, `getpid()`, pid files written by CMD name
+//! namespace pids, while `/proc` and `ps` still show the host's); CMD
+//! cannot leave the namespace to run as a daemon outside regent's control,
+//! which is the point.
+//!
+//! Fallback (`--pid-namespace auto`, the default, without the privilege;
+//! or `never`): the shim itself is CMD's parent and guard, as described
+//! next, and `regent` reports once that it runs without the kernel's
+//! guard. Then a frozen `regent` whose shim is SIGKILLed leaves CMD running
+//! until `regent` resumes (it stops every orphan before it campaigns
+//! again), and for good if `regent` is killed meanwhile.
+//! `--pid-namespace always` refuses to start without a namespace.
+//!
+//! # The supervisor (the init, or the shim itself in the fallback)
+//!
+//! * CMD runs as the leader of a new process group; the supervisor is a
+//!   child subreaper (or pid 1), so orphaned background jobs become its
+//!   children and are reaped. Stopping CMD stops the group and every such
+//!   child, even a job that left the group (`setsid`).
 //! * The shim leads a process group of its own, apart from regent's: a
 //!   job-control stop of regent's group must not freeze the dead-man's
 //!   switch too.
 //! * The shim's stdin is one end of a socket pair whose other end `regent`
-//!   holds. The shim writes `G <pgid>` (CMD's process group) on it once CMD
-//!   runs, so that `regent` can stop the group itself if the shim dies
-//!   without doing so (SIGKILL, a crash).
-//! * When `regent` dies,
-//!   however it dies, the kernel closes it and the shim reads EOF; as a
-//!   second line of defence the shim asks for `PR_SET_PDEATHSIG(SIGTERM)`
-//!   and catches it. (`regent` spawns the shim from its main thread, whose
-//!   exit is the process's exit, so the death signal cannot fire early when
-//!   some other thread ends.) Either way the shim kills the whole group:
+//!   holds; the init inherits it. The shim says `N pid` or `N none <why>`
+//!   on it (whether CMD has a namespace).
+//! * When `regent` dies, however it dies, the kernel closes the socket and
+//!   the supervisor reads EOF; as a second line of defence the shim asks
+//!   for `PR_SET_PDEATHSIG(SIGTERM)` and catches it (forwarding it to the
+//!   init). (`regent` spawns the shim from its main thread, whose exit is
+//!   the process's exit, so the death signal cannot fire early when some
+//!   other thread ends.) Either way the supervisor kills the whole group:
 //!   SIGTERM, `grace`, SIGKILL.
 //! * Dead-man's switch: `regent` sends `D <ns>` after every renewal — its
 //!   step-down instant on CLOCK_MONOTONIC, the clock all processes share. If
 //!   that instant passes with no newer one (regent paused, hung, starved),
-//!   the shim stops the group by itself; the timing rules make SIGKILL land
-//!   before the lease could pass on. `S` asks for the same stop.
+//!   the supervisor stops the group by itself; the timing rules make SIGKILL
+//!   land before the lease could pass on. `S` asks for the same stop.
 //!
 //! Exit status: CMD's own (128+signal if killed) when it ended by itself;
-//! [`STOPPED_BY_SHIM`] when the shim stopped it.
+//! [`STOPPED_BY_SHIM`] when the supervisor stopped it. When the init is
+//! killed by a signal, the shim kills itself with SIGKILL so that `regent`
+//! sees a supervisor that died, as it was.
+//!
+//! Test hook: `REGENT_SHIM_FAILPOINT=STAGE:FILE` makes the shim
+//! (`shim-before-init`, after `unshare`) or the init (`init-before-cmd`)
+//! create FILE and wait there for good, once (not if FILE exists), so that
+//! tests can kill it at that point of a term.
 
 use std::io::Read;
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::os::unix::process::CommandExt;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Command, ExitCode, Stdio};
 use std::time::Duration;
 
-use clap::Args;
+use clap::{Args, ValueEnum};
 use rustix::event::{PollFd, PollFlags, Timespec, poll};
-use rustix::process::{Pid, Signal, WaitOptions};
+use rustix::process::{Pid, Signal};
 
 use crate::clock::mono_ns;
+use crate::tree;
 
 /// The shim's exit status when it stopped CMD itself (deadline passed,
 /// regent gone, or asked to stop).
 pub(crate) const STOPPED_BY_SHIM: u8 = 254;
 
+/// Whether CMD's tree runs in a PID namespace of its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum PidNamespace {
+    /// When the privilege allows it (CAP_SYS_ADMIN); else without, said once.
+    Auto,
+    /// Always; regent refuses to start where it cannot.
+    Always,
+    /// Never (CMD needs its host pids, e.g. to write a pid file others read).
+    Never,
+}
+
+impl PidNamespace {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Self::Auto => "auto",
+            Self::Always => "always",
+            Self::Never => "never",
+        }
+    }
+}
+
 #[derive(Debug, Args)]
 pub(crate) struct ShimArgs {
     /// Time between SIGTERM and SIGKILL, in milliseconds.
-    #[arg(long)]
+    #[arg(long, default_value_t = 0)]
     pub(crate) grace_ms: u64,
     /// The first deadline, CLOCK_MONOTONIC nanoseconds.
-    #[arg(long)]
+    #[arg(long, default_value_t = 0)]
     pub(crate) deadline_ns: u64,
-    /// regent's pid: if the shim's parent is already another, regent died
-    /// before the death signal was armed.
-    #[arg(long)]
+    /// The parent's pid, as /proc names it: if the parent is already
+    /// another, it died before the death signal was armed.
+    #[arg(long, default_value_t = 0)]
     pub(crate) parent: i32,
+    /// Whether to give CMD a PID namespace.
+    #[arg(long, value_enum, default_value_t = PidNamespace::Auto)]
+    pub(crate) pid_namespace: PidNamespace,
+    /// This process is the namespace's init, started by the shim.
+    #[arg(long)]
+    pub(crate) init: bool,
+    /// Only check that a PID namespace can be created here: exit 0 if so,
+    /// else 1 with the reason on stderr.
+    #[arg(long)]
+    pub(crate) probe: bool,
     /// The command.
-    #[arg(last = true, required = true)]
+    #[arg(last = true, required_unless_present = "probe")]
     pub(crate) cmd: Vec<String>,
 }
 
@@ -73,8 +171,27 @@ enum Stop {
     Signal,
 }
 
+/// How the supervisor ends CMD's work.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Guard {
+    /// CMD's group and the supervisor's other children (the fallback).
+    Group,
+    /// Every other process of the supervisor's PID namespace (the init).
+    Namespace,
+}
+
 pub(crate) fn main(args: ShimArgs) -> ExitCode {
-    match run(&args) {
+    if args.probe {
+        return match new_pid_namespace() {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                warn_user!("{e}");
+                ExitCode::from(1)
+            }
+        };
+    }
+    let result = if args.init { init(&args) } else { shim(&args) };
+    match result {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
             warn_user!("regent shim: {e}");
@@ -83,12 +200,22 @@ pub(crate) fn main(args: ShimArgs) -> ExitCode {
     }
 }
 
-fn run(args: &ShimArgs) -> std::io::Result<u8> {
-    let grace = Duration::from_millis(args.grace_ms);
-    // First, before any other descriptor is opened here, so that fd 3 is
-    // free to take.
-    let heartbeat = heartbeat_fd();
-    let signals = SignalPipe::new()?;
+/// `unshare(CLONE_NEWPID)`: this process's next child is the first process
+/// (pid 1) of a new PID namespace; this process itself stays where it is.
+fn new_pid_namespace() -> std::io::Result<()> {
+    // rustix deprecates its safe `unshare` because `CLONE_FILES` can break
+    // other threads' descriptors; `CLONE_NEWPID` touches no descriptor and
+    // the shim is single-threaded.
+    #[allow(deprecated)]
+    rustix::thread::unshare(rustix::thread::UnshareFlags::NEWPID).map_err(|e| {
+        std::io::Error::other(format!(
+            "cannot create a PID namespace (unshare: {e}); it takes CAP_SYS_ADMIN (root)"
+        ))
+    })
+}
+
+/// The shim proper (regent's child).
+fn shim(args: &ShimArgs) -> std::io::Result<u8> {
     rustix::process::set_parent_process_death_signal(Some(Signal::TERM))?;
     if rustix::process::getppid()
         .map(Pid::as_raw_nonzero)
@@ -98,11 +225,135 @@ fn run(args: &ShimArgs) -> std::io::Result<u8> {
         // regent died before the death signal was armed.
         return Ok(STOPPED_BY_SHIM);
     }
-    rustix::process::set_child_subreaper(Some(rustix::process::getpid()))?;
+    let isolated = match args.pid_namespace {
+        PidNamespace::Never => Err("--pid-namespace never".to_owned()),
+        PidNamespace::Auto | PidNamespace::Always => new_pid_namespace().map_err(|e| e.to_string()),
+    };
+    match isolated {
+        Ok(()) => {
+            report("N pid");
+            hold(args)
+        }
+        Err(why) if args.pid_namespace == PidNamespace::Always => {
+            warn_user!("regent: {why}; not starting the command (--pid-namespace always)");
+            report("X");
+            Ok(STOPPED_BY_SHIM)
+        }
+        Err(why) => {
+            report(&format!("N none {why}"));
+            supervise(args, Guard::Group)
+        }
+    }
+}
+
+/// The shim with CMD in a namespace: starts the init, forwards the signals
+/// that ask for a stop, and ends as the init ended.
+fn hold(args: &ShimArgs) -> std::io::Result<u8> {
+    let signals = SignalPipe::new()?;
+    failpoint("shim-before-init");
+    let me = rustix::process::getpid().as_raw_nonzero().get();
+    let mut command = Command::new(crate::run::own_exe_path());
+    command
+        .arg0(
+            std::env::args_os()
+                .next()
+                .unwrap_or_else(|| "regent".into()),
+        )
+        .arg("__shim")
+        .arg("--init")
+        .arg("--grace-ms")
+        .arg(args.grace_ms.to_string())
+        .arg("--deadline-ns")
+        .arg(args.deadline_ns.to_string())
+        .arg("--parent")
+        .arg(me.to_string())
+        .arg("--")
+        .args(&args.cmd);
+    let mut init = match command.spawn() {
+        Ok(c) => c,
+        Err(e) => {
+            warn_user!("regent: cannot start the command's init: {e}");
+            report("X");
+            return Ok(STOPPED_BY_SHIM);
+        }
+    };
+    let pid = Pid::from_child(&init);
+    loop {
+        if let Some(status) = init.try_wait()? {
+            return Ok(match (status.code(), status.signal()) {
+                (Some(code), _) => u8::try_from(code & 0xff).unwrap_or(1),
+                (None, sig) => {
+                    // Killed: everything in its namespace went with it.
+                    // regent must see a supervisor that died, as it did.
+                    warn_user!(
+                        "regent: the command's init was killed (signal {}); the kernel ended the command's namespace",
+                        sig.unwrap_or(0)
+                    );
+                    let _ = rustix::process::kill_process(rustix::process::getpid(), Signal::KILL);
+                    STOPPED_BY_SHIM
+                }
+            });
+        }
+        let timeout = Timespec {
+            tv_sec: 0,
+            tv_nsec: 50_000_000,
+        };
+        let mut fds = [PollFd::new(&signals.read, PollFlags::IN)];
+        match poll(&mut fds, Some(&timeout)) {
+            Ok(_) | Err(rustix::io::Errno::INTR) => {}
+            Err(e) => {
+                // Never leave CMD behind: the init's end is the namespace's.
+                let _ = init.kill();
+                let _ = init.wait();
+                report("X");
+                return Err(e.into());
+            }
+        }
+        if signals.drain() {
+            // regent died (the death signal) or someone asks for a stop:
+            // the init stops CMD gracefully.
+            let _ = rustix::process::kill_process(pid, Signal::TERM);
+        }
+    }
+}
+
+/// The namespace's init (pid 1), started by the shim.
+fn init(args: &ShimArgs) -> std::io::Result<u8> {
+    rustix::process::set_parent_process_death_signal(Some(Signal::TERM))?;
+    // getppid() says 0 here (the shim is outside the namespace); /proc,
+    // mounted for an outer namespace, still names it.
+    if let Some(me) = tree::proc_pid()
+        && tree::parent_of(me).map(|(ppid, _)| ppid) != Some(args.parent)
+    {
+        // The shim died before the death signal was armed.
+        return Ok(STOPPED_BY_SHIM);
+    }
+    supervise(args, Guard::Namespace)
+}
+
+/// Runs CMD and guards it until it ends or must stop.
+fn supervise(args: &ShimArgs, guard: Guard) -> std::io::Result<u8> {
+    let grace = Duration::from_millis(args.grace_ms);
+    // First, before any other descriptor is opened here, so that fd 3 is
+    // free to take.
+    let heartbeat = heartbeat_fd();
+    let signals = SignalPipe::new()?;
+    if guard == Guard::Group {
+        rustix::process::set_child_subreaper(Some(rustix::process::getpid()))?;
+    }
+    failpoint("init-before-cmd");
+    let stop_all = |pgid| match guard {
+        Guard::Group => tree::stop_children(Some(pgid), grace),
+        Guard::Namespace => tree::stop_namespace(grace),
+    };
 
     let (program, rest) = args.cmd.split_first().expect("clap requires CMD");
     let mut command = Command::new(program);
-    command.args(rest).process_group(0).stdin(Stdio::null());
+    command
+        .args(rest)
+        .process_group(0)
+        .stdin(Stdio::null())
+        .env_remove("REGENT_SHIM_FAILPOINT");
     if let Some(fd) = &heartbeat {
         command.env("REGENT_HEARTBEAT_FD", fd.as_raw_fd().to_string());
     }
@@ -115,25 +366,17 @@ fn run(args: &ShimArgs) -> std::io::Result<u8> {
         }
     };
     let pgid = Pid::from_child(&child);
-    // Tell regent CMD's process group, on the control socket that is also
-    // the shim's stdin: should the shim die without stopping the group
-    // (SIGKILL, a crash), regent stops it. Nothing to do if this fails:
-    // the shim is then the group's only guard, as before.
-    let _ = rustix::io::write(
-        std::io::stdin(),
-        format!("G {}\n", pgid.as_raw_nonzero()).as_bytes(),
-    );
-    // From here on the shim reaps every child itself (CMD and orphans), so
-    // std's handle is not used to wait.
+    // From here on the supervisor reaps every child itself (CMD and
+    // orphans), so std's handle is not used to wait.
     drop(child);
 
     let mut deadline = args.deadline_ns;
     let mut stdin = std::io::stdin().lock();
     let mut line = Vec::new();
     let stop = 'wait: loop {
-        if let Some(status) = reap(pgid) {
+        if let Some(status) = tree::reap(Some(pgid)) {
             // CMD ended by itself; its background jobs go with it.
-            stop_group(pgid, grace);
+            stop_all(pgid);
             return Ok(status);
         }
         let now = mono_ns();
@@ -155,7 +398,7 @@ fn run(args: &ShimArgs) -> std::io::Result<u8> {
             Ok(_) | Err(rustix::io::Errno::INTR) => {}
             Err(e) => {
                 // Never leave CMD behind, whatever fails here.
-                stop_group(pgid, grace);
+                stop_all(pgid);
                 report("X");
                 return Err(e.into());
             }
@@ -186,8 +429,8 @@ fn run(args: &ShimArgs) -> std::io::Result<u8> {
         }
     };
     // Stop first, talk after: a closed stderr must not keep CMD alive.
-    stop_group(pgid, grace);
-    let _ = reap(pgid);
+    stop_all(pgid);
+    let _ = tree::reap(Some(pgid));
     report("X");
     match stop {
         Stop::Deadline => warn_user!(
@@ -199,6 +442,27 @@ fn run(args: &ShimArgs) -> std::io::Result<u8> {
         Stop::Asked => {}
     }
     Ok(STOPPED_BY_SHIM)
+}
+
+/// The test hook (see the module docs): wait here for good, once.
+fn failpoint(stage: &str) {
+    let Ok(spec) = std::env::var("REGENT_SHIM_FAILPOINT") else {
+        return;
+    };
+    let Some((at, file)) = spec.split_once(':') else {
+        return;
+    };
+    if at == stage
+        && std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(file)
+            .is_ok()
+    {
+        loop {
+            std::thread::sleep(Duration::from_secs(3600));
+        }
+    }
 }
 
 /// The heartbeat pipe's write end (`$REGENT_HEARTBEAT_FD`, inherited from
@@ -219,8 +483,9 @@ fn heartbeat_fd() -> Option<OwnedFd> {
 }
 
 /// A line to regent on the control socket (the shim's stdin): `X` when the
-/// shim stopped CMD itself, `E` when CMD could not be started. Out of band,
-/// so that no exit status of CMD's can be mistaken for them.
+/// supervisor stopped CMD itself, `E` when CMD could not be started, `N …`
+/// whether CMD has a namespace. Out of band, so that no exit status of
+/// CMD's can be mistaken for them.
 fn report(what: &str) {
     let _ = rustix::io::write(std::io::stdin(), format!("{what}\n").as_bytes());
 }
@@ -237,98 +502,6 @@ fn parse_control(line: &[u8]) -> Option<Control> {
     }
     let ns = text.strip_prefix("D ")?.parse().ok()?;
     Some(Control::Deadline(ns))
-}
-
-/// Reaps every exited child; returns CMD's status if CMD was among them.
-fn reap(cmd: Pid) -> Option<u8> {
-    let mut status = None;
-    while let Ok(Some((pid, st))) = rustix::process::wait(WaitOptions::NOHANG) {
-        if pid == cmd {
-            status = Some(match (st.exit_status(), st.terminating_signal()) {
-                (Some(code), _) => u8::try_from(code & 0xff).unwrap_or(1),
-                (None, Some(sig)) => u8::try_from(128 + (sig & 0x7f)).unwrap_or(255),
-                _ => 1,
-            });
-        }
-    }
-    status
-}
-
-/// Stops CMD's work: SIGTERM to CMD's group and to every other child the
-/// shim has, up to `grace` for all of them to go, then SIGKILL.
-///
-/// "Every other child": jobs that left the group (`setsid`, a daemon's
-/// double fork) are still CMD's work, and as a child subreaper the shim
-/// inherits them as soon as their parent exits. They get their signals at
-/// the same moments as the group, so that the whole stop still fits within
-/// `grace` (the timing rules count on it); whatever is reparented to the
-/// shim meanwhile joins at once.
-fn stop_group(pgid: Pid, grace: Duration) {
-    let group_gone = || rustix::process::test_kill_process_group(pgid).is_err();
-    let mut termed = Vec::new();
-    let start = std::time::Instant::now();
-    let _ = rustix::process::kill_process_group(pgid, Signal::TERM);
-    loop {
-        let _ = reap(pgid);
-        let orphans = children();
-        for &child in &orphans {
-            // Members of CMD's group had their SIGTERM: a second one would
-            // read as "exit at once" to a command that, like regent, gives
-            // a second signal that meaning.
-            let in_group = rustix::process::getpgid(Some(child)).is_ok_and(|g| g == pgid);
-            if !in_group && !termed.contains(&child) {
-                kill_with_group(child, Signal::TERM);
-                termed.push(child);
-            }
-        }
-        if group_gone() && orphans.is_empty() {
-            return;
-        }
-        if start.elapsed() >= grace {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    let start = std::time::Instant::now();
-    while start.elapsed() < Duration::from_secs(2) {
-        let _ = rustix::process::kill_process_group(pgid, Signal::KILL);
-        for child in children() {
-            kill_with_group(child, Signal::KILL);
-        }
-        let _ = reap(pgid);
-        if group_gone() && children().is_empty() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
-/// Signals `pid`, and the process group it leads if it leads one (a job
-/// that called `setsid` takes its own children along).
-fn kill_with_group(pid: Pid, sig: Signal) {
-    if rustix::process::getpgid(Some(pid)).is_ok_and(|g| g == pid) {
-        let _ = rustix::process::kill_process_group(pid, sig);
-    }
-    let _ = rustix::process::kill_process(pid, sig);
-}
-
-/// The shim's live (not yet exited) children, found through /proc: CMD
-/// and the orphans it inherited as a subreaper.
-fn children() -> Vec<Pid> {
-    let me = rustix::process::getpid().as_raw_nonzero().get();
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    dir.filter_map(|entry| {
-        let pid: i32 = entry.ok()?.file_name().to_str()?.parse().ok()?;
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-        // Fields after the command name, which may hold ") ": state ppid ...
-        let mut fields = stat.get(stat.rfind(')')? + 1..)?.split_whitespace();
-        let state = fields.next()?;
-        let ppid: i32 = fields.next()?.parse().ok()?;
-        (ppid == me && state != "Z" && state != "X").then(|| Pid::from_raw(pid))?
-    })
-    .collect()
 }
 
 /// SIGTERM, SIGINT and SIGHUP, delivered as readable bytes on a pipe.
@@ -348,5 +521,18 @@ impl SignalPipe {
             signal_hook::low_level::pipe::register(sig, write.try_clone()?)?;
         }
         Ok(Self { read })
+    }
+
+    /// Whether a signal arrived since the last call; reads without waiting.
+    fn drain(&self) -> bool {
+        let mut any = false;
+        let mut buf = [0u8; 64];
+        while let Ok(n) = (&self.read).read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            any = true;
+        }
+        any
     }
 }

@@ -42,7 +42,9 @@ fn a_killed_regent_with_a_dead_stderr_still_takes_its_command_down() {
         .arg(format!("sqlite:{}", dir.path().join("e.db").display()))
         .args(["--election", "e", "--ttl", "2s", "--", "sh", "-c"])
         .arg(format!(
-            "echo $$ > '{}'; exec sleep 1000",
+            // Its pid as /proc names it: `$$` would be the PID
+            // namespace's.
+            "read -r p _ < /proc/self/stat; echo $p > '{}'; exec sleep 1000",
             pidfile.display()
         ))
         .stdin(Stdio::null())

@@ -193,6 +193,23 @@ pub fn kill_tree(root: i32) {
     }
 }
 
+/// Shell text that starts `exec` (after `setup`) as a background job which
+/// writes its own pid, as /proc names it, to `file` (a shell word), and
+/// waits until it has. `$!` would not do: the command may run in a PID
+/// namespace, where the shell's pids are not the host's.
+pub fn background_job(setup: &str, exec: &str, file: &str) -> String {
+    format!(
+        "( {setup} read -r p _ < /proc/self/stat; echo $p > {file}.tmp; mv {file}.tmp {file}; exec {exec} ) & \
+         while [ ! -e {file} ]; do sleep 0.01; done"
+    )
+}
+
+/// Shell text that writes the shell's own pid, as /proc names it, to
+/// `file` (a shell word); see [`background_job`].
+pub fn write_own_pid(file: &str) -> String {
+    format!("read -r p _ < /proc/self/stat; echo $p > {file}")
+}
+
 // ------------------------------------------------------------------ task log
 
 /// A line of the task log.
@@ -357,9 +374,15 @@ impl Sandbox {
     /// The leader command: a background job, then the demo task.
     pub fn task_cmd(&self) -> Vec<String> {
         let script = format!(
-            "sleep 1000 & echo $! > '{dir}'/bg.$REGENT_LEADER_ID.$REGENT_FENCING_TOKEN; \
-             exec '{REGENT}' __demo-task --log '{log}' --log-stop",
-            dir = self.dir.path().display(),
+            "{job}; exec '{REGENT}' __demo-task --log '{log}' --log-stop",
+            job = background_job(
+                "",
+                "sleep 1000",
+                &format!(
+                    "'{}'/bg.$REGENT_LEADER_ID.$REGENT_FENCING_TOKEN",
+                    self.dir.path().display()
+                )
+            ),
             log = self.log().display(),
         );
         vec!["sh".into(), "-c".into(), script]
@@ -397,7 +420,18 @@ impl Sandbox {
 
     /// [`Self::spawn`] with another copy of the binary.
     pub fn spawn_from(&mut self, name: &str, program: &Path, args: &[String]) -> usize {
-        let r = Regent::spawn(name, program, self.dir.path(), args);
+        self.spawn_env(name, program, args, &[])
+    }
+
+    /// [`Self::spawn_from`] with `env` added to regent's environment.
+    pub fn spawn_env(
+        &mut self,
+        name: &str,
+        program: &Path,
+        args: &[String],
+        env: &[(&str, &str)],
+    ) -> usize {
+        let r = Regent::spawn(name, program, self.dir.path(), args, env);
         self.regents.push(r);
         self.regents.len() - 1
     }
@@ -477,13 +511,20 @@ pub struct Regent {
 }
 
 impl Regent {
-    fn spawn(name: &str, program: &Path, dir: &Path, args: &[String]) -> Self {
+    fn spawn(
+        name: &str,
+        program: &Path,
+        dir: &Path,
+        args: &[String],
+        env: &[(&str, &str)],
+    ) -> Self {
         let out = std::fs::File::create(dir.join(format!("{name}.out"))).expect("out file");
         let err_path = dir.join(format!("{name}.err"));
         let err = std::fs::File::create(&err_path).expect("err file");
         let child = Command::new(program)
             .args(args)
             .env("REGENT_LOG", "info")
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(out)
             .stderr(err)
@@ -512,6 +553,14 @@ impl Regent {
         descendants(self.pid)
             .into_iter()
             .find(|&p| stat(p).is_some_and(|s| s.ppid == self.pid) && cmdline(p).contains("__shim"))
+    }
+
+    /// The init of the shim's PID namespace, if CMD runs in one.
+    pub fn init(&self) -> Option<i32> {
+        let shim = self.shim()?;
+        descendants(shim)
+            .into_iter()
+            .find(|&p| stat(p).is_some_and(|s| s.ppid == shim) && cmdline(p).contains("--init"))
     }
 
     /// The exit status if the process has exited (reaping it).

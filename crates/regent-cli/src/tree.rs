@@ -1,0 +1,163 @@
+//! Ending a term's processes: the sweep the shim runs over CMD's group and
+//! the orphans it adopted, and that `regent run` runs over its own children
+//! once the shim is gone (both are child subreapers, so whatever of CMD's
+//! work lost its parent is their child).
+//!
+//! Everything here is synchronous and signal-safe enough for the shim, which
+//! has no runtime; `regent run` calls it from a blocking task.
+
+use std::time::{Duration, Instant};
+
+use rustix::process::{Pid, Signal, WaitOptions};
+
+/// This process's pid as the mounted `/proc` numbers it: the same as
+/// `getpid()` except inside a PID namespace whose `/proc` belongs to an
+/// outer one (the shim's init sees itself as 1 there).
+pub(crate) fn proc_pid() -> Option<i32> {
+    std::fs::read_link("/proc/self")
+        .ok()?
+        .to_str()?
+        .parse()
+        .ok()
+}
+
+/// The parent pid of `pid` as `/proc` numbers it, and whether it is alive
+/// (not a zombie).
+pub(crate) fn parent_of(pid: i32) -> Option<(i32, bool)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name, which may hold ") ": state ppid ...
+    let mut fields = stat.get(stat.rfind(')')? + 1..)?.split_whitespace();
+    let state = fields.next()?;
+    let ppid = fields.next()?.parse().ok()?;
+    Some((ppid, state != "Z" && state != "X"))
+}
+
+/// The live (not yet exited) children of this process, found through
+/// /proc. Valid only where `/proc` numbers pids as this process sees them
+/// (not inside the shim's PID namespace).
+pub(crate) fn children() -> Vec<Pid> {
+    let me = rustix::process::getpid().as_raw_nonzero().get();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|entry| {
+        let pid: i32 = entry.ok()?.file_name().to_str()?.parse().ok()?;
+        let (ppid, alive) = parent_of(pid)?;
+        (ppid == me && alive).then(|| Pid::from_raw(pid))?
+    })
+    .collect()
+}
+
+/// Reaps every exited child; returns `watch`'s status if it was among them:
+/// its exit code, or 128 + the signal that killed it.
+pub(crate) fn reap(watch: Option<Pid>) -> Option<u8> {
+    let mut status = None;
+    while let Ok(Some((pid, st))) = rustix::process::wait(WaitOptions::NOHANG) {
+        if Some(pid) == watch {
+            status = Some(match (st.exit_status(), st.terminating_signal()) {
+                (Some(code), _) => u8::try_from(code & 0xff).unwrap_or(1),
+                (None, Some(sig)) => u8::try_from(128 + (sig & 0x7f)).unwrap_or(255),
+                _ => 1,
+            });
+        }
+    }
+    status
+}
+
+/// Stops every child of this process, with `group` (CMD's process group)
+/// if given: SIGTERM to the group and to every other child, up to `grace`
+/// for all of them to go, then SIGKILL until none is left (at most 2 s).
+///
+/// "Every other child": jobs that left the group (`setsid`, a daemon's
+/// double fork) are still CMD's work, and a child subreaper inherits them as
+/// soon as their parent exits. They get their signals at the same moments
+/// as the group, so that the whole stop still fits within `grace` (the
+/// timing rules count on it); whatever is reparented meanwhile joins at
+/// once. Returns whether everything is gone.
+pub(crate) fn stop_children(group: Option<Pid>, grace: Duration) -> bool {
+    let group_gone = || group.is_none_or(|g| rustix::process::test_kill_process_group(g).is_err());
+    let mut termed = Vec::new();
+    let start = Instant::now();
+    if let Some(g) = group {
+        let _ = rustix::process::kill_process_group(g, Signal::TERM);
+    }
+    loop {
+        let _ = reap(None);
+        let orphans = children();
+        for &child in &orphans {
+            // Members of CMD's group had their SIGTERM: a second one would
+            // read as "exit at once" to a command that, like regent, gives
+            // a second signal that meaning.
+            let in_group =
+                group.is_some_and(|g| rustix::process::getpgid(Some(child)).is_ok_and(|p| p == g));
+            if !in_group && !termed.contains(&child) {
+                kill_with_group(child, Signal::TERM);
+                termed.push(child);
+            }
+        }
+        if group_gone() && orphans.is_empty() {
+            return true;
+        }
+        if start.elapsed() >= grace {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(2) {
+        if let Some(g) = group {
+            let _ = rustix::process::kill_process_group(g, Signal::KILL);
+        }
+        for child in children() {
+            kill_with_group(child, Signal::KILL);
+        }
+        let _ = reap(None);
+        if group_gone() && children().is_empty() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    false
+}
+
+/// Stops every other process of this PID namespace; for its init (pid 1),
+/// where `kill(-1, …)` reaches exactly them. SIGTERM once to each, up to
+/// `grace` for all to go, then SIGKILL until none is left (at most 2 s).
+/// Returns whether everything is gone. (When the init exits the kernel
+/// kills whatever is left anyway; this is the graceful part.)
+pub(crate) fn stop_namespace(grace: Duration) -> bool {
+    // kill(-1, sig): every process this one may signal but itself and
+    // init; inside a PID namespace, only that namespace's.
+    let everyone = Pid::INIT;
+    // Zombies count for kill(-1, 0) until reaped: reap first.
+    let empty = || {
+        let _ = reap(None);
+        rustix::process::test_kill_process_group(everyone).is_err()
+    };
+    let _ = rustix::process::kill_process_group(everyone, Signal::TERM);
+    let start = Instant::now();
+    while start.elapsed() < grace {
+        if empty() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(2) {
+        if empty() {
+            return true;
+        }
+        let _ = rustix::process::kill_process_group(everyone, Signal::KILL);
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    empty()
+}
+
+/// Signals `pid`, and the process group it leads if it leads one (a job
+/// that called `setsid` takes its own children along).
+fn kill_with_group(pid: Pid, sig: Signal) {
+    if rustix::process::getpgid(Some(pid)).is_ok_and(|g| g == pid) {
+        let _ = rustix::process::kill_process_group(pid, sig);
+    }
+    let _ = rustix::process::kill_process(pid, sig);
+}

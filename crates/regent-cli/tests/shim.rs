@@ -386,16 +386,9 @@ fn killed_during_start_up(stage: &str, victim: Victim) {
     let mut sb = Sandbox::new();
     let held = sb.path("held");
     let spec = format!("{stage}:{}", held.display());
-    let args = sb.run_args(
-        &["--id", "c1"],
-        &{
-            let task = sb.task_cmd();
-            task
-        }
-        .iter()
-        .map(String::as_str)
-        .collect::<Vec<_>>(),
-    );
+    let task = sb.task_cmd();
+    let task: Vec<&str> = task.iter().map(String::as_str).collect();
+    let args = sb.run_args(&["--id", "c1"], &task);
     let c1 = sb.spawn_env(
         "c1",
         std::path::Path::new(REGENT),

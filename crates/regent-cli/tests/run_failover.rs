@@ -154,8 +154,13 @@ fn whole_instance_paused_past_its_ttl_stops_its_command_and_follows_after_sigcon
         .by_id(&old.id)
         .shim()
         .unwrap_or_else(|| panic!("no shim under {regent}\n{}", sb.report()));
+    // The namespace's init (the command's supervisor) too, if there is one.
+    let init = sb.by_id(&old.id).init();
     signal(regent, Signal::STOP);
     signal(shim, Signal::STOP);
+    if let Some(init) = init {
+        signal(init, Signal::STOP);
+    }
     signal_group(old.pid, Signal::STOP);
     let paused_at = mono_ns();
 
@@ -178,6 +183,9 @@ fn whole_instance_paused_past_its_ttl_stops_its_command_and_follows_after_sigcon
     // Command first: it must be running to log the SIGTERM the resumed
     // shim sends it (a stopped task would be SIGKILLed unlogged).
     signal_group(old.pid, Signal::CONT);
+    if let Some(init) = init {
+        signal(init, Signal::CONT);
+    }
     signal(shim, Signal::CONT);
     signal(regent, Signal::CONT);
     let resumed_at = mono_ns();

@@ -8,9 +8,12 @@
 //!   regent's: a job-control stop of regent's group (Ctrl-Z,
 //!   `kill -STOP -PGID`) would otherwise freeze the dead-man's switch
 //!   together with regent while CMD, in its own group, ran on.
-//! * The shim reports CMD's process group to regent (`G <pgid>` on the
-//!   control socket), so a shim killed by SIGKILL still cannot leave CMD
-//!   running: regent stops the group itself before it campaigns again.
+//! * CMD's tree runs in a PID namespace of its own whose init (a second
+//!   shim process) dies with the shim, so that the kernel, not a live
+//!   regent, ends everything of a term whose supervisor was killed; regent
+//!   is a child subreaper and stops every orphan of a term before it lets
+//!   the lease go (`shim.rs` says why a namespace and not a cgroup, and
+//!   what happens where regent may not create one).
 //! * The shim is started from `/proc/self/exe`, not the binary's path: a
 //!   package upgrade that replaces the file must not break running
 //!   instances at their next term.

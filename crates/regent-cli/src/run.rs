@@ -183,7 +183,8 @@ fn probe_pid_namespace() -> Result<(), CliError> {
     }
     let why = String::from_utf8_lossy(&out.stderr).trim().to_owned();
     Err(CliError::usage(format!(
-        "--pid-namespace always: {why}; run regent as root (or with CAP_SYS_ADMIN), or use --pid-namespace auto"
+        "--pid-namespace always: cannot create a PID namespace here ({why}); it takes root or \
+         CAP_SYS_ADMIN; --pid-namespace auto runs the command without one"
     )))
 }
 
@@ -455,9 +456,10 @@ impl Reports {
                         && !SAID_NO_NAMESPACE.swap(true, std::sync::atomic::Ordering::Relaxed)
                     {
                         warn_user!(
-                            "regent: the command runs without a PID namespace of its own ({why}): \
-                             should regent be frozen and its supervisor killed, the command would run on \
-                             until regent resumes; --pid-namespace never silences this"
+                            "regent: the command runs without a PID namespace of its own ({why}; it \
+                             takes root or CAP_SYS_ADMIN): were regent frozen and its supervisor killed, \
+                             the command would run on until regent resumes. --pid-namespace never \
+                             silences this"
                         );
                     }
                 } else {

@@ -207,11 +207,8 @@ fn new_pid_namespace() -> std::io::Result<()> {
     // other threads' descriptors; `CLONE_NEWPID` touches no descriptor and
     // the shim is single-threaded.
     #[allow(deprecated)]
-    rustix::thread::unshare(rustix::thread::UnshareFlags::NEWPID).map_err(|e| {
-        std::io::Error::other(format!(
-            "cannot create a PID namespace (unshare: {e}); it takes CAP_SYS_ADMIN (root)"
-        ))
-    })
+    rustix::thread::unshare(rustix::thread::UnshareFlags::NEWPID)
+        .map_err(|e| std::io::Error::other(format!("unshare: {e}")))
 }
 
 /// The shim proper (regent's child).
@@ -235,7 +232,9 @@ fn shim(args: &ShimArgs) -> std::io::Result<u8> {
             hold(args)
         }
         Err(why) if args.pid_namespace == PidNamespace::Always => {
-            warn_user!("regent: {why}; not starting the command (--pid-namespace always)");
+            warn_user!(
+                "regent: cannot create a PID namespace ({why}); not starting the command (--pid-namespace always)"
+            );
             report("X");
             Ok(STOPPED_BY_SHIM)
         }
@@ -436,9 +435,11 @@ fn supervise(args: &ShimArgs, guard: Guard) -> std::io::Result<u8> {
         Stop::Deadline => warn_user!(
             "regent: no lease renewal reached the command's supervisor before the step-down deadline; stopped the command"
         ),
-        Stop::ParentGone | Stop::Signal => {
-            warn_user!("regent: regent went away; stopped the command")
+        Stop::ParentGone => warn_user!("regent: regent went away; stopped the command"),
+        Stop::Signal if guard == Guard::Namespace => {
+            warn_user!("regent: the command's supervisor went away; stopped the command")
         }
+        Stop::Signal => warn_user!("regent: regent went away; stopped the command"),
         Stop::Asked => {}
     }
     Ok(STOPPED_BY_SHIM)

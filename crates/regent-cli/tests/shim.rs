@@ -531,3 +531,64 @@ fn pid_namespace_never_runs_the_command_with_its_host_pid() {
         );
     }
 }
+
+/// Without the privilege (here: regent run as `nobody` through `setpriv`),
+/// `--pid-namespace auto` says so once — not at every term — and runs the
+/// command anyway; `always` is a usage error (exit 2) naming the flag
+/// before any campaign.
+#[test]
+fn without_the_privilege_auto_says_so_once_and_always_refuses() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(
+        dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    )
+    .unwrap();
+    let store = format!("sqlite:{}", dir.path().join("e.db").display());
+    let unprivileged = |args: &[&str]| {
+        let mut cmd = std::process::Command::new("timeout");
+        cmd.arg("30");
+        if rustix::process::geteuid().is_root() {
+            cmd.args([
+                "setpriv",
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+            ]);
+        }
+        let out = cmd
+            .arg(REGENT)
+            .args(["run", "--store", &store, "--election", "e", "--ttl", "2s"])
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+
+    let (code, stderr) = unprivileged(&["--pid-namespace", "always", "--", "true"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--pid-namespace always: cannot create a PID namespace"),
+        "{stderr}"
+    );
+
+    // Two terms: the first fails, the second succeeds.
+    let marker = dir.path().join("tried");
+    let script = format!(
+        "test -e '{m}' || {{ touch '{m}'; exit 1; }}",
+        m = marker.display()
+    );
+    let (code, stderr) = unprivileged(&["--restart", "on-failure", "--", "sh", "-c", &script]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(
+        stderr
+            .matches("the command runs without a PID namespace of its own")
+            .count(),
+        1,
+        "{stderr}"
+    );
+}

@@ -487,6 +487,9 @@ impl Reports {
 /// Stops every child regent still has once a term's shim is gone — the
 /// term's orphans, see [`Reports`] — giving them `grace` after SIGTERM.
 async fn sweep(grace: Duration) {
+    // An orphan that already exited (a killed shim's init) is a zombie
+    // child of regent's now: reap it. The shim itself has been waited for.
+    let _ = crate::tree::reap(None);
     if crate::tree::children().is_empty() {
         return;
     }

@@ -74,12 +74,21 @@ pub(crate) enum Command {
     /// file), inject failures and show every failover.
     #[command(after_help = after_help())]
     Demo(DemoArgs),
+    /// Run a fault campaign: candidates write to a fenced resource while a
+    /// seeded nemesis kills and stops leaders, their shims and commands,
+    /// followers and the store; then check that no stale leader's write got
+    /// through and that nothing outlived the campaign.
+    #[command(after_help = crate::torture::AFTER_HELP)]
+    Torture(crate::torture::TortureArgs),
     /// Internal: the process that owns CMD's process group.
     #[command(hide = true, name = "__shim")]
     Shim(crate::shim::ShimArgs),
     /// Internal: the demo's leader task.
     #[command(hide = true, name = "__demo-task")]
     DemoTask(crate::demo::TaskArgs),
+    /// Internal: the torture campaign's leader command.
+    #[command(hide = true, name = "__torture-writer")]
+    TortureWriter(crate::torture::writer::WriterArgs),
 }
 
 /// Where the election lives.

@@ -1,6 +1,7 @@
 //! `regent`: the sidecar CLI. `regent run -- CMD` runs CMD only while this
 //! instance leads; `status` and `watch` show the leader; `demo` shows
-//! failovers live on the embedded store. See `regent --help`.
+//! failovers live on the embedded store; `torture` runs a fault campaign
+//! against a fenced resource and reports violations. See `regent --help`.
 //!
 //! # Design notes (where this departs from ARCHITECTURE §6, and why)
 //!
@@ -79,6 +80,7 @@ mod run;
 mod shim;
 mod show;
 mod store;
+mod torture;
 mod tree;
 
 use std::process::ExitCode;
@@ -93,6 +95,7 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Shim(args) => return shim::main(args),
         Command::DemoTask(args) => return demo::task_main(args),
+        Command::TortureWriter(args) => return torture::writer::main(args),
         _ => {}
     }
     tracing_subscriber::fmt()
@@ -128,7 +131,10 @@ fn main() -> ExitCode {
             Command::Status(args) => show::status(args).await,
             Command::Watch(args) => show::watch(args).await,
             Command::Demo(args) => demo::demo(args).await,
-            Command::Shim(_) | Command::DemoTask(_) => unreachable!("handled above"),
+            Command::Torture(args) => torture::torture(args).await,
+            Command::Shim(_) | Command::DemoTask(_) | Command::TortureWriter(_) => {
+                unreachable!("handled above")
+            }
         }
     });
     match result {

@@ -1,0 +1,476 @@
+//! The campaign's verdict, from the fence's records and the nemesis's
+//! fault log alone (no IO): which writes an unfenced resource would have
+//! taken from an older term, whether terms began in token order, what
+//! outlived the campaign, and how long each kind of fault left the
+//! election without a working leader.
+//!
+//! # Rules
+//!
+//! * **stale-write**: a write the fence refused. A refused write is
+//!   expected only from a candidate whose whole tree (regent, shims, the
+//!   command, its jobs) the nemesis froze during that term (`stop-tree`),
+//!   from the freeze until `slack` after the thaw: a frozen process cannot
+//!   tell that its lease ran out, and the fence is what saves the resource.
+//!   Any other refused write is a violation: without the fence the resource
+//!   would have taken a write from an older term after a newer one began.
+//! * **token-regression**: terms (the first write of each token, taken or
+//!   not) ordered by time must carry strictly increasing tokens; a term
+//!   whose first write is an expected stale write is left out.
+//! * **shared-token**: one token used by two leader ids.
+//! * **write-after-exit**: a write received after every candidate exited.
+//! * **survivor**: a writer process alive after every candidate exited.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use serde::Serialize;
+
+use super::fence::{Role, Write};
+use super::nemesis::{Fault, FaultKind};
+
+/// A writer process found alive at the end.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct Survivor {
+    pub(crate) pid: i32,
+    pub(crate) argv: Vec<String>,
+}
+
+/// What the checker reads.
+pub(crate) struct Input<'a> {
+    pub(crate) writes: &'a [Write],
+    pub(crate) faults: &'a [Fault],
+    /// How long after a `stop-tree` thaw stale writes are still expected.
+    pub(crate) slack: Duration,
+    /// When the last candidate exited, CLOCK_MONOTONIC ns.
+    pub(crate) all_exited_ns: Option<u64>,
+    pub(crate) survivors: &'a [Survivor],
+}
+
+/// A broken rule, with its evidence. Times are CLOCK_MONOTONIC ns.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "rule", rename_all = "kebab-case")]
+pub(crate) enum Violation {
+    /// Writes refused by the fence from one process of one term.
+    StaleWrite {
+        id: String,
+        token: u64,
+        pid: i32,
+        role: Role,
+        count: u64,
+        first_ns: u64,
+        last_ns: u64,
+        /// The newer term the fence had already taken at the first one.
+        newer_id: String,
+        newer_token: u64,
+        newer_since_ns: u64,
+    },
+    /// A term began after a term with a larger token.
+    TokenRegression {
+        earlier_id: String,
+        earlier_token: u64,
+        earlier_ns: u64,
+        later_id: String,
+        later_token: u64,
+        later_ns: u64,
+    },
+    /// One token written by several leader ids.
+    SharedToken { token: u64, ids: Vec<String> },
+    /// Writes from one process after every candidate had exited.
+    WriteAfterExit {
+        id: String,
+        token: u64,
+        pid: i32,
+        role: Role,
+        count: u64,
+        first_ns: u64,
+        last_ns: u64,
+        all_exited_ns: u64,
+    },
+    /// A writer process alive after every candidate had exited (killed
+    /// then).
+    Survivor {
+        pid: i32,
+        argv: Vec<String>,
+        /// The id and token of its last write, if it wrote.
+        id: Option<String>,
+        token: Option<u64>,
+    },
+}
+
+/// Time from faults of one kind that hit the leader to the first accepted
+/// write of a newer term.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub(crate) struct Gaps {
+    /// Faults of this kind that found a leader.
+    pub(crate) faults: u64,
+    /// Of those, how many were followed by a newer term.
+    pub(crate) new_terms: u64,
+    pub(crate) median_ms: Option<f64>,
+    pub(crate) p90_ms: Option<f64>,
+    pub(crate) max_ms: Option<f64>,
+}
+
+/// The verdict.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub(crate) struct Findings {
+    pub(crate) accepted_writes: u64,
+    pub(crate) refused_writes: u64,
+    /// Refused writes from frozen trees (`stop-tree`): the fence at work.
+    pub(crate) expected_refused_writes: u64,
+    /// Distinct tokens written.
+    pub(crate) terms: u64,
+    /// Faults injected, per kind.
+    pub(crate) faults: BTreeMap<String, u64>,
+    /// Per fault kind that hits the leader.
+    pub(crate) gaps: BTreeMap<String, Gaps>,
+    pub(crate) violations: Vec<Violation>,
+}
+
+/// Whether a refused write `w` came from a tree frozen in its term.
+fn expected(w: &Write, faults: &[Fault], slack_ns: u64) -> bool {
+    faults.iter().any(|f| {
+        f.kind == FaultKind::StopTree
+            && f.leader_id.as_deref() == Some(w.id.as_str())
+            && f.leader_token == Some(w.token)
+            && f.at_ns <= w.at_ns
+            && w.at_ns <= f.end_ns.saturating_add(slack_ns)
+    })
+}
+
+pub(crate) fn check(input: &Input<'_>) -> Findings {
+    let slack_ns = u64::try_from(input.slack.as_nanos()).unwrap_or(u64::MAX);
+    let mut out = Findings::default();
+    let mut writes: Vec<&Write> = input.writes.iter().collect();
+    writes.sort_by_key(|w| w.at_ns);
+
+    // Stale writes, grouped per (id, token, pid).
+    let mut stale: BTreeMap<(String, u64, i32), Violation> = BTreeMap::new();
+    let mut expected_first: BTreeSet<u64> = BTreeSet::new();
+    let mut best: Option<&Write> = None;
+    // Term starts: token -> (first write, ids).
+    let mut terms: BTreeMap<u64, (&Write, BTreeSet<&str>)> = BTreeMap::new();
+    for w in &writes {
+        let is_first = !terms.contains_key(&w.token);
+        terms
+            .entry(w.token)
+            .or_insert_with(|| (w, BTreeSet::new()))
+            .1
+            .insert(w.id.as_str());
+        if w.accepted {
+            out.accepted_writes += 1;
+            if best.is_none_or(|b| w.token > b.token) {
+                best = Some(w);
+            }
+            continue;
+        }
+        out.refused_writes += 1;
+        if expected(w, input.faults, slack_ns) {
+            out.expected_refused_writes += 1;
+            if is_first {
+                expected_first.insert(w.token);
+            }
+            continue;
+        }
+        let newer = best.map_or((String::new(), 0, 0), |b| (b.id.clone(), b.token, b.at_ns));
+        stale
+            .entry((w.id.clone(), w.token, w.pid))
+            .and_modify(|v| {
+                if let Violation::StaleWrite { count, last_ns, .. } = v {
+                    *count += 1;
+                    *last_ns = w.at_ns;
+                }
+            })
+            .or_insert_with(|| Violation::StaleWrite {
+                id: w.id.clone(),
+                token: w.token,
+                pid: w.pid,
+                role: w.role,
+                count: 1,
+                first_ns: w.at_ns,
+                last_ns: w.at_ns,
+                newer_id: newer.0,
+                newer_token: newer.1,
+                newer_since_ns: newer.2,
+            });
+    }
+    out.terms = terms.len() as u64;
+    out.violations.extend(stale.into_values());
+
+    // Term starts in time order must carry growing tokens.
+    let mut starts: Vec<&Write> = terms
+        .iter()
+        .filter(|(t, _)| !expected_first.contains(t))
+        .map(|(_, (w, _))| *w)
+        .collect();
+    starts.sort_by_key(|w| (w.at_ns, w.token));
+    for pair in starts.windows(2) {
+        if pair[1].token <= pair[0].token {
+            out.violations.push(Violation::TokenRegression {
+                earlier_id: pair[0].id.clone(),
+                earlier_token: pair[0].token,
+                earlier_ns: pair[0].at_ns,
+                later_id: pair[1].id.clone(),
+                later_token: pair[1].token,
+                later_ns: pair[1].at_ns,
+            });
+        }
+    }
+    for (token, (_, ids)) in &terms {
+        if ids.len() > 1 {
+            out.violations.push(Violation::SharedToken {
+                token: *token,
+                ids: ids.iter().map(|s| (*s).to_owned()).collect(),
+            });
+        }
+    }
+
+    // Writes after every candidate exited.
+    if let Some(end) = input.all_exited_ns {
+        let mut late: BTreeMap<(String, u64, i32), Violation> = BTreeMap::new();
+        for w in writes.iter().filter(|w| w.at_ns > end) {
+            late.entry((w.id.clone(), w.token, w.pid))
+                .and_modify(|v| {
+                    if let Violation::WriteAfterExit { count, last_ns, .. } = v {
+                        *count += 1;
+                        *last_ns = w.at_ns;
+                    }
+                })
+                .or_insert_with(|| Violation::WriteAfterExit {
+                    id: w.id.clone(),
+                    token: w.token,
+                    pid: w.pid,
+                    role: w.role,
+                    count: 1,
+                    first_ns: w.at_ns,
+                    last_ns: w.at_ns,
+                    all_exited_ns: end,
+                });
+        }
+        out.violations.extend(late.into_values());
+    }
+    for s in input.survivors {
+        let last = writes.iter().rev().find(|w| w.pid == s.pid);
+        out.violations.push(Violation::Survivor {
+            pid: s.pid,
+            argv: s.argv.clone(),
+            id: last.map(|w| w.id.clone()),
+            token: last.map(|w| w.token),
+        });
+    }
+
+    // Faults per kind, and the leaderless gaps of those that hit a leader.
+    let mut gaps: BTreeMap<&str, Vec<Option<u64>>> = BTreeMap::new();
+    for f in input.faults {
+        *out.faults.entry(f.kind.name().to_owned()).or_default() += 1;
+        if let Some(token) = f.leader_token {
+            let next = writes
+                .iter()
+                .find(|w| w.accepted && w.token > token && w.at_ns >= f.at_ns)
+                .map(|w| w.at_ns - f.at_ns);
+            gaps.entry(f.kind.name()).or_default().push(next);
+        }
+    }
+    for (kind, list) in gaps {
+        let mut ms: Vec<f64> = list.iter().flatten().map(|&ns| ns as f64 / 1e6).collect();
+        ms.sort_by(f64::total_cmp);
+        out.gaps.insert(
+            kind.to_owned(),
+            Gaps {
+                faults: list.len() as u64,
+                new_terms: ms.len() as u64,
+                median_ms: percentile(&ms, 0.5),
+                p90_ms: percentile(&ms, 0.9),
+                max_ms: ms.last().copied(),
+            },
+        );
+    }
+    out
+}
+
+/// The nearest-rank percentile of sorted values.
+fn percentile(sorted: &[f64], p: f64) -> Option<f64> {
+    if sorted.is_empty() {
+        return None;
+    }
+    let rank = (p * sorted.len() as f64).ceil() as usize;
+    sorted.get(rank.clamp(1, sorted.len()) - 1).copied()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const S: u64 = 1_000_000_000;
+
+    fn w(at_s: f64, token: u64, id: &str, pid: i32, accepted: bool) -> Write {
+        Write {
+            at_ns: (at_s * S as f64) as u64,
+            token,
+            id: id.into(),
+            pid,
+            role: Role::Cmd,
+            seq: 0,
+            accepted,
+        }
+    }
+
+    fn fault(kind: FaultKind, at_s: u64, end_s: u64, leader: Option<(&str, u64)>) -> Fault {
+        Fault {
+            kind,
+            at_ns: at_s * S,
+            end_ns: end_s * S,
+            leader_id: leader.map(|(id, _)| id.to_owned()),
+            leader_token: leader.map(|(_, t)| t),
+            target: leader.map(|(id, _)| id.to_owned()),
+            pids: vec![],
+            detail: String::new(),
+        }
+    }
+
+    fn run(writes: &[Write], faults: &[Fault]) -> Findings {
+        check(&Input {
+            writes,
+            faults,
+            slack: Duration::from_secs(2),
+            all_exited_ns: None,
+            survivors: &[],
+        })
+    }
+
+    #[test]
+    fn nothing_recorded_is_fine() {
+        let f = run(&[], &[]);
+        assert!(f.violations.is_empty());
+        assert_eq!(f.accepted_writes, 0);
+        assert_eq!(f.terms, 0);
+        assert!(f.gaps.is_empty());
+    }
+
+    /// A write from token 1 after token 2 began, the tree of token 1 never
+    /// frozen: an unfenced resource would have taken it.
+    #[test]
+    fn stale_write_outside_a_tree_pause_is_a_violation() {
+        let writes = [
+            w(1.0, 1, "a", 10, true),
+            w(3.0, 2, "b", 20, true),
+            w(3.1, 1, "a", 10, false),
+            w(3.2, 1, "a", 10, false),
+        ];
+        // A pause of `a` alone, and a tree pause of `a` in another term,
+        // do not excuse it.
+        let faults = [
+            fault(FaultKind::StopLeader, 2, 4, Some(("a", 1))),
+            fault(FaultKind::StopTree, 5, 6, Some(("a", 1))),
+            fault(FaultKind::StopTree, 2, 4, Some(("a", 0))),
+        ];
+        let f = run(&writes, &faults);
+        assert_eq!(
+            f.violations,
+            [Violation::StaleWrite {
+                id: "a".into(),
+                token: 1,
+                pid: 10,
+                role: Role::Cmd,
+                count: 2,
+                first_ns: 3_100_000_000,
+                last_ns: 3_200_000_000,
+                newer_id: "b".into(),
+                newer_token: 2,
+                newer_since_ns: 3 * S,
+            }]
+        );
+        assert_eq!(f.refused_writes, 2);
+        assert_eq!(f.expected_refused_writes, 0);
+    }
+
+    #[test]
+    fn stale_write_inside_a_tree_pause_is_expected() {
+        let writes = [
+            w(1.0, 1, "a", 10, true),
+            w(3.0, 2, "b", 20, true),
+            w(4.05, 1, "a", 10, false),
+            w(4.1, 2, "b", 20, true),
+        ];
+        let faults = [fault(FaultKind::StopTree, 2, 4, Some(("a", 1)))];
+        let f = run(&writes, &faults);
+        assert!(f.violations.is_empty(), "{:?}", f.violations);
+        assert_eq!(f.expected_refused_writes, 1);
+        // ...but not long after the thaw.
+        let late = [
+            w(1.0, 1, "a", 10, true),
+            w(3.0, 2, "b", 20, true),
+            w(9.0, 1, "a", 10, false),
+        ];
+        assert_eq!(run(&late, &faults).violations.len(), 1);
+    }
+
+    #[test]
+    fn token_regression_and_shared_token_are_violations() {
+        let writes = [
+            w(1.0, 5, "a", 10, true),
+            w(2.0, 4, "b", 20, false),
+            w(3.0, 6, "c", 30, true),
+            w(4.0, 6, "d", 40, true),
+        ];
+        let f = run(&writes, &[]);
+        assert!(f.violations.contains(&Violation::TokenRegression {
+            earlier_id: "a".into(),
+            earlier_token: 5,
+            earlier_ns: S,
+            later_id: "b".into(),
+            later_token: 4,
+            later_ns: 2 * S,
+        }));
+        assert!(f.violations.contains(&Violation::SharedToken {
+            token: 6,
+            ids: vec!["c".into(), "d".into()],
+        }));
+    }
+
+    #[test]
+    fn late_writes_and_survivors_are_violations() {
+        let writes = [w(1.0, 1, "a", 10, true), w(9.0, 1, "a", 11, true)];
+        let survivors = [Survivor {
+            pid: 11,
+            argv: vec!["regent".into(), "__torture-writer".into()],
+        }];
+        let f = check(&Input {
+            writes: &writes,
+            faults: &[],
+            slack: Duration::from_secs(2),
+            all_exited_ns: Some(5 * S),
+            survivors: &survivors,
+        });
+        assert_eq!(f.violations.len(), 2, "{:?}", f.violations);
+        assert!(matches!(
+            &f.violations[1],
+            Violation::Survivor {
+                pid: 11,
+                token: Some(1),
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn gaps_per_kind_run_from_the_fault_to_the_next_term() {
+        let writes = [
+            w(1.0, 1, "a", 10, true),
+            w(3.5, 2, "b", 20, true),
+            w(7.0, 3, "c", 30, true),
+        ];
+        let faults = [
+            fault(FaultKind::KillLeader, 2, 2, Some(("a", 1))),
+            fault(FaultKind::KillLeader, 5, 5, Some(("b", 2))),
+            fault(FaultKind::KillLeader, 8, 8, Some(("c", 3))),
+            fault(FaultKind::KillFollower, 6, 6, None),
+        ];
+        let f = run(&writes, &faults);
+        let g = &f.gaps["kill-leader"];
+        assert_eq!((g.faults, g.new_terms), (3, 2));
+        assert_eq!(g.median_ms, Some(1500.0));
+        assert_eq!(g.max_ms, Some(2000.0));
+        assert_eq!(f.faults["kill-follower"], 1);
+        assert!(!f.gaps.contains_key("kill-follower"));
+    }
+}

@@ -1,0 +1,825 @@
+//! `regent torture`: a fault campaign. N `regent run` candidates on one
+//! store each run a writer ([`writer`]) against a fenced resource
+//! ([`fence`]) served by this process, while a seeded nemesis
+//! ([`nemesis`]) injects one fault every 0.5–3 s: kills, terminations and
+//! stops of the leader, of its whole process tree, of its shim or its
+//! command, of followers, and of the store's own process where torture
+//! started it (`--store-command`) or was told its pid (`--store-pid`).
+//! Killed candidates are replaced, so N stay alive.
+//!
+//! At the end every candidate is stopped (SIGTERM, then SIGKILL), the fence
+//! listens two ttls more, and the [`checker`] judges the records: stale
+//! writes the fence refused (expected only from a frozen tree), token
+//! regressions, tokens shared by two ids, writes and writer processes that
+//! outlived the campaign; and it measures the leaderless gap each kind of
+//! fault caused. A table goes to stdout and a JSON report to `--report`.
+//!
+//! The seed is printed at the start and kept in the report. `--seed`
+//! replays the same choices (kinds, pauses, targets among followers), but
+//! not the same timing: which candidate leads when a fault falls depends on
+//! the scheduler and the store.
+//!
+//! Exit codes: 0 no violation; 4 at least one violation; 2 usage errors;
+//! 1 runtime failure (no leader ever, a fence that cannot listen, a
+//! report that cannot be written).
+
+mod checker;
+mod fence;
+mod nemesis;
+mod procfs;
+mod proxy;
+pub(crate) mod writer;
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use clap::Args;
+use rustix::process::{Pid, Signal};
+use serde::Serialize;
+use tokio::process::{Child, Command};
+use tokio::time::Instant;
+
+use self::checker::{Findings, Survivor, Violation};
+use self::fence::Shared;
+use self::nemesis::{Fault, FaultKind, FaultList, parse_faults};
+use crate::cli::{StoreArgs, StoreFlags, parse_duration};
+use crate::clock::mono_ns;
+use crate::error::CliError;
+use crate::store;
+
+/// How often exited candidates are looked for between faults.
+const REAP_EVERY: Duration = Duration::from_millis(100);
+
+/// Exit code when the campaign found a violation.
+pub(crate) const EXIT_VIOLATION: u8 = 4;
+
+/// The exit codes, for `regent torture --help`.
+pub(crate) const AFTER_HELP: &str = "Faults (--faults, comma-separated; default: all that apply):
+  kill-leader            SIGKILL the leading regent
+  term-leader            SIGTERM the leading regent
+  stop-leader            SIGSTOP the leading regent alone for 1-3 ttl, then SIGCONT
+  stop-tree              SIGSTOP the leader's whole tree (regent, shims, command,
+                         jobs) for 1.5-3 ttl, then SIGCONT
+  kill-shim              SIGKILL the leader's shim
+  stop-leader-kill-shim  SIGSTOP the leading regent, SIGKILL its shim 0.5s (at most
+                         ttl/4) later, then after 2 ttl SIGCONT or SIGKILL the
+                         regent (seeded)
+  kill-cmd               SIGKILL the leader's command (not its background job)
+  kill-follower          SIGKILL a candidate that does not lead
+  store-stop             SIGSTOP the store for 1-3 ttl (--store-command or --store-pid)
+  store-kill             SIGKILL the store, restart it after 1s (--store-command)
+  store-cut              hold the leader's store traffic for 1-3 ttl (a proxy per
+                         candidate; the --store URL's endpoints need explicit ports)
+  store-delay            delay the leader's store traffic by 1/4-1 ttl per chunk for
+                         1-3 ttl (proxies, as store-cut)
+
+Examples:
+  regent torture --duration 5m
+  regent torture --candidates 3 --ttl 1s --faults kill-leader,stop-tree --seed 42
+
+Exit codes:
+  0  the campaign ended with no violation
+  1  runtime failure (no candidate ever led, the fence could not listen, the
+     report could not be written)
+  2  usage or configuration error; the message names the flag and the rule
+  4  at least one violation; the table and the report give the evidence";
+
+#[derive(Debug, Args)]
+pub(crate) struct TortureArgs {
+    /// Store URL (default: a fresh SQLite file in a temporary directory).
+    #[arg(long, value_name = "URL")]
+    pub(crate) store: Option<String>,
+    /// Election name.
+    #[arg(long, value_name = "NAME", default_value = "torture")]
+    pub(crate) election: String,
+    #[command(flatten)]
+    pub(crate) options: StoreFlags,
+    /// How many candidates to keep alive (2-20).
+    #[arg(long, value_name = "N", default_value_t = 5,
+          value_parser = clap::value_parser!(u8).range(2..=20))]
+    pub(crate) candidates: u8,
+    /// Lease ttl of the candidates.
+    #[arg(long, default_value = "2s", value_parser = parse_duration)]
+    pub(crate) ttl: Duration,
+    /// How long to inject faults.
+    #[arg(long, default_value = "10m", value_parser = parse_duration)]
+    pub(crate) duration: Duration,
+    /// Fault kinds to inject, comma-separated (see below).
+    #[arg(long, value_name = "LIST", value_parser = parse_faults)]
+    pub(crate) faults: Option<FaultList>,
+    /// Seed of the nemesis (default: random; printed, and kept in the report).
+    #[arg(long, value_name = "S")]
+    pub(crate) seed: Option<u64>,
+    /// Where to write the JSON report.
+    #[arg(long, value_name = "FILE", default_value = "torture-report.json")]
+    pub(crate) report: PathBuf,
+    /// Start the store with `sh -c CMD` (in its own process group), wait
+    /// until it answers, and allow store-stop and store-kill. Needs --store.
+    #[arg(long, value_name = "CMD", conflicts_with = "store_pid")]
+    pub(crate) store_command: Option<String>,
+    /// The pid of a store started by someone else: allows store-stop.
+    #[arg(long, value_name = "PID")]
+    pub(crate) store_pid: Option<i32>,
+}
+
+/// A candidate: one `regent run` in its own process group.
+struct Candidate {
+    id: String,
+    pid: i32,
+    child: Child,
+    /// Its proxies to the store's endpoints (`store-cut`, `store-delay`).
+    proxies: Vec<proxy::Proxy>,
+}
+
+/// The store's process, when torture may signal it.
+enum StoreProcess {
+    /// Started by torture: `sh -c CMD`, leading its own process group.
+    Ours {
+        command: String,
+        child: Child,
+        pid: i32,
+    },
+    /// Started by someone else.
+    Theirs { pid: i32 },
+}
+
+impl StoreProcess {
+    fn spawn(command: &str, dir: &Path) -> Result<Self, CliError> {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(dir.join("store.log"))
+            .map_err(|e| CliError::failure(format!("store log: {e}")))?;
+        let err = log
+            .try_clone()
+            .map_err(|e| CliError::failure(format!("store log: {e}")))?;
+        let child = Command::new("sh")
+            .arg("-c")
+            .arg(command)
+            .stdin(Stdio::null())
+            .stdout(log)
+            .stderr(err)
+            .process_group(0)
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| CliError::failure(format!("--store-command: cannot start sh: {e}")))?;
+        let pid = child
+            .id()
+            .and_then(|p| i32::try_from(p).ok())
+            .ok_or_else(|| CliError::failure("--store-command exited at once"))?;
+        Ok(Self::Ours {
+            command: command.to_owned(),
+            child,
+            pid,
+        })
+    }
+
+    fn pid(&self) -> i32 {
+        match self {
+            Self::Ours { pid, .. } | Self::Theirs { pid } => *pid,
+        }
+    }
+
+    /// Signals our store's whole group (the shell and what it started), or
+    /// their store's process.
+    fn signal(&self, sig: Signal) {
+        match self {
+            Self::Ours { pid, .. } => {
+                if let Some(p) = Pid::from_raw(*pid) {
+                    let _ = rustix::process::kill_process_group(p, sig);
+                }
+            }
+            Self::Theirs { pid } => {
+                procfs::signal(*pid, sig);
+            }
+        }
+    }
+
+    /// SIGKILLs our store, waits a second, starts it again; the new pid.
+    async fn kill_and_restart(&mut self, dir: &Path) -> Result<i32, CliError> {
+        self.signal(Signal::KILL);
+        if let Self::Ours { child, command, .. } = self {
+            let _ = child.wait().await;
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            let command = command.clone();
+            *self = Self::spawn(&command, dir)?;
+        }
+        Ok(self.pid())
+    }
+
+    /// Stops our store (SIGTERM, 5 s, SIGKILL); theirs is left alone but
+    /// thawed.
+    async fn stop(self) {
+        self.signal(Signal::CONT);
+        if let Self::Ours { mut child, pid, .. } = self {
+            if let Some(p) = Pid::from_raw(pid) {
+                let _ = rustix::process::kill_process_group(p, Signal::TERM);
+            }
+            if tokio::time::timeout(Duration::from_secs(5), child.wait())
+                .await
+                .is_err()
+                && let Some(p) = Pid::from_raw(pid)
+            {
+                let _ = rustix::process::kill_process_group(p, Signal::KILL);
+                let _ = child.wait().await;
+            }
+        }
+    }
+}
+
+/// A campaign under way.
+struct Campaign {
+    exe: PathBuf,
+    dir: PathBuf,
+    url: String,
+    election: String,
+    store_args: Vec<OsString>,
+    ttl: Duration,
+    fence: Shared,
+    fence_addr: std::net::SocketAddr,
+    /// Unique to this campaign: its writers carry it in their arguments.
+    campaign_id: String,
+    candidates: Vec<Candidate>,
+    /// The number in the last candidate id given.
+    last_number: usize,
+    store_process: Option<StoreProcess>,
+    /// The store URL split around its endpoints, when candidates talk to
+    /// the store through proxies.
+    proxied: Option<(String, Vec<String>, String)>,
+    rng: fastrand::Rng,
+    started: Instant,
+    /// CLOCK_MONOTONIC ns at the start: the origin of printed times.
+    started_ns: u64,
+}
+
+impl Campaign {
+    fn say(&self, what: &str) {
+        self.say_at(mono_ns(), what);
+    }
+
+    /// A line stamped with `at_ns`'s time since the start.
+    fn say_at(&self, at_ns: u64, what: &str) {
+        say!("[{:>7.2}s] {what}", secs_since(at_ns, self.started_ns));
+    }
+
+    /// Starts one more candidate, `torture-K` with the next K.
+    fn spawn(&mut self) -> Result<(), CliError> {
+        self.last_number += 1;
+        let id = format!("torture-{}", self.last_number);
+        let mut proxies = Vec::new();
+        let url = match &self.proxied {
+            Some((before, endpoints, after)) => {
+                let mut local = Vec::new();
+                for e in endpoints {
+                    let p = proxy::Proxy::start(e.clone())
+                        .map_err(|e| CliError::failure(format!("store proxy: {e}")))?;
+                    local.push(p.addr.to_string());
+                    proxies.push(p);
+                }
+                format!("{before}{}{after}", local.join(","))
+            }
+            None => self.url.clone(),
+        };
+        let log = std::fs::File::create(self.dir.join(format!("{id}.log")))
+            .map_err(|e| CliError::failure(format!("candidate log: {e}")))?;
+        let err = log
+            .try_clone()
+            .map_err(|e| CliError::failure(format!("candidate log: {e}")))?;
+        let child = Command::new(&self.exe)
+            .args(["run", "--store", &url, "--election", &self.election])
+            .args(["--id", &id])
+            .args(&self.store_args)
+            .arg("--ttl")
+            .arg(format!("{}ms", self.ttl.as_millis()))
+            .arg("--")
+            .arg(&self.exe)
+            .arg(writer::MODE)
+            .arg("--fence")
+            .arg(self.fence_addr.to_string())
+            .arg("--campaign")
+            .arg(&self.campaign_id)
+            .env(
+                "REGENT_LOG",
+                std::env::var_os("REGENT_LOG").unwrap_or_else(|| "info".into()),
+            )
+            .stdin(Stdio::null())
+            .stdout(log)
+            .stderr(err)
+            .process_group(0)
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| CliError::failure(format!("cannot start candidate {id}: {e}")))?;
+        let pid = child.id().and_then(|p| i32::try_from(p).ok()).unwrap_or(0);
+        self.candidates.push(Candidate {
+            id,
+            pid,
+            child,
+            proxies,
+        });
+        Ok(())
+    }
+
+    /// Reaps candidates that exited; returns them with their status.
+    fn reap(&mut self) -> Vec<(String, std::process::ExitStatus)> {
+        let mut gone = Vec::new();
+        self.candidates.retain_mut(|c| match c.child.try_wait() {
+            Ok(Some(status)) => {
+                gone.push((c.id.clone(), status));
+                false
+            }
+            _ => true,
+        });
+        gone
+    }
+
+    /// Replaces every candidate that exited.
+    fn replenish(&mut self, n: usize) -> Result<(), CliError> {
+        for (id, status) in self.reap() {
+            self.say(&format!("   {id} exited ({status}); replaced"));
+        }
+        while self.candidates.len() < n {
+            self.spawn()?;
+        }
+        Ok(())
+    }
+
+    fn log_tail(&self, id: &str) -> String {
+        let text = std::fs::read_to_string(self.dir.join(format!("{id}.log"))).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(10)..].join("\n")
+    }
+
+    /// Waits for the first accepted write; a candidate that exits first is
+    /// an error carrying its log (exit 2 if it exited 2: a bad flag).
+    async fn first_leader(&mut self) -> Result<(), CliError> {
+        let until = Instant::now() + self.ttl * 4 + Duration::from_secs(20);
+        loop {
+            if fence::lock(&self.fence).writes().iter().any(|w| w.accepted) {
+                return Ok(());
+            }
+            if let Some((id, status)) = self.reap().into_iter().next() {
+                let message = format!(
+                    "candidate {id} exited before any led ({status}):\n{}",
+                    self.log_tail(&id)
+                );
+                return Err(if status.code() == Some(2) {
+                    CliError::usage(message)
+                } else {
+                    CliError::failure(message)
+                });
+            }
+            if Instant::now() >= until {
+                let first = self.candidates.first().map(|c| c.id.clone());
+                return Err(CliError::failure(format!(
+                    "no candidate wrote to the fence within {:?}; {}:\n{}",
+                    until.duration_since(self.started),
+                    first.as_deref().unwrap_or("-"),
+                    first
+                        .as_ref()
+                        .map(|id| self.log_tail(id))
+                        .unwrap_or_default()
+                )));
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// SIGCONT and SIGTERM to every candidate; SIGKILL to those still
+    /// running after `within`. Returns when all have exited.
+    async fn stop_all(&mut self, within: Duration) {
+        for c in &self.candidates {
+            for p in std::iter::once(c.pid).chain(procfs::descendants(c.pid)) {
+                procfs::signal(p, Signal::CONT);
+            }
+            procfs::signal(c.pid, Signal::TERM);
+        }
+        let until = Instant::now() + within;
+        for c in &mut self.candidates {
+            if tokio::time::timeout_at(until, c.child.wait())
+                .await
+                .is_err()
+            {
+                warn_user!("regent torture: {} did not stop in time; SIGKILL", c.id);
+                let _ = c.child.start_kill();
+                let _ = c.child.wait().await;
+            }
+        }
+        self.candidates.clear();
+    }
+
+    /// This campaign's writer processes still alive.
+    fn writers_alive(&self) -> Vec<Survivor> {
+        procfs::pids()
+            .into_iter()
+            .filter(|&p| procfs::alive(p) && procfs::is_mode(p, writer::MODE))
+            .filter_map(|pid| {
+                let argv = procfs::argv(pid);
+                argv.windows(2)
+                    .any(|w| w[0] == "--campaign" && w[1] == self.campaign_id)
+                    .then_some(Survivor { pid, argv })
+            })
+            .collect()
+    }
+}
+
+/// The parameters, as the report keeps them.
+#[derive(Debug, Serialize)]
+struct Parameters {
+    store: String,
+    election: String,
+    candidates: u8,
+    ttl_ms: u128,
+    duration_ms: u128,
+    faults: Vec<FaultKind>,
+    store_command: Option<String>,
+    store_pid: Option<i32>,
+}
+
+#[derive(Debug, Serialize)]
+struct Report<'a> {
+    seed: u64,
+    campaign: &'a str,
+    parameters: Parameters,
+    /// CLOCK_MONOTONIC ns when the campaign started; every `*_ns` is on
+    /// this clock.
+    started_ns: u64,
+    ended_ns: u64,
+    candidates_started: usize,
+    /// Request lines the fence could not parse.
+    garbage_lines: u64,
+    ok: bool,
+    #[serde(flatten)]
+    findings: &'a Findings,
+    fault_log: &'a [Fault],
+}
+
+pub(crate) async fn torture(args: TortureArgs) -> Result<u8, CliError> {
+    let has_process = args.store_command.is_some() || args.store_pid.is_some();
+    let proxiable = args.store.as_deref().and_then(proxy::split_url);
+    let kinds: Vec<FaultKind> = match &args.faults {
+        Some(FaultList(kinds)) => {
+            for k in kinds {
+                if k.needs_proxies() && proxiable.is_none() {
+                    return Err(CliError::usage(format!(
+                        "--faults {k}: needs a --store URL of the form scheme://HOST:PORT[,HOST:PORT]… \
+                         (explicit ports) to put a proxy between each candidate and the store; a \
+                         file store such as the default SQLite file has no connection to {}",
+                        if *k == FaultKind::StoreCut {
+                            "cut"
+                        } else {
+                            "delay"
+                        }
+                    )));
+                }
+                if !k.offered(has_process, args.store_command.is_some(), true) {
+                    return Err(CliError::usage(format!(
+                        "--faults {k}: needs {}; a store without a server process (such as the \
+                         default SQLite file) cannot be {}",
+                        if *k == FaultKind::StoreKill {
+                            "--store-command (torture restarts the store)"
+                        } else {
+                            "--store-command or --store-pid"
+                        },
+                        if *k == FaultKind::StoreKill {
+                            "killed"
+                        } else {
+                            "stopped"
+                        }
+                    )));
+                }
+            }
+            kinds.clone()
+        }
+        None => FaultKind::ALL
+            .into_iter()
+            .filter(|k| {
+                k.offered(
+                    has_process,
+                    args.store_command.is_some(),
+                    proxiable.is_some(),
+                )
+            })
+            .collect(),
+    };
+    if args.store_command.is_some() && args.store.is_none() {
+        return Err(CliError::usage(
+            "--store-command needs --store: the URL of the store the command starts",
+        ));
+    }
+    if let Some(pid) = args.store_pid
+        && !procfs::alive(pid)
+    {
+        return Err(CliError::usage(format!(
+            "--store-pid {pid}: no such process"
+        )));
+    }
+    if args.ttl.is_zero() {
+        return Err(CliError::usage("--ttl must be above zero"));
+    }
+    let seed = args.seed.unwrap_or_else(|| fastrand::u64(..));
+    let tmp = tempfile::Builder::new()
+        .prefix("regent-torture-")
+        .tempdir()
+        .map_err(|e| CliError::failure(format!("temporary directory: {e}")))?;
+    let url = args
+        .store
+        .clone()
+        .unwrap_or_else(|| format!("sqlite:{}", tmp.path().join("torture.db").display()));
+    let store_args = StoreArgs {
+        store: Some(url.clone()),
+        election: args.election.clone(),
+        options: args.options.clone(),
+    };
+    let election = store::election(&store_args)?;
+    let target = store::target(&store_args)?;
+    let mut store_process = match (&args.store_command, args.store_pid) {
+        (Some(command), _) => Some(StoreProcess::spawn(command, tmp.path())?),
+        (None, Some(pid)) => Some(StoreProcess::Theirs { pid }),
+        (None, None) => None,
+    };
+    // Answers (the open retries while it starts), and the flags are right.
+    match store::open(&target, &election, None).await {
+        Ok(store) => drop(store),
+        Err(e) => {
+            if let Some(p) = store_process.take() {
+                p.stop().await;
+            }
+            return Err(e);
+        }
+    }
+    let server = fence::Server::start()
+        .await
+        .map_err(|e| CliError::failure(format!("the fence cannot listen: {e}")))?;
+    let mut campaign = Campaign {
+        exe: crate::run::own_exe()?,
+        dir: tmp.path().to_owned(),
+        url,
+        election: election.to_string(),
+        store_args: args.options.to_args(),
+        ttl: args.ttl,
+        fence: server.fence.clone(),
+        fence_addr: server.addr,
+        campaign_id: format!("{}-{}", std::process::id(), server.addr.port()),
+        candidates: Vec::new(),
+        last_number: 0,
+        store_process,
+        proxied: proxiable.filter(|_| kinds.iter().any(|k| k.needs_proxies())),
+        rng: fastrand::Rng::with_seed(seed),
+        started: Instant::now(),
+        started_ns: mono_ns(),
+    };
+    let started_ns = campaign.started_ns;
+    let names: Vec<&str> = kinds.iter().map(|k| k.name()).collect();
+    say!(
+        "regent torture: seed {seed}; {} candidates on {}, election '{}', ttl {:?}, faults for {:?}: {}",
+        args.candidates,
+        campaign.url,
+        campaign.election,
+        args.ttl,
+        args.duration,
+        names.join(",")
+    );
+    say!(
+        "fence on {}; candidate logs in {}",
+        server.addr,
+        tmp.path().display()
+    );
+    let n = usize::from(args.candidates);
+    let mut faults = Vec::new();
+    let run = async {
+        campaign.replenish(n)?;
+        campaign.first_leader().await?;
+        campaign.say("first leader writes; the nemesis starts");
+        nemesis_loop(&mut campaign, &kinds, n, args.duration, &mut faults).await
+    };
+    let outcome = run.await;
+
+    // Teardown: candidates, then a quiet time with the fence listening.
+    let stop_within = campaign.ttl * 3 + Duration::from_secs(5);
+    campaign.stop_all(stop_within).await;
+    let all_exited_ns = mono_ns();
+    tokio::time::sleep((campaign.ttl * 2).max(Duration::from_secs(1))).await;
+    let survivors = campaign.writers_alive();
+    for s in &survivors {
+        procfs::signal(s.pid, Signal::KILL);
+    }
+    if let Some(p) = campaign.store_process.take() {
+        p.stop().await;
+    }
+    server.stop().await;
+    outcome?;
+
+    let (writes, garbage) = {
+        let f = fence::lock(&campaign.fence);
+        (f.writes().to_vec(), f.garbage())
+    };
+    let findings = checker::check(&checker::Input {
+        writes: &writes,
+        faults: &faults,
+        slack: campaign.ttl * 2 + Duration::from_secs(1),
+        all_exited_ns: Some(all_exited_ns),
+        survivors: &survivors,
+    });
+    print_table(&findings, garbage, started_ns);
+    let ok = findings.violations.is_empty();
+    let report = Report {
+        seed,
+        campaign: &campaign.campaign_id,
+        parameters: Parameters {
+            store: campaign.url.clone(),
+            election: campaign.election.clone(),
+            candidates: args.candidates,
+            ttl_ms: args.ttl.as_millis(),
+            duration_ms: args.duration.as_millis(),
+            faults: kinds,
+            store_command: args.store_command.clone(),
+            store_pid: args.store_pid,
+        },
+        started_ns,
+        ended_ns: mono_ns(),
+        candidates_started: campaign.last_number,
+        garbage_lines: garbage,
+        ok,
+        findings: &findings,
+        fault_log: &faults,
+    };
+    let written = serde_json::to_vec_pretty(&report)
+        .map_err(|e| e.to_string())
+        .and_then(|json| std::fs::write(&args.report, json).map_err(|e| e.to_string()));
+    match &written {
+        Ok(()) => say!("report: {} (seed {seed})", args.report.display()),
+        Err(e) => warn_user!(
+            "regent torture: cannot write {}: {e}",
+            args.report.display()
+        ),
+    }
+    if !ok {
+        // The candidates' logs are evidence: keep them.
+        let kept = tmp.keep();
+        say!("candidate logs kept in {}", kept.display());
+        return Ok(EXIT_VIOLATION);
+    }
+    match written {
+        Ok(()) => Ok(0),
+        Err(e) => Err(CliError::failure(format!(
+            "cannot write the report {}: {e}",
+            args.report.display()
+        ))),
+    }
+}
+
+async fn nemesis_loop(
+    campaign: &mut Campaign,
+    kinds: &[FaultKind],
+    n: usize,
+    duration: Duration,
+    faults: &mut Vec<Fault>,
+) -> Result<(), CliError> {
+    let end = Instant::now() + duration;
+    let interrupt = tokio::signal::ctrl_c();
+    tokio::pin!(interrupt);
+    loop {
+        let wait = Duration::from_millis(campaign.rng.u64(500..=3000));
+        let next = (Instant::now() + wait).min(end);
+        // Replace exited candidates while waiting, not only at faults.
+        while Instant::now() < next {
+            tokio::select! {
+                _ = &mut interrupt => {
+                    campaign.say("interrupted: stopping the campaign");
+                    return Ok(());
+                }
+                () = tokio::time::sleep_until(next.min(Instant::now() + REAP_EVERY)) => {}
+            }
+            campaign.replenish(n)?;
+        }
+        if Instant::now() >= end {
+            return Ok(());
+        }
+        let kind = kinds[campaign.rng.usize(..kinds.len())];
+        match campaign.inject(kind).await {
+            Some(f) => {
+                campaign.say_at(
+                    f.at_ns,
+                    &format!(
+                        "{kind}: {} {}",
+                        match (&f.target, f.leader_token) {
+                            (Some(id), Some(t)) => format!("{id} (token {t})"),
+                            (Some(id), None) => id.clone(),
+                            (None, Some(t)) => format!("store (leader token {t})"),
+                            (None, None) => "store".into(),
+                        },
+                        f.detail
+                    ),
+                );
+                faults.push(f);
+            }
+            None => campaign.say(&format!("{kind}: nothing to hit now; skipped")),
+        }
+        campaign.replenish(n)?;
+    }
+}
+
+fn secs_since(ns: u64, origin: u64) -> f64 {
+    ns.saturating_sub(origin) as f64 / 1e9
+}
+
+fn print_table(f: &Findings, garbage: u64, origin: u64) {
+    let ms = |v: Option<f64>| v.map_or("-".to_owned(), |v| format!("{:.2}s", v / 1000.0));
+    say!();
+    say!(
+        "{:<22} {:>6} {:>10} {:>8} {:>8} {:>8} {:>8}",
+        "fault",
+        "count",
+        "hit leader",
+        "new term",
+        "median",
+        "p90",
+        "max"
+    );
+    for (kind, count) in &f.faults {
+        let g = f.gaps.get(kind).cloned().unwrap_or_default();
+        say!(
+            "{:<22} {:>6} {:>10} {:>8} {:>8} {:>8} {:>8}",
+            kind,
+            count,
+            g.faults,
+            g.new_terms,
+            ms(g.median_ms),
+            ms(g.p90_ms),
+            ms(g.max_ms)
+        );
+    }
+    say!("(gap: from the fault to the first accepted write of a newer term)");
+    say!(
+        "writes: {} accepted, {} refused ({} expected, from frozen trees); {} terms; {} garbage lines",
+        f.accepted_writes,
+        f.refused_writes,
+        f.expected_refused_writes,
+        f.terms,
+        garbage
+    );
+    if f.violations.is_empty() {
+        say!("violations: none");
+        return;
+    }
+    say!("violations: {}", f.violations.len());
+    let t = |ns: u64| secs_since(ns, origin);
+    for v in &f.violations {
+        let line = match v {
+            Violation::StaleWrite {
+                id,
+                token,
+                pid,
+                role,
+                count,
+                first_ns,
+                last_ns,
+                newer_id,
+                newer_token,
+                ..
+            } => format!(
+                "stale-write: {id} token {token} pid {pid} ({role}) wrote {count}x from {:.2}s to \
+                 {:.2}s after {newer_id} began token {newer_token}: an unfenced resource would have \
+                 taken them",
+                t(*first_ns),
+                t(*last_ns)
+            ),
+            Violation::TokenRegression {
+                earlier_id,
+                earlier_token,
+                earlier_ns,
+                later_id,
+                later_token,
+                later_ns,
+            } => format!(
+                "token-regression: {later_id} began token {later_token} at {:.2}s, after \
+                 {earlier_id} began token {earlier_token} at {:.2}s",
+                t(*later_ns),
+                t(*earlier_ns)
+            ),
+            Violation::SharedToken { token, ids } => {
+                format!("shared-token: token {token} written by {}", ids.join(", "))
+            }
+            Violation::WriteAfterExit {
+                id,
+                token,
+                pid,
+                count,
+                first_ns,
+                ..
+            } => format!(
+                "write-after-exit: {id} token {token} pid {pid} wrote {count}x from {:.2}s, after \
+                 every candidate had exited",
+                t(*first_ns)
+            ),
+            Violation::Survivor { pid, id, token, .. } => format!(
+                "survivor: writer pid {pid} ({} token {}) alive after every candidate exited; killed",
+                id.as_deref().unwrap_or("?"),
+                token.map_or("?".into(), |t| t.to_string())
+            ),
+        };
+        say!("  {line}");
+    }
+}

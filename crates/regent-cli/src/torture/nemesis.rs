@@ -1,0 +1,412 @@
+//! The nemesis: the kinds of fault, how each is injected, and the log of
+//! what was done.
+
+use std::fmt;
+use std::time::Duration;
+
+use rustix::process::Signal;
+use serde::Serialize;
+
+use super::Campaign;
+use super::procfs::{self, argv, children_in_mode, descendants, is_mode};
+use super::proxy::Mode;
+use super::writer::MODE as WRITER;
+use crate::clock::mono_ns;
+
+/// A kind of fault, named as `--faults` takes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum FaultKind {
+    KillLeader,
+    TermLeader,
+    StopLeader,
+    StopTree,
+    KillShim,
+    StopLeaderKillShim,
+    KillCmd,
+    KillFollower,
+    StoreStop,
+    StoreKill,
+    StoreCut,
+    StoreDelay,
+}
+
+impl FaultKind {
+    pub(crate) const ALL: [Self; 12] = [
+        Self::KillLeader,
+        Self::TermLeader,
+        Self::StopLeader,
+        Self::StopTree,
+        Self::KillShim,
+        Self::StopLeaderKillShim,
+        Self::KillCmd,
+        Self::KillFollower,
+        Self::StoreStop,
+        Self::StoreKill,
+        Self::StoreCut,
+        Self::StoreDelay,
+    ];
+
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Self::KillLeader => "kill-leader",
+            Self::TermLeader => "term-leader",
+            Self::StopLeader => "stop-leader",
+            Self::StopTree => "stop-tree",
+            Self::KillShim => "kill-shim",
+            Self::StopLeaderKillShim => "stop-leader-kill-shim",
+            Self::KillCmd => "kill-cmd",
+            Self::KillFollower => "kill-follower",
+            Self::StoreStop => "store-stop",
+            Self::StoreKill => "store-kill",
+            Self::StoreCut => "store-cut",
+            Self::StoreDelay => "store-delay",
+        }
+    }
+
+    /// Whether the fault can be injected: `store-kill` needs a store
+    /// torture started (`--store-command`: it restarts it), `store-stop`
+    /// any store process (`--store-command` or `--store-pid`), `store-cut`
+    /// and `store-delay` a store URL whose endpoints can be proxied.
+    pub(crate) fn offered(self, store_process: bool, store_command: bool, proxiable: bool) -> bool {
+        match self {
+            Self::StoreStop => store_process,
+            Self::StoreKill => store_command,
+            Self::StoreCut | Self::StoreDelay => proxiable,
+            _ => true,
+        }
+    }
+
+    /// Whether the fault needs the candidates' store proxies.
+    pub(crate) fn needs_proxies(self) -> bool {
+        matches!(self, Self::StoreCut | Self::StoreDelay)
+    }
+}
+
+impl fmt::Display for FaultKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl Serialize for FaultKind {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
+/// `--faults`: kinds by name, comma-separated, at least one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct FaultList(pub(crate) Vec<FaultKind>);
+
+pub(crate) fn parse_faults(s: &str) -> Result<FaultList, String> {
+    let mut kinds = Vec::new();
+    for name in s.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+        let kind = FaultKind::ALL
+            .into_iter()
+            .find(|k| k.name() == name)
+            .ok_or_else(|| {
+                let names: Vec<_> = FaultKind::ALL.iter().map(|k| k.name()).collect();
+                format!("unknown fault '{name}'; known: {}", names.join(", "))
+            })?;
+        if !kinds.contains(&kind) {
+            kinds.push(kind);
+        }
+    }
+    if kinds.is_empty() {
+        return Err("name at least one fault".into());
+    }
+    Ok(FaultList(kinds))
+}
+
+/// One fault injected. Times are CLOCK_MONOTONIC ns.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct Fault {
+    pub(crate) kind: FaultKind,
+    /// When the (first) signal was sent.
+    pub(crate) at_ns: u64,
+    /// When the fault ended (the thaw of a stop; `at_ns` for a kill).
+    pub(crate) end_ns: u64,
+    /// The leader when the fault began, for faults aimed at it (and store
+    /// faults, which hit it too).
+    pub(crate) leader_id: Option<String>,
+    pub(crate) leader_token: Option<u64>,
+    /// The candidate hit, if one.
+    pub(crate) target: Option<String>,
+    /// The processes signalled.
+    pub(crate) pids: Vec<i32>,
+    /// What was done, in words.
+    pub(crate) detail: String,
+}
+
+/// The leading candidate, as the fence saw it.
+pub(super) struct Leader {
+    pub(super) id: String,
+    pub(super) token: u64,
+    pub(super) pid: i32,
+}
+
+fn stop_all(pids: &[i32]) {
+    for &p in pids {
+        procfs::signal(p, Signal::STOP);
+    }
+}
+
+fn cont_all(pids: &[i32]) {
+    for &p in pids {
+        procfs::signal(p, Signal::CONT);
+    }
+}
+
+impl Campaign {
+    /// The candidate whose id wrote the largest accepted token most
+    /// recently, if that write is fresh and its regent is alive.
+    pub(super) fn leader(&self) -> Option<Leader> {
+        let (id, token, at) = {
+            let fence = super::fence::lock(&self.fence);
+            let w = fence.writes().iter().rev().find(|w| w.accepted)?;
+            (w.id.clone(), w.token, w.at_ns)
+        };
+        let fresh =
+            u64::try_from(self.ttl.max(Duration::from_millis(500)).as_nanos()).unwrap_or(u64::MAX);
+        if mono_ns().saturating_sub(at) > fresh {
+            return None;
+        }
+        let c = self.candidates.iter().find(|c| c.id == id)?;
+        procfs::alive(c.pid).then_some(Leader {
+            id,
+            token,
+            pid: c.pid,
+        })
+    }
+
+    /// Waits up to two ttls (and a second) for a leader.
+    async fn wait_leader(&self) -> Option<Leader> {
+        let until = tokio::time::Instant::now() + self.ttl * 2 + Duration::from_secs(1);
+        loop {
+            if let Some(l) = self.leader() {
+                return Some(l);
+            }
+            if tokio::time::Instant::now() >= until {
+                return None;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// `ttl` times a factor drawn from `lo..hi`.
+    fn ttls(&mut self, lo: f64, hi: f64) -> Duration {
+        self.ttl.mul_f64(lo + (hi - lo) * self.rng.f64())
+    }
+
+    /// Injects one fault of `kind`; `None` if it found nothing to hit (no
+    /// leader, no shim at that moment).
+    pub(super) async fn inject(&mut self, kind: FaultKind) -> Option<Fault> {
+        let mut fault = Fault {
+            kind,
+            at_ns: mono_ns(),
+            end_ns: 0,
+            leader_id: None,
+            leader_token: None,
+            target: None,
+            pids: Vec::new(),
+            detail: String::new(),
+        };
+        match kind {
+            FaultKind::KillFollower => {
+                let leader = self.leader().map(|l| l.id);
+                let followers: Vec<(String, i32)> = self
+                    .candidates
+                    .iter()
+                    .filter(|c| Some(&c.id) != leader.as_ref() && procfs::alive(c.pid))
+                    .map(|c| (c.id.clone(), c.pid))
+                    .collect();
+                if followers.is_empty() {
+                    return None;
+                }
+                let (id, pid) = followers[self.rng.usize(..followers.len())].clone();
+                fault.at_ns = mono_ns();
+                procfs::signal(pid, Signal::KILL);
+                fault.target = Some(id);
+                fault.pids = vec![pid];
+                fault.detail = "SIGKILL".into();
+            }
+            FaultKind::StoreStop | FaultKind::StoreKill => {
+                if let Some(l) = self.leader() {
+                    fault.leader_id = Some(l.id);
+                    fault.leader_token = Some(l.token);
+                }
+                let pause = self.ttls(1.0, 3.0);
+                let store = self.store_process.as_mut()?;
+                fault.at_ns = mono_ns();
+                fault.pids = vec![store.pid()];
+                if kind == FaultKind::StoreStop {
+                    store.signal(Signal::STOP);
+                    tokio::time::sleep(pause).await;
+                    store.signal(Signal::CONT);
+                    fault.detail = format!("SIGSTOP for {:.2}s, then SIGCONT", pause.as_secs_f64());
+                } else {
+                    match store.kill_and_restart(&self.dir).await {
+                        Ok(pid) => fault.detail = format!("SIGKILL, restarted as pid {pid}"),
+                        Err(e) => {
+                            warn_user!("regent torture: cannot restart the store: {e}");
+                            fault.detail = format!("SIGKILL; restart failed: {e}");
+                        }
+                    }
+                }
+            }
+            _ => {
+                let leader = self.wait_leader().await?;
+                fault.leader_id = Some(leader.id.clone());
+                fault.leader_token = Some(leader.token);
+                fault.target = Some(leader.id.clone());
+                self.hit_leader(kind, &leader, &mut fault).await?;
+            }
+        }
+        if fault.end_ns == 0 {
+            fault.end_ns = mono_ns();
+        }
+        Some(fault)
+    }
+
+    async fn hit_leader(&mut self, kind: FaultKind, leader: &Leader, f: &mut Fault) -> Option<()> {
+        let pid = leader.pid;
+        let shim = || children_in_mode(pid, "__shim").first().copied();
+        match kind {
+            FaultKind::KillLeader | FaultKind::TermLeader => {
+                let sig = if kind == FaultKind::KillLeader {
+                    Signal::KILL
+                } else {
+                    Signal::TERM
+                };
+                f.at_ns = mono_ns();
+                procfs::signal(pid, sig);
+                f.pids = vec![pid];
+                f.detail = format!(
+                    "{} to regent",
+                    if sig == Signal::KILL {
+                        "SIGKILL"
+                    } else {
+                        "SIGTERM"
+                    }
+                );
+            }
+            FaultKind::StopLeader => {
+                let pause = self.ttls(1.0, 3.0);
+                f.at_ns = mono_ns();
+                procfs::signal(pid, Signal::STOP);
+                tokio::time::sleep(pause).await;
+                procfs::signal(pid, Signal::CONT);
+                f.pids = vec![pid];
+                f.detail = format!("regent alone stopped for {:.2}s", pause.as_secs_f64());
+            }
+            FaultKind::StopTree => {
+                let pause = self.ttls(1.5, 3.0);
+                let mut tree = vec![pid];
+                tree.extend(descendants(pid));
+                f.at_ns = mono_ns();
+                stop_all(&tree);
+                // Whatever forked between the scan and the stop.
+                let late: Vec<i32> = descendants(pid)
+                    .into_iter()
+                    .filter(|p| !tree.contains(p))
+                    .collect();
+                stop_all(&late);
+                tree.extend(late);
+                tokio::time::sleep(pause).await;
+                // The harsher order: the command and its jobs wake before
+                // the shim and regent that would stop them.
+                tree.reverse();
+                cont_all(&tree);
+                f.detail = format!(
+                    "{} processes (regent, shims, command, jobs) stopped for {:.2}s",
+                    tree.len(),
+                    pause.as_secs_f64()
+                );
+                f.pids = tree;
+            }
+            FaultKind::KillShim => {
+                let s = shim()?;
+                f.at_ns = mono_ns();
+                procfs::signal(s, Signal::KILL);
+                f.pids = vec![s];
+                f.detail = "SIGKILL to the shim".into();
+            }
+            FaultKind::StopLeaderKillShim => {
+                // The shim must die before its dead-man's switch fires
+                // (3/5 ttl after regent's last renewal, which came at most
+                // 1/5 ttl before the stop): 0.5 s, or a quarter ttl when
+                // that is shorter.
+                let delay = Duration::from_millis(500).min(self.ttl / 4);
+                let target = shim()?;
+                f.at_ns = mono_ns();
+                procfs::signal(pid, Signal::STOP);
+                f.pids = vec![pid];
+                tokio::time::sleep(delay).await;
+                let killed = procfs::alive(target).then_some(target);
+                if let Some(s) = killed {
+                    procfs::signal(s, Signal::KILL);
+                    f.pids.push(s);
+                }
+                tokio::time::sleep(self.ttl * 2).await;
+                let resume = self.rng.bool();
+                procfs::signal(pid, if resume { Signal::CONT } else { Signal::KILL });
+                f.detail = format!(
+                    "regent stopped; {:.2}s later {}; {:.2}s later regent {}",
+                    delay.as_secs_f64(),
+                    if killed.is_some() {
+                        "SIGKILL to its shim"
+                    } else {
+                        "its shim had already exited"
+                    },
+                    (self.ttl * 2).as_secs_f64(),
+                    if resume { "continued" } else { "SIGKILLed" }
+                );
+            }
+            FaultKind::KillCmd => {
+                let cmd = descendants(pid).into_iter().find(|&p| {
+                    is_mode(p, WRITER) && !argv(p).iter().any(|a| a == "--background")
+                })?;
+                f.at_ns = mono_ns();
+                procfs::signal(cmd, Signal::KILL);
+                f.pids = vec![cmd];
+                f.detail = "SIGKILL to the command".into();
+            }
+            FaultKind::StoreCut | FaultKind::StoreDelay => {
+                let pause = self.ttls(1.0, 3.0);
+                let mode = if kind == FaultKind::StoreCut {
+                    Mode::Cut
+                } else {
+                    Mode::Delay(self.ttls(0.25, 1.0))
+                };
+                let c = self.candidates.iter().find(|c| c.pid == pid)?;
+                if c.proxies.is_empty() {
+                    return None;
+                }
+                f.at_ns = mono_ns();
+                for p in &c.proxies {
+                    p.set(mode);
+                }
+                tokio::time::sleep(pause).await;
+                // The candidate may have been replaced meanwhile: its
+                // proxies went with it.
+                if let Some(c) = self.candidates.iter().find(|c| c.pid == pid) {
+                    for p in &c.proxies {
+                        p.set(Mode::Pass);
+                    }
+                }
+                f.pids = vec![pid];
+                f.detail = match mode {
+                    Mode::Delay(d) => format!(
+                        "its store traffic delayed {:.0}ms per chunk for {:.2}s",
+                        d.as_secs_f64() * 1e3,
+                        pause.as_secs_f64()
+                    ),
+                    _ => format!("its store traffic held for {:.2}s", pause.as_secs_f64()),
+                };
+            }
+            FaultKind::KillFollower | FaultKind::StoreStop | FaultKind::StoreKill => return None,
+        }
+        f.end_ns = mono_ns();
+        Some(())
+    }
+}

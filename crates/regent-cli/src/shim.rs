@@ -322,7 +322,7 @@ fn init(args: &ShimArgs) -> std::io::Result<u8> {
     // getppid() says 0 here (the shim is outside the namespace); /proc,
     // mounted for an outer namespace, still names it.
     if let Some(me) = tree::proc_pid()
-        && tree::parent_of(me).map(|(ppid, _)| ppid) != Some(args.parent)
+        && tree::stat(me).map(|s| s.ppid) != Some(args.parent)
     {
         // The shim died before the death signal was armed.
         return Ok(STOPPED_BY_SHIM);

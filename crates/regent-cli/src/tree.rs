@@ -21,15 +21,30 @@ pub(crate) fn proc_pid() -> Option<i32> {
         .ok()
 }
 
-/// The parent pid of `pid` as `/proc` numbers it, and whether it is alive
-/// (not a zombie).
-pub(crate) fn parent_of(pid: i32) -> Option<(i32, bool)> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // Fields after the command name, which may hold ") ": state ppid ...
-    let mut fields = stat.get(stat.rfind(')')? + 1..)?.split_whitespace();
-    let state = fields.next()?;
-    let ppid = fields.next()?.parse().ok()?;
-    Some((ppid, state != "Z" && state != "X"))
+/// The fields of `/proc/PID/stat` regent needs, pids as `/proc` numbers
+/// them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Stat {
+    pub(crate) state: char,
+    pub(crate) ppid: i32,
+}
+
+impl Stat {
+    /// Not exited (zombies count as gone).
+    pub(crate) fn alive(self) -> bool {
+        !matches!(self.state, 'Z' | 'X' | 'x')
+    }
+}
+
+pub(crate) fn stat(pid: i32) -> Option<Stat> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name may hold spaces and parentheses: the fields after
+    // it start after the last ')'.
+    let mut fields = text.get(text.rfind(')')? + 1..)?.split_whitespace();
+    Some(Stat {
+        state: fields.next()?.chars().next()?,
+        ppid: fields.next()?.parse().ok()?,
+    })
 }
 
 /// The live (not yet exited) children of this process, found through
@@ -42,8 +57,8 @@ pub(crate) fn children() -> Vec<Pid> {
     };
     dir.filter_map(|entry| {
         let pid: i32 = entry.ok()?.file_name().to_str()?.parse().ok()?;
-        let (ppid, alive) = parent_of(pid)?;
-        (ppid == me && alive).then(|| Pid::from_raw(pid))?
+        let stat = stat(pid)?;
+        (stat.ppid == me && stat.alive()).then(|| Pid::from_raw(pid))?
     })
     .collect()
 }

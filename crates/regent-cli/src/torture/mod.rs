@@ -31,6 +31,7 @@ mod proxy;
 pub(crate) mod writer;
 
 use std::ffi::OsString;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
@@ -249,6 +250,10 @@ struct Campaign {
     /// the store through proxies.
     proxied: Option<(String, Vec<String>, String)>,
     rng: fastrand::Rng,
+    /// The write end of the candidates' lifeline (their stdin, with
+    /// `--lifeline-stdin`): however torture ends, even by SIGKILL, the
+    /// kernel closes it and every candidate shuts down gracefully.
+    lifeline: OwnedFd,
     started: Instant,
     /// CLOCK_MONOTONIC ns at the start: the origin of printed times.
     started_ns: u64,
@@ -288,7 +293,14 @@ impl Campaign {
             .try_clone()
             .map_err(|e| CliError::failure(format!("candidate log: {e}")))?;
         let child = Command::new(&self.exe)
-            .args(["run", "--store", &url, "--election", &self.election])
+            .args([
+                "run",
+                "--lifeline-stdin",
+                "--store",
+                &url,
+                "--election",
+                &self.election,
+            ])
             .args(["--id", &id])
             .args(&self.store_args)
             .arg("--ttl")
@@ -304,7 +316,7 @@ impl Campaign {
                 "REGENT_LOG",
                 std::env::var_os("REGENT_LOG").unwrap_or_else(|| "info".into()),
             )
-            .stdin(Stdio::null())
+            .stdin(Stdio::from(self.lifeline_reader()?))
             .stdout(log)
             .stderr(err)
             .process_group(0)
@@ -335,7 +347,30 @@ impl Campaign {
     }
 
     /// Replaces every candidate that exited.
+    /// A read end of the candidates' lifeline, for one more candidate.
+    fn lifeline_reader(&self) -> Result<OwnedFd, CliError> {
+        let path = format!("/proc/self/fd/{}", self.lifeline.as_raw_fd());
+        // The pipe's write end is ours; reopening it read-only through
+        // /proc gives a read end of the same pipe (no unsafe code).
+        std::fs::File::open(path)
+            .map(OwnedFd::from)
+            .map_err(|e| CliError::failure(format!("lifeline pipe: {e}")))
+    }
+
+    /// Replaces candidates that exited; fails when the store torture
+    /// started has exited without the nemesis (its log says why).
     fn replenish(&mut self, n: usize) -> Result<(), CliError> {
+        if let Some(StoreProcess::Ours { child, .. }) = &mut self.store_process
+            && let Ok(Some(status)) = child.try_wait()
+        {
+            let log = std::fs::read_to_string(self.dir.join("store.log")).unwrap_or_default();
+            let tail: Vec<&str> = log.lines().rev().take(5).collect();
+            let tail: Vec<&str> = tail.into_iter().rev().collect();
+            return Err(CliError::failure(format!(
+                "the store (--store-command) exited by itself ({status}); its last output:\n{}",
+                tail.join("\n")
+            )));
+        }
         for (id, status) in self.reap() {
             self.say(&format!("   {id} exited ({status}); replaced"));
         }
@@ -567,6 +602,7 @@ pub(crate) async fn torture(args: TortureArgs) -> Result<u8, CliError> {
         store_process,
         proxied: proxiable.filter(|_| kinds.iter().any(|k| k.needs_proxies())),
         rng: fastrand::Rng::with_seed(seed),
+        lifeline: lifeline_pipe()?,
         started: Instant::now(),
         started_ns: mono_ns(),
     };
@@ -594,7 +630,15 @@ pub(crate) async fn torture(args: TortureArgs) -> Result<u8, CliError> {
         campaign.say("first leader writes; the nemesis starts");
         nemesis_loop(&mut campaign, &kinds, n, args.duration, &mut faults).await
     };
-    let outcome = run.await;
+    // SIGINT or SIGTERM end the faults early; the teardown, the checker and
+    // the report still run.
+    let outcome = tokio::select! {
+        r = run => r,
+        () = interrupted()? => {
+            say!("regent torture: interrupted; stopping the campaign");
+            Ok(())
+        }
+    };
 
     // Teardown: candidates, then a quiet time with the fence listening.
     let stop_within = campaign.ttl * 3 + Duration::from_secs(5);
@@ -678,20 +722,12 @@ async fn nemesis_loop(
     faults: &mut Vec<Fault>,
 ) -> Result<(), CliError> {
     let end = Instant::now() + duration;
-    let interrupt = tokio::signal::ctrl_c();
-    tokio::pin!(interrupt);
     loop {
         let wait = Duration::from_millis(campaign.rng.u64(500..=3000));
         let next = (Instant::now() + wait).min(end);
         // Replace exited candidates while waiting, not only at faults.
         while Instant::now() < next {
-            tokio::select! {
-                _ = &mut interrupt => {
-                    campaign.say("interrupted: stopping the campaign");
-                    return Ok(());
-                }
-                () = tokio::time::sleep_until(next.min(Instant::now() + REAP_EVERY)) => {}
-            }
+            tokio::time::sleep_until(next.min(Instant::now() + REAP_EVERY)).await;
             campaign.replenish(n)?;
         }
         if Instant::now() >= end {
@@ -719,6 +755,31 @@ async fn nemesis_loop(
         }
         campaign.replenish(n)?;
     }
+}
+
+/// A future that completes on SIGINT or SIGTERM.
+fn interrupted() -> Result<impl Future<Output = ()>, CliError> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let catch =
+        |kind| signal(kind).map_err(|e| CliError::failure(format!("cannot catch signals: {e}")));
+    let mut int = catch(SignalKind::interrupt())?;
+    let mut term = catch(SignalKind::terminate())?;
+    Ok(async move {
+        tokio::select! {
+            _ = int.recv() => {}
+            _ = term.recv() => {}
+        }
+    })
+}
+
+/// The candidates' lifeline: a pipe whose write end only torture holds
+/// (close-on-exec, so no child inherits it).
+fn lifeline_pipe() -> Result<OwnedFd, CliError> {
+    let (read, write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
+        .map_err(|e| CliError::failure(format!("lifeline pipe: {e}")))?;
+    // Readers are reopened from the write end (see `lifeline_reader`).
+    drop(read);
+    Ok(write)
 }
 
 fn secs_since(ns: u64, origin: u64) -> f64 {

@@ -4,28 +4,11 @@
 
 use rustix::process::{Pid, Signal};
 
-/// The fields of `/proc/PID/stat` the nemesis needs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Stat {
-    pub(crate) state: char,
-    pub(crate) ppid: i32,
-}
-
-pub(crate) fn stat(pid: i32) -> Option<Stat> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name may hold spaces and parentheses: the fields after
-    // it start after the last ')'.
-    let rest = text.get(text.rfind(')')? + 2..)?;
-    let mut f = rest.split_whitespace();
-    Some(Stat {
-        state: f.next()?.chars().next()?,
-        ppid: f.next()?.parse().ok()?,
-    })
-}
+pub(crate) use crate::tree::stat;
 
 /// Whether `pid` exists and has not exited (zombies count as gone).
 pub(crate) fn alive(pid: i32) -> bool {
-    stat(pid).is_some_and(|s| !matches!(s.state, 'Z' | 'X' | 'x'))
+    stat(pid).is_some_and(crate::tree::Stat::alive)
 }
 
 /// The arguments of `pid` (empty for a zombie or a vanished process).

@@ -231,7 +231,7 @@ fn a_terminated_or_killed_torture_leaves_nothing_behind() {
             Duration::from_secs(20),
             "the nemesis to start",
             || text().contains("the nemesis starts").then_some(()),
-            &text,
+            text,
         );
         // The writers carry `--campaign <torture pid>-<fence port>`.
         let marker = format!("--campaign {pid}-");

@@ -137,6 +137,11 @@ fn main() -> ExitCode {
             }
         }
     });
+    // Regression: dropping the runtime waits for its blocking threads, and
+    // one of them may be reading a stdin that never closes (the lifeline
+    // of `--lifeline-stdin`): `regent run` hung after a graceful stop
+    // until torture SIGKILLed it. Nothing left there matters any more.
+    runtime.shutdown_background();
     match result {
         Ok(code) => ExitCode::from(code),
         Err(e) => {

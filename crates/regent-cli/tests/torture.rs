@@ -143,19 +143,52 @@ fn campaign_with_store_faults_on_etcd_started_by_torture() {
         data = data.display()
     );
     let store = format!("etcd://127.0.0.1:{client}");
-    let faults = format!("{FAULTS},store-stop,store-kill,store-cut,store-delay");
+    let faults =
+        format!("{FAULTS},store-stop,store-kill,store-cut,store-delay,clock-fast,clock-slow");
     let json = campaign(&sandbox, &store, &faults, &["--store-command", &command]);
     let store_faults: u64 = ["store-stop", "store-kill", "store-cut", "store-delay"]
         .iter()
         .filter_map(|k| json["faults"][k].as_u64())
         .sum();
     assert!(store_faults >= 1, "no store fault injected: {json}");
+
     assert!(
         json["parameters"]["store_command"]
             .as_str()
             .is_some_and(|c| c.contains("--data-dir")),
         "{json}"
     );
+}
+
+/// Candidates whose clocks run fast (2-10%) or slow (within the 1% drift
+/// regent allows for), through libfaketime (`scripts/install-engines`
+/// installs it), beside leaders killed and stopped: no violation.
+#[test]
+fn clock_faults_on_etcd() {
+    let sandbox = Sandbox::etcd();
+    let store = sandbox.store();
+    let json = campaign(
+        &sandbox,
+        &store,
+        "clock-fast,clock-slow,kill-leader,stop-leader,stop-leader-kill-shim",
+        &[],
+    );
+    let clock_faults: u64 = ["clock-fast", "clock-slow"]
+        .iter()
+        .filter_map(|k| json["faults"][k].as_u64())
+        .sum();
+    assert!(clock_faults >= 3, "{clock_faults} clock faults: {json}");
+    let skewed = json["fault_log"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| {
+            f["detail"]
+                .as_str()
+                .is_some_and(|d| d.contains("whose clock runs at x"))
+        })
+        .count();
+    assert_eq!(u64::try_from(skewed).unwrap(), clock_faults, "{json}");
 }
 
 #[test]
@@ -181,6 +214,10 @@ fn bad_flags_are_usage_errors_naming_the_flag() {
         (
             &["torture", "--store-command", "true"][..],
             "--store-command needs --store",
+        ),
+        (
+            &["torture", "--faults", "clock-slow"][..],
+            "--faults clock-slow: needs a store with a clock of its own",
         ),
     ] {
         let out = run_bounded(args, Duration::from_secs(20));
@@ -222,7 +259,7 @@ fn a_terminated_or_killed_torture_leaves_nothing_behind() {
             .arg(&report)
             .stdin(std::process::Stdio::null())
             .stdout(std::fs::File::create(&out).unwrap())
-            .stderr(std::process::Stdio::null())
+            .stderr(std::fs::File::create(sandbox.path(&format!("{name}.err"))).unwrap())
             .spawn()
             .unwrap();
         let pid = i32::try_from(torture.id()).unwrap();
@@ -251,6 +288,10 @@ fn a_terminated_or_killed_torture_leaves_nothing_behind() {
             || format!("{:?}\n{}", ours(), text()),
         );
         if sig == rustix::process::Signal::TERM {
+            // Regression: candidates on the lifeline hung at their exit
+            // until torture SIGKILLed them.
+            let err = std::fs::read_to_string(sandbox.path("term.err")).unwrap();
+            assert!(!err.contains("did not stop in time"), "{err}");
             assert_eq!(status.code(), Some(0), "{}", text());
             assert!(text().contains("violations: none"), "{}", text());
             assert!(report.exists(), "no report\n{}", text());

@@ -75,6 +75,11 @@ pub(crate) const AFTER_HELP: &str = "Faults (--faults, comma-separated; default:
                          candidate; the --store URL's endpoints need explicit ports)
   store-delay            delay the leader's store traffic by 1/4-1 ttl per chunk for
                          1-3 ttl (proxies, as store-cut)
+  clock-fast             replace a follower by one whose clock (regent's and its
+                         command's) runs 2-10% fast (libfaketime; a store on the
+                         network: on one host all share one clock)
+  clock-slow             as clock-fast, 0.1-0.9% slow: within the 1% drift
+                         regent's timing allows for
 
 Examples:
   regent torture --duration 5m
@@ -132,6 +137,24 @@ struct Candidate {
     child: Child,
     /// Its proxies to the store's endpoints (`store-cut`, `store-delay`).
     proxies: Vec<proxy::Proxy>,
+}
+
+/// libfaketime's thread-safe preload library, for the clock faults:
+/// `$REGENT_LIBFAKETIME`, else where Debian's `faketime` package puts it
+/// (`scripts/install-engines` installs it), else the usual prefixes.
+fn libfaketime() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("REGENT_LIBFAKETIME") {
+        return Some(PathBuf::from(p)).filter(|p| p.exists());
+    }
+    let arch = std::env::consts::ARCH;
+    [
+        format!("/usr/lib/{arch}-linux-gnu/faketime/libfaketimeMT.so.1"),
+        "/usr/lib/faketime/libfaketimeMT.so.1".to_owned(),
+        "/usr/local/lib/faketime/libfaketimeMT.so.1".to_owned(),
+    ]
+    .into_iter()
+    .map(PathBuf::from)
+    .find(|p| p.exists())
 }
 
 /// The store's process, when torture may signal it.
@@ -250,6 +273,8 @@ struct Campaign {
     /// the store through proxies.
     proxied: Option<(String, Vec<String>, String)>,
     rng: fastrand::Rng,
+    /// libfaketime, when the clock faults are on.
+    faketime: Option<PathBuf>,
     /// The write end of the candidates' lifeline (their stdin, with
     /// `--lifeline-stdin`): however torture ends, even by SIGKILL, the
     /// kernel closes it and every candidate shuts down gracefully.
@@ -271,6 +296,12 @@ impl Campaign {
 
     /// Starts one more candidate, `torture-K` with the next K.
     fn spawn(&mut self) -> Result<(), CliError> {
+        self.spawn_on(None).map(drop)
+    }
+
+    /// Starts one more candidate; with `clock`, its clock (regent's, and its
+    /// command's) runs at that rate, through libfaketime. Returns its id.
+    pub(super) fn spawn_on(&mut self, clock: Option<f64>) -> Result<String, CliError> {
         self.last_number += 1;
         let id = format!("torture-{}", self.last_number);
         let mut proxies = Vec::new();
@@ -292,7 +323,16 @@ impl Campaign {
         let err = log
             .try_clone()
             .map_err(|e| CliError::failure(format!("candidate log: {e}")))?;
-        let child = Command::new(&self.exe)
+        let mut command = Command::new(&self.exe);
+        if let Some(rate) = clock {
+            let lib = self.faketime.as_ref().ok_or_else(|| {
+                CliError::failure("clock faults need libfaketime (scripts/install-engines)")
+            })?;
+            command
+                .env("LD_PRELOAD", lib)
+                .env("FAKETIME", format!("+0 x{rate}"));
+        }
+        let child = command
             .args([
                 "run",
                 "--lifeline-stdin",
@@ -325,12 +365,12 @@ impl Campaign {
             .map_err(|e| CliError::failure(format!("cannot start candidate {id}: {e}")))?;
         let pid = child.id().and_then(|p| i32::try_from(p).ok()).unwrap_or(0);
         self.candidates.push(Candidate {
-            id,
+            id: id.clone(),
             pid,
             child,
             proxies,
         });
-        Ok(())
+        Ok(id)
     }
 
     /// Reaps candidates that exited; returns them with their status.
@@ -492,6 +532,7 @@ struct Report<'a> {
 
 pub(crate) async fn torture(args: TortureArgs) -> Result<u8, CliError> {
     let has_process = args.store_command.is_some() || args.store_pid.is_some();
+    let faketime = libfaketime();
     let proxiable = args.store.as_deref().and_then(proxy::split_url);
     let kinds: Vec<FaultKind> = match &args.faults {
         Some(FaultList(kinds)) => {
@@ -508,7 +549,21 @@ pub(crate) async fn torture(args: TortureArgs) -> Result<u8, CliError> {
                         }
                     )));
                 }
-                if !k.offered(has_process, args.store_command.is_some(), true) {
+                if k.is_clock() && proxiable.is_none() {
+                    return Err(CliError::usage(format!(
+                        "--faults {k}: needs a store with a clock of its own, reached over the \
+                         network (--store scheme://HOST:PORT…); processes on one host, as with \
+                         the default SQLite file, share one clock"
+                    )));
+                }
+                if k.is_clock() && faketime.is_none() {
+                    return Err(CliError::usage(format!(
+                        "--faults {k}: needs libfaketime (Debian: apt install faketime, or \
+                         scripts/install-engines; elsewhere set REGENT_LIBFAKETIME to its \
+                         libfaketimeMT.so.1)"
+                    )));
+                }
+                if !k.offered(has_process, args.store_command.is_some(), true, true) {
                     return Err(CliError::usage(format!(
                         "--faults {k}: needs {}; a store without a server process (such as the \
                          default SQLite file) cannot be {}",
@@ -534,6 +589,7 @@ pub(crate) async fn torture(args: TortureArgs) -> Result<u8, CliError> {
                     has_process,
                     args.store_command.is_some(),
                     proxiable.is_some(),
+                    faketime.is_some(),
                 )
             })
             .collect(),
@@ -603,6 +659,7 @@ pub(crate) async fn torture(args: TortureArgs) -> Result<u8, CliError> {
         proxied: proxiable.filter(|_| kinds.iter().any(|k| k.needs_proxies())),
         rng: fastrand::Rng::with_seed(seed),
         lifeline: lifeline_pipe()?,
+        faketime: faketime.clone(),
         started: Instant::now(),
         started_ns: mono_ns(),
     };

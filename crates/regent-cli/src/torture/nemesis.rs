@@ -28,10 +28,12 @@ pub(crate) enum FaultKind {
     StoreKill,
     StoreCut,
     StoreDelay,
+    ClockFast,
+    ClockSlow,
 }
 
 impl FaultKind {
-    pub(crate) const ALL: [Self; 12] = [
+    pub(crate) const ALL: [Self; 14] = [
         Self::KillLeader,
         Self::TermLeader,
         Self::StopLeader,
@@ -44,6 +46,8 @@ impl FaultKind {
         Self::StoreKill,
         Self::StoreCut,
         Self::StoreDelay,
+        Self::ClockFast,
+        Self::ClockSlow,
     ];
 
     pub(crate) fn name(self) -> &'static str {
@@ -60,20 +64,36 @@ impl FaultKind {
             Self::StoreKill => "store-kill",
             Self::StoreCut => "store-cut",
             Self::StoreDelay => "store-delay",
+            Self::ClockFast => "clock-fast",
+            Self::ClockSlow => "clock-slow",
         }
     }
 
     /// Whether the fault can be injected: `store-kill` needs a store
     /// torture started (`--store-command`: it restarts it), `store-stop`
     /// any store process (`--store-command` or `--store-pid`), `store-cut`
-    /// and `store-delay` a store URL whose endpoints can be proxied.
-    pub(crate) fn offered(self, store_process: bool, store_command: bool, proxiable: bool) -> bool {
+    /// and `store-delay` a store URL whose endpoints can be proxied; the
+    /// clock faults a store on the network (with a clock of its own) and
+    /// libfaketime.
+    pub(crate) fn offered(
+        self,
+        store_process: bool,
+        store_command: bool,
+        proxiable: bool,
+        faketime: bool,
+    ) -> bool {
         match self {
             Self::StoreStop => store_process,
             Self::StoreKill => store_command,
             Self::StoreCut | Self::StoreDelay => proxiable,
+            Self::ClockFast | Self::ClockSlow => proxiable && faketime,
             _ => true,
         }
+    }
+
+    /// Whether the fault skews a candidate's clock.
+    pub(crate) fn is_clock(self) -> bool {
+        matches!(self, Self::ClockFast | Self::ClockSlow)
     }
 
     /// Whether the fault needs the candidates' store proxies.
@@ -212,7 +232,7 @@ impl Campaign {
             detail: String::new(),
         };
         match kind {
-            FaultKind::KillFollower => {
+            FaultKind::KillFollower | FaultKind::ClockFast | FaultKind::ClockSlow => {
                 let leader = self.leader().map(|l| l.id);
                 let followers: Vec<(String, i32)> = self
                     .candidates
@@ -229,6 +249,26 @@ impl Campaign {
                 fault.target = Some(id);
                 fault.pids = vec![pid];
                 fault.detail = "SIGKILL".into();
+                if kind != FaultKind::KillFollower {
+                    // Fast: any rate (a fast clock steps down early). Slow:
+                    // within the drift regent's timing allows for (1%).
+                    let rate = if kind == FaultKind::ClockFast {
+                        1.02 + 0.08 * self.rng.f64()
+                    } else {
+                        0.991 + 0.008 * self.rng.f64()
+                    };
+                    match self.spawn_on(Some(rate)) {
+                        Ok(new) => {
+                            fault.detail = format!(
+                                "SIGKILL; replaced by {new}, whose clock runs at x{rate:.4}"
+                            );
+                        }
+                        Err(e) => {
+                            warn_user!("regent torture: {e}");
+                            fault.detail = format!("SIGKILL; no skewed replacement: {e}");
+                        }
+                    }
+                }
             }
             FaultKind::StoreStop | FaultKind::StoreKill => {
                 if let Some(l) = self.leader() {
@@ -404,7 +444,11 @@ impl Campaign {
                     _ => format!("its store traffic held for {:.2}s", pause.as_secs_f64()),
                 };
             }
-            FaultKind::KillFollower | FaultKind::StoreStop | FaultKind::StoreKill => return None,
+            FaultKind::KillFollower
+            | FaultKind::ClockFast
+            | FaultKind::ClockSlow
+            | FaultKind::StoreStop
+            | FaultKind::StoreKill => return None,
         }
         f.end_ns = mono_ns();
         Some(())

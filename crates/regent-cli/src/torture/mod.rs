@@ -5,7 +5,17 @@
 //! stops of the leader, of its whole process tree, of its shim or its
 //! command, of followers, and of the store's own process where torture
 //! started it (`--store-command`) or was told its pid (`--store-pid`).
-//! Killed candidates are replaced, so N stay alive.
+//! Killed candidates are replaced, so N stay alive. On a store reached over
+//! the network (a clock of its own), `clock-fast` and `clock-slow` replace a
+//! follower by one started under libfaketime (`LD_PRELOAD`, `FAKETIME="+0
+//! xRATE"`): regent's clock and timers, through libc, run at that rate. The
+//! shim reads CLOCK_MONOTONIC through the vDSO (rustix) and is not skewed,
+//! unlike a real host's whole clock: it still keeps the step-down instant
+//! regent hands it, converted at the moment it is sent. On one host (the
+//! SQLite store) every process shares the kernel's clock, so the faults do
+//! not apply there. Slow clocks stay within the 1% drift regent's timing
+//! rules allow for: beyond it no lease can be kept safe by time, and the
+//! fence would be all that is left.
 //!
 //! At the end every candidate is stopped (SIGTERM, then SIGKILL), the fence
 //! listens two ttls more, and the [`checker`] judges the records: stale

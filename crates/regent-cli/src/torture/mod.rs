@@ -172,7 +172,7 @@ enum StoreProcess {
     /// Started by torture: `sh -c CMD`, leading its own process group.
     Ours {
         command: String,
-        child: Child,
+        child: Box<Child>,
         pid: i32,
     },
     /// Started by someone else.
@@ -205,7 +205,7 @@ impl StoreProcess {
             .ok_or_else(|| CliError::failure("--store-command exited at once"))?;
         Ok(Self::Ours {
             command: command.to_owned(),
-            child,
+            child: Box::new(child),
             pid,
         })
     }

@@ -52,13 +52,8 @@ pub(crate) struct Input<'a> {
 pub(crate) enum Violation {
     /// Writes refused by the fence from one process of one term.
     StaleWrite {
-        id: String,
-        token: u64,
-        pid: i32,
-        role: Role,
-        count: u64,
-        first_ns: u64,
-        last_ns: u64,
+        #[serde(flatten)]
+        writes: WriteRun,
         /// The newer term the fence had already taken at the first one.
         newer_id: String,
         newer_token: u64,
@@ -77,13 +72,8 @@ pub(crate) enum Violation {
     SharedToken { token: u64, ids: Vec<String> },
     /// Writes from one process after every candidate had exited.
     WriteAfterExit {
-        id: String,
-        token: u64,
-        pid: i32,
-        role: Role,
-        count: u64,
-        first_ns: u64,
-        last_ns: u64,
+        #[serde(flatten)]
+        writes: WriteRun,
         all_exited_ns: u64,
     },
     /// A writer process alive after every candidate had exited (killed
@@ -95,6 +85,46 @@ pub(crate) enum Violation {
         id: Option<String>,
         token: Option<u64>,
     },
+}
+
+/// Writes from one process of one term: whose, how many, when.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub(crate) struct WriteRun {
+    pub(crate) id: String,
+    pub(crate) token: u64,
+    pub(crate) pid: i32,
+    pub(crate) role: Role,
+    pub(crate) count: u64,
+    pub(crate) first_ns: u64,
+    pub(crate) last_ns: u64,
+}
+
+/// Writes (in time order, each with a note) grouped per process and
+/// term; each group keeps the note of its first write.
+fn group<'a, T>(
+    writes: impl IntoIterator<Item = (&'a Write, T)>,
+) -> BTreeMap<(String, u64, i32), (WriteRun, T)> {
+    let mut runs: BTreeMap<(String, u64, i32), (WriteRun, T)> = BTreeMap::new();
+    for (w, note) in writes {
+        runs.entry((w.id.clone(), w.token, w.pid))
+            .and_modify(|(run, _)| {
+                run.count += 1;
+                run.last_ns = w.at_ns;
+            })
+            .or_insert_with(|| {
+                let run = WriteRun {
+                    id: w.id.clone(),
+                    token: w.token,
+                    pid: w.pid,
+                    role: w.role,
+                    count: 1,
+                    first_ns: w.at_ns,
+                    last_ns: w.at_ns,
+                };
+                (run, note)
+            });
+    }
+    runs
 }
 
 /// Time from faults of one kind that hit the leader to the first accepted
@@ -143,8 +173,8 @@ pub(crate) fn check(input: &Input<'_>) -> Findings {
     let mut writes: Vec<&Write> = input.writes.iter().collect();
     writes.sort_by_key(|w| w.at_ns);
 
-    // Stale writes, grouped per (id, token, pid).
-    let mut stale: BTreeMap<(String, u64, i32), Violation> = BTreeMap::new();
+    // Stale writes, each with the newest term taken before it.
+    let mut stale: Vec<(&Write, (String, u64, u64))> = Vec::new();
     let mut expected_first: BTreeSet<u64> = BTreeSet::new();
     let mut best: Option<&Write> = None;
     // Term starts: token -> (first write, ids).
@@ -172,29 +202,17 @@ pub(crate) fn check(input: &Input<'_>) -> Findings {
             continue;
         }
         let newer = best.map_or((String::new(), 0, 0), |b| (b.id.clone(), b.token, b.at_ns));
-        stale
-            .entry((w.id.clone(), w.token, w.pid))
-            .and_modify(|v| {
-                if let Violation::StaleWrite { count, last_ns, .. } = v {
-                    *count += 1;
-                    *last_ns = w.at_ns;
-                }
-            })
-            .or_insert_with(|| Violation::StaleWrite {
-                id: w.id.clone(),
-                token: w.token,
-                pid: w.pid,
-                role: w.role,
-                count: 1,
-                first_ns: w.at_ns,
-                last_ns: w.at_ns,
-                newer_id: newer.0,
-                newer_token: newer.1,
-                newer_since_ns: newer.2,
-            });
+        stale.push((w, newer));
     }
     out.terms = terms.len() as u64;
-    out.violations.extend(stale.into_values());
+    out.violations.extend(group(stale).into_values().map(
+        |(writes, (newer_id, newer_token, newer_since_ns))| Violation::StaleWrite {
+            writes,
+            newer_id,
+            newer_token,
+            newer_since_ns,
+        },
+    ));
 
     // Term starts in time order must carry growing tokens.
     let mut starts: Vec<&Write> = terms
@@ -226,27 +244,20 @@ pub(crate) fn check(input: &Input<'_>) -> Findings {
 
     // Writes after every candidate exited.
     if let Some(end) = input.all_exited_ns {
-        let mut late: BTreeMap<(String, u64, i32), Violation> = BTreeMap::new();
-        for w in writes.iter().filter(|w| w.at_ns > end) {
-            late.entry((w.id.clone(), w.token, w.pid))
-                .and_modify(|v| {
-                    if let Violation::WriteAfterExit { count, last_ns, .. } = v {
-                        *count += 1;
-                        *last_ns = w.at_ns;
-                    }
-                })
-                .or_insert_with(|| Violation::WriteAfterExit {
-                    id: w.id.clone(),
-                    token: w.token,
-                    pid: w.pid,
-                    role: w.role,
-                    count: 1,
-                    first_ns: w.at_ns,
-                    last_ns: w.at_ns,
+        let late = group(
+            writes
+                .iter()
+                .copied()
+                .filter(|w| w.at_ns > end)
+                .map(|w| (w, ())),
+        );
+        out.violations.extend(
+            late.into_values()
+                .map(|(writes, ())| Violation::WriteAfterExit {
+                    writes,
                     all_exited_ns: end,
-                });
-        }
-        out.violations.extend(late.into_values());
+                }),
+        );
     }
     for s in input.survivors {
         let last = writes.iter().rev().find(|w| w.pid == s.pid);
@@ -367,13 +378,15 @@ mod tests {
         assert_eq!(
             f.violations,
             [Violation::StaleWrite {
-                id: "a".into(),
-                token: 1,
-                pid: 10,
-                role: Role::Cmd,
-                count: 2,
-                first_ns: 3_100_000_000,
-                last_ns: 3_200_000_000,
+                writes: WriteRun {
+                    id: "a".into(),
+                    token: 1,
+                    pid: 10,
+                    role: Role::Cmd,
+                    count: 2,
+                    first_ns: 3_100_000_000,
+                    last_ns: 3_200_000_000,
+                },
                 newer_id: "b".into(),
                 newer_token: 2,
                 newer_since_ns: 3 * S,
@@ -472,5 +485,29 @@ mod tests {
         assert_eq!(g.max_ms, Some(2000.0));
         assert_eq!(f.faults["kill-follower"], 1);
         assert!(!f.gaps.contains_key("kill-follower"));
+    }
+
+    /// The report's violations are flat objects named by their rule.
+    #[test]
+    fn violations_serialize_flat_with_their_rule() {
+        let v = Violation::WriteAfterExit {
+            writes: WriteRun {
+                id: "a".into(),
+                token: 7,
+                pid: 42,
+                role: Role::Bg,
+                count: 3,
+                first_ns: 1,
+                last_ns: 2,
+            },
+            all_exited_ns: 0,
+        };
+        let json = serde_json::to_value(&v).unwrap();
+        assert_eq!(json["rule"], "write-after-exit");
+        assert_eq!(json["id"], "a");
+        assert_eq!(json["token"], 7);
+        assert_eq!(json["count"], 3);
+        assert_eq!(json["all_exited_ns"], 0);
+        assert!(json.get("writes").is_none(), "{json}");
     }
 }

@@ -52,7 +52,7 @@ use serde::Serialize;
 use tokio::process::{Child, Command};
 use tokio::time::Instant;
 
-use self::checker::{Findings, Survivor, Violation};
+use self::checker::{Findings, Survivor, Violation, WriteRun};
 use self::fence::Shared;
 use self::nemesis::{Fault, FaultKind, FaultList, parse_faults};
 use crate::cli::{StoreArgs, StoreFlags, parse_duration};
@@ -897,13 +897,16 @@ fn print_table(f: &Findings, garbage: u64, origin: u64) {
     for v in &f.violations {
         let line = match v {
             Violation::StaleWrite {
-                id,
-                token,
-                pid,
-                role,
-                count,
-                first_ns,
-                last_ns,
+                writes:
+                    WriteRun {
+                        id,
+                        token,
+                        pid,
+                        role,
+                        count,
+                        first_ns,
+                        last_ns,
+                    },
                 newer_id,
                 newer_token,
                 ..
@@ -931,11 +934,15 @@ fn print_table(f: &Findings, garbage: u64, origin: u64) {
                 format!("shared-token: token {token} written by {}", ids.join(", "))
             }
             Violation::WriteAfterExit {
-                id,
-                token,
-                pid,
-                count,
-                first_ns,
+                writes:
+                    WriteRun {
+                        id,
+                        token,
+                        pid,
+                        count,
+                        first_ns,
+                        ..
+                    },
                 ..
             } => format!(
                 "write-after-exit: {id} token {token} pid {pid} wrote {count}x from {:.2}s, after \

@@ -38,15 +38,6 @@ pub(crate) struct WriterArgs {
     pub(crate) background: bool,
 }
 
-/// This process's pid as `/proc` names it: the pid outside a PID namespace
-/// when `/proc` is the host's; `getpid()` would name the namespace's.
-fn outer_pid() -> i32 {
-    std::fs::read_link("/proc/self")
-        .ok()
-        .and_then(|p| p.to_str()?.parse().ok())
-        .unwrap_or(0)
-}
-
 pub(crate) fn main(args: WriterArgs) -> ExitCode {
     let token: u64 = match std::env::var("REGENT_FENCING_TOKEN")
         .ok()
@@ -84,7 +75,9 @@ pub(crate) fn main(args: WriterArgs) -> ExitCode {
         }
     }
     let role = if args.background { "bg" } else { "cmd" };
-    let pid = outer_pid();
+    // As /proc names it: the writer runs in a PID namespace, where
+    // getpid() names another number.
+    let pid = crate::tree::proc_pid().unwrap_or(0);
     let mut seq = 0u64;
     let mut backoff = Duration::from_millis(50);
     let mut conn: Option<(TcpStream, BufReader<TcpStream>)> = None;

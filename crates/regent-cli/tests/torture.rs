@@ -231,6 +231,34 @@ fn bad_flags_are_usage_errors_naming_the_flag() {
     }
 }
 
+/// A store command that exits by itself (here at once, as etcd does on a
+/// taken port) ends torture with exit 1 and the store's last output, not
+/// after the store's connection retries with a message about a store that
+/// does not answer.
+#[test]
+fn a_store_command_that_exits_is_named_with_its_output() {
+    let port = free_port();
+    let store = format!("etcd://127.0.0.1:{port}");
+    let out = run_bounded(
+        &[
+            "torture",
+            "--store",
+            &store,
+            "--store-command",
+            "echo 'bind: address already in use' >&2; exit 3",
+        ],
+        Duration::from_secs(20),
+    );
+    no_panic(&out);
+    assert_eq!(out.code, Some(1), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("exited by itself (exit status: 3)")
+            && out.stderr.contains("bind: address already in use"),
+        "{}",
+        out.stderr
+    );
+}
+
 /// Regression: SIGTERM ended `regent torture` at once and left its
 /// candidates (each in a process group of its own) and their commands
 /// running for good. SIGTERM now ends the faults early with the usual

@@ -231,6 +231,36 @@ impl StoreProcess {
         }
     }
 
+    /// If our store exited (not by the nemesis: it waits for the restart),
+    /// the error that says so, with the store's last output.
+    fn exited(&mut self, dir: &Path) -> Option<CliError> {
+        let Self::Ours { child, .. } = self else {
+            return None;
+        };
+        let status = child.try_wait().ok()??;
+        let log = std::fs::read_to_string(dir.join("store.log")).unwrap_or_default();
+        let tail: Vec<&str> = log.lines().rev().take(5).collect();
+        let tail: Vec<&str> = tail.into_iter().rev().collect();
+        Some(CliError::failure(format!(
+            "the store (--store-command) exited by itself ({status}); its last output:\n{}",
+            tail.join("\n")
+        )))
+    }
+
+    /// Completes when our store has exited (never for theirs), with the
+    /// error of [`Self::exited`].
+    async fn until_exited(&mut self, dir: &Path) -> CliError {
+        loop {
+            if let Some(e) = self.exited(dir) {
+                return e;
+            }
+            if matches!(self, Self::Theirs { .. }) {
+                std::future::pending::<()>().await;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
     /// SIGKILLs our store, waits a second, starts it again; the new pid.
     async fn kill_and_restart(&mut self, dir: &Path) -> Result<i32, CliError> {
         self.signal(Signal::KILL);
@@ -410,16 +440,10 @@ impl Campaign {
     /// Replaces candidates that exited; fails when the store torture
     /// started has exited without the nemesis (its log says why).
     fn replenish(&mut self, n: usize) -> Result<(), CliError> {
-        if let Some(StoreProcess::Ours { child, .. }) = &mut self.store_process
-            && let Ok(Some(status)) = child.try_wait()
+        if let Some(store) = &mut self.store_process
+            && let Some(e) = store.exited(&self.dir)
         {
-            let log = std::fs::read_to_string(self.dir.join("store.log")).unwrap_or_default();
-            let tail: Vec<&str> = log.lines().rev().take(5).collect();
-            let tail: Vec<&str> = tail.into_iter().rev().collect();
-            return Err(CliError::failure(format!(
-                "the store (--store-command) exited by itself ({status}); its last output:\n{}",
-                tail.join("\n")
-            )));
+            return Err(e);
         }
         for (id, status) in self.reap() {
             self.say(&format!("   {id} exited ({status}); replaced"));
@@ -640,15 +664,20 @@ pub(crate) async fn torture(args: TortureArgs) -> Result<u8, CliError> {
         (None, Some(pid)) => Some(StoreProcess::Theirs { pid }),
         (None, None) => None,
     };
-    // Answers (the open retries while it starts), and the flags are right.
-    match store::open(&target, &election, None).await {
-        Ok(store) => drop(store),
-        Err(e) => {
-            if let Some(p) = store_process.take() {
-                p.stop().await;
-            }
-            return Err(e);
+    // Answers (the open retries while it starts), and the flags are right;
+    // a store command that exits meanwhile (a taken port) is the error.
+    let opened = match &mut store_process {
+        Some(p) => tokio::select! {
+            r = store::open(&target, &election, None) => r.map(drop),
+            e = p.until_exited(tmp.path()) => Err(e),
+        },
+        None => store::open(&target, &election, None).await.map(drop),
+    };
+    if let Err(e) = opened {
+        if let Some(p) = store_process.take() {
+            p.stop().await;
         }
+        return Err(e);
     }
     let server = fence::Server::start()
         .await

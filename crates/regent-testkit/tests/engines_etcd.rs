@@ -6,12 +6,11 @@ mod common;
 
 use std::net::TcpStream;
 use std::path::Path;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use regent_testkit::engines::{EngineError, Etcd, EtcdBuilder, EtcdCluster, EtcdTls, EtcdTlsFiles};
 
-use common::{assert_success, stdout};
+use common::{assert_success, in_child_with_env, stdout};
 
 fn process_exists(pid: u32) -> bool {
     Path::new(&format!("/proc/{pid}")).exists()
@@ -115,32 +114,6 @@ fn cluster_of_three_elects_a_new_leader_when_the_leader_is_killed() {
             "member (pid {pid}) still exists after drop"
         );
     }
-}
-
-/// Runs `checks` in a child process re-running only the test `name` with
-/// `var=value` in its environment (this process's environment is shared by
-/// the tests running in parallel, and setting it would need unsafe code).
-/// In the child, `var` is set and `checks` runs; here, the child must pass
-/// and say that it ran them.
-fn in_child_with_env(name: &str, var: &str, value: &str, checks: impl FnOnce()) {
-    let checked = format!("checked in a child: {name}");
-    if std::env::var(var).as_deref() == Ok(value) {
-        checks();
-        println!("{checked}");
-        return;
-    }
-    let child = Command::new(std::env::current_exe().unwrap())
-        .args([name, "--exact", "--nocapture"])
-        .env(var, value)
-        .output()
-        .unwrap();
-    let out = format!(
-        "{}{}",
-        String::from_utf8_lossy(&child.stdout),
-        String::from_utf8_lossy(&child.stderr)
-    );
-    assert!(child.status.success(), "child test failed:\n{out}");
-    assert!(out.contains(&checked), "child test did not run:\n{out}");
 }
 
 /// Fails unless `err` says `program` is not where its override variable

@@ -36,9 +36,10 @@ use super::EngineError;
 ///   engine's. Its data stays until the engine is dropped.
 /// * [`Engine::restart`] comes back on the same data and the same URL and
 ///   returns once the engine is healthy.
-/// * Dropping the engine stops its process (SIGTERM, then SIGKILL after a
-///   bound; a paused process is resumed so that it can act on SIGTERM) and
-///   removes its directory.
+/// * Dropping the engine stops its process (SIGTERM, or the engine's own
+///   graceful signal such as Consul's SIGINT, then SIGKILL after a bound; a
+///   paused process is resumed so that it can act on it) and removes its
+///   directory.
 pub trait Engine: Any + fmt::Debug + Send {
     /// Starts a fresh instance on free ports, in a new temporary directory,
     /// and waits with a bound until it is healthy.
@@ -77,7 +78,8 @@ pub trait Engine: Any + fmt::Debug + Send {
     /// Lets a paused process go on (SIGCONT).
     fn resume(&mut self) -> Signaled;
 
-    /// Stops the process by its PID: SIGTERM, then SIGKILL after a bound.
+    /// Stops the process by its PID: SIGTERM (SIGINT for Consul), then
+    /// SIGKILL after a bound.
     /// Returns once it is reaped; the data stays.
     fn stop(&mut self) -> Signaled;
 

@@ -1,15 +1,20 @@
 //! Just enough HTTP/1.0 over a [`TcpStream`] for health checks and JSON
 //! status calls; an HTTP client crate would be the larger part of the kit.
+//! [`Response`] is public (as `engines::HttpResponse`) for engines whose
+//! tests talk to the engine's HTTP API through the kit, such as Consul's.
 
 use std::io::{self, Read as _, Write as _};
 use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
-/// A response: the status code and the body.
-#[derive(Debug)]
-pub(crate) struct Response {
-    pub(crate) status: u16,
-    pub(crate) body: String,
+/// A response of an engine's HTTP API: the status code and the body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Response {
+    /// The status code, such as 200.
+    pub status: u16,
+    /// The body, as text.
+    pub body: String,
 }
 
 /// `GET path` on `addr`, every step bounded by `timeout`.
@@ -25,6 +30,17 @@ pub(crate) fn post_json(
     timeout: Duration,
 ) -> io::Result<Response> {
     request(addr, "POST", path, Some(body), timeout)
+}
+
+/// `PUT path` on `addr`, with a JSON body if `body` is given, every step
+/// bounded by `timeout`.
+pub(crate) fn put(
+    addr: SocketAddr,
+    path: &str,
+    body: Option<&str>,
+    timeout: Duration,
+) -> io::Result<Response> {
+    request(addr, "PUT", path, body, timeout)
 }
 
 fn request(
@@ -43,8 +59,11 @@ fn request(
             "Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
             body.len()
         ));
-    } else {
+    } else if method == "GET" {
         request.push_str("\r\n");
+    } else {
+        // A method that may carry a body says it has none.
+        request.push_str("Content-Length: 0\r\n\r\n");
     }
     stream.write_all(request.as_bytes())?;
     // HTTP/1.0 without keep-alive: the server should close after the

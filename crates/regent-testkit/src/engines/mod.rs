@@ -7,13 +7,14 @@
 //! [`for_every_engine!`](crate::for_every_engine).
 //!
 //! Each engine runs on free ports in its own temporary directory and is
-//! stopped by the PID the kit recorded when it is dropped (SIGTERM, then
-//! SIGKILL after [`STOP_TIMEOUT`]), never by name, so tests can run in
-//! parallel and leave nothing behind. Starting waits, with a bound
-//! ([`START_TIMEOUT`]), until the engine answers its own health check, and
-//! starts again on new ports if one was taken meanwhile.
+//! stopped by the PID the kit recorded when it is dropped (SIGTERM, or
+//! SIGINT for Consul, then SIGKILL after [`STOP_TIMEOUT`]), never by name,
+//! so tests can run in parallel and leave nothing behind. Starting waits,
+//! with a bound ([`START_TIMEOUT`]), until the engine answers its own health
+//! check, and starts again on new ports if one was taken meanwhile.
 //!
-//! The engines come from Debian packages installed by `scripts/install-engines`.
+//! The engines come from Debian packages installed by `scripts/install-engines`
+//! (Consul from Debian 11's package: Debian 12 has none).
 //! An engine that is not installed is an error naming that script
 //! ([`EngineError::NotInstalled`]): a test that needs an engine fails without
 //! it, it never passes by skipping.
@@ -27,6 +28,9 @@
 //! |---|---|---|
 //! | SQLite | [`Sqlite`]: a file in a temporary directory, no process | none (compiled into regent) |
 //! | etcd 3.4 | [`etcd::Etcd`], [`etcd::EtcdCluster`]; secured (TLS, authentication) by [`etcd::Etcd::builder`] | `etcd` (`REGENT_ETCD_BIN`), `etcdctl` (`REGENT_ETCDCTL_BIN`) |
+//!
+//! The kit also starts Consul 1.8 ([`consul`]: a dev agent, or three servers
+//! with client agents), not yet in the list: there is no Consul store yet.
 //!
 //! # Adding an engine
 //!
@@ -46,20 +50,24 @@ use std::path::PathBuf;
 use std::process::ExitStatus;
 use std::time::Duration;
 
+pub mod consul;
 mod engine;
 pub mod etcd;
 mod http;
 mod process;
 pub mod sqlite;
 
+pub use consul::{Consul, ConsulCluster, ConsulRole};
 pub use engine::{Engine, Signaled};
 pub use etcd::{Etcd, EtcdBuilder, EtcdCluster, EtcdTls, EtcdTlsFiles};
+pub use http::Response as HttpResponse;
 pub use sqlite::Sqlite;
 
 /// How long starting (or restarting) an engine waits for it to be healthy.
 pub const START_TIMEOUT: Duration = Duration::from_secs(15);
 
-/// How long stopping an engine waits after SIGTERM before it sends SIGKILL.
+/// How long stopping an engine waits after SIGTERM (SIGINT for Consul)
+/// before it sends SIGKILL.
 pub const STOP_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Defines one `#[test]` per engine for each test function named: the one

@@ -106,6 +106,9 @@ pub(crate) struct EngineProcess {
     child: Option<Child>,
     /// Whether the kit sent SIGSTOP and no SIGCONT since.
     paused: bool,
+    /// What [`stop`](Self::stop) sends first: SIGTERM unless the engine
+    /// shuts down gracefully on another signal.
+    stop_signal: Signal,
     // Declared last: removed after `Drop` stopped the process.
     dir: TempDir,
 }
@@ -125,8 +128,17 @@ impl EngineProcess {
             program,
             child: None,
             paused: false,
+            stop_signal: Signal::TERM,
             dir,
         })
+    }
+
+    /// Makes [`stop`](Self::stop) (and so drop) send `signal` first instead
+    /// of SIGTERM, for an engine whose graceful shutdown is on another
+    /// signal (Consul's on SIGINT).
+    pub(crate) fn with_stop_signal(mut self, signal: Signal) -> Self {
+        self.stop_signal = signal;
+        self
     }
 
     /// The program this process runs.
@@ -205,18 +217,7 @@ impl EngineProcess {
     ) -> Result<(), EngineError> {
         let started = Instant::now();
         loop {
-            let exited = self
-                .child
-                .as_mut()
-                .and_then(|c| c.try_wait().ok().flatten());
-            if let Some(status) = exited {
-                self.child = None;
-                return Err(EngineError::Exited {
-                    instance: instance.to_owned(),
-                    status,
-                    log_tail: self.log_tail(LOG_TAIL_LINES),
-                });
-            }
+            self.check_not_exited(instance)?;
             if ready() {
                 return Ok(());
             }
@@ -228,6 +229,27 @@ impl EngineProcess {
                 });
             }
             thread::sleep(POLL);
+        }
+    }
+
+    /// [`EngineError::Exited`], naming `instance` and quoting the log, if
+    /// the process has exited on its own (it is reaped then); for waits
+    /// that watch several processes at once.
+    pub(crate) fn check_not_exited(&mut self, instance: &str) -> Result<(), EngineError> {
+        let exited = self
+            .child
+            .as_mut()
+            .and_then(|c| c.try_wait().ok().flatten());
+        match exited {
+            Some(status) => {
+                self.child = None;
+                Err(EngineError::Exited {
+                    instance: instance.to_owned(),
+                    status,
+                    log_tail: self.log_tail(LOG_TAIL_LINES),
+                })
+            }
+            None => Ok(()),
         }
     }
 
@@ -256,11 +278,11 @@ impl EngineProcess {
         self.signal(Signal::CONT)
     }
 
-    /// First half of [`stop`](Self::stop): SIGTERM, and SIGCONT to a paused
-    /// process so that it can act on it. Lets a caller stop several
-    /// processes together.
+    /// First half of [`stop`](Self::stop): SIGTERM (or the engine's own
+    /// stop signal), and SIGCONT to a paused process so that it can act on
+    /// it. Lets a caller stop several processes together.
     pub(crate) fn begin_stop(&mut self) -> Signaled {
-        let sent = self.signal(Signal::TERM);
+        let sent = self.signal(self.stop_signal);
         if self.paused {
             self.resume();
         }
@@ -278,8 +300,9 @@ impl EngineProcess {
         self.paused = false;
     }
 
-    /// SIGTERM, then SIGKILL if the process has not exited after
-    /// [`STOP_TIMEOUT`]; returns once it is reaped.
+    /// SIGTERM (or the engine's own stop signal), then SIGKILL if the
+    /// process has not exited after [`STOP_TIMEOUT`]; returns once it is
+    /// reaped.
     pub(crate) fn stop(&mut self) -> Signaled {
         let sent = self.begin_stop();
         self.finish_stop(Instant::now() + STOP_TIMEOUT);

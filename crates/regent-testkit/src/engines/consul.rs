@@ -1,0 +1,601 @@
+//! Consul 1.8 on `127.0.0.1`: one dev agent ([`Consul`]) or a cluster of
+//! three servers and client agents ([`ConsulCluster`]).
+//!
+//! Every agent binds free ports of its own for HTTP, serf LAN, serf WAN and
+//! server RPC, given in `-hcl 'ports { … }'`, so none takes Consul's
+//! defaults (8300–8302, 8500) and tests run in parallel. DNS, gRPC and HTTPS
+//! are off (`-1`): regent uses none of them, and a port nobody binds cannot
+//! be taken. The update check is off (`disable_update_check`): the agents
+//! call nobody. Each agent has its own temporary directory holding its data
+//! dir and its log (`consul.log`, whose last lines startup errors quote). If
+//! a port was taken between the kit finding it free and Consul binding it,
+//! the kit starts again on new ports.
+//!
+//! An agent is an [`Engine`]: its store URL is `consul://127.0.0.1:PORT`,
+//! that agent's HTTP API. It is **ready** ([`Consul::is_healthy`]) when
+//! `GET /v1/status/leader` names a Raft leader **and** its own node is in
+//! the catalog with its `serfHealth` check passing (`GET
+//! /v1/health/node/NAME`). Consul answers HTTP before either is true, and
+//! refuses to create a session for a node that is not registered or not
+//! healthy.
+//!
+//! # The dev agent
+//!
+//! [`Consul::start`] starts `consul agent -dev`: a lone server that elects
+//! itself at once (ready in a few hundred milliseconds). Its store lives in
+//! memory only, so [`Consul::restart`] comes back on the same ports and
+//! URL but **empty**: no keys, no sessions. This is the one way a dev agent
+//! departs from the [`Engine`] contract (same data after a restart); to a
+//! candidate, a restart looks like a store that lost every lock, which is
+//! a fault worth testing too. A cluster's members keep their data dirs.
+//!
+//! # A cluster
+//!
+//! [`ConsulCluster`] runs [`ConsulCluster::SERVERS`] servers (`-server
+//! -bootstrap-expect 3`, each `-retry-join`ing the others) and client
+//! agents (each `-retry-join`ing every server), one datacenter named
+//! after the test process, with `-retry-interval` [`RETRY_INTERVAL`] (the
+//! default of 30 s would strand an agent launched before the servers
+//! listen) and servers on `performance { raft_multiplier = 1 }` (the
+//! default, 5, makes an election take several seconds). A client agent
+//! holds no data of its own: it forwards to the servers, and a session
+//! created through it belongs to its node.
+//!
+//! Program: `consul` from `PATH` (installed as `/usr/local/bin/consul` by
+//! `scripts/install-engines`), or the path in `REGENT_CONSUL_BIN`. Variables
+//! `CONSUL_*` of the test's environment are passed to neither the agents nor
+//! [`Consul::consul_command`], which gets `CONSUL_HTTP_ADDR` of its agent.
+//!
+//! Agents stop by their PID with SIGINT, Consul's graceful shutdown, then
+//! SIGKILL after [`STOP_TIMEOUT`]. No agent *leaves* the cluster on SIGINT
+//! (every cluster agent runs with `skip_leave_on_interrupt`, the servers'
+//! default, since leaving takes about 4 s, most of it Consul waiting for
+//! the news to spread): to the others, a stopped agent has failed, and the
+//! sessions of its node end once gossip notices. [`Consul::leave`] is the
+//! graceful departure: the node is deregistered and its sessions end at
+//! once.
+//!
+//! ```no_run
+//! use regent_testkit::engines::Consul;
+//!
+//! let consul = Consul::start()?;
+//! let session = consul
+//!     .http_put("/v1/session/create", Some(r#"{"TTL":"10s","LockDelay":"0s"}"#))
+//!     .expect("the agent answers");
+//! assert_eq!(session.status, 200, "{}", session.body);
+//! // Dropping `consul` stops the agent (SIGINT, then SIGKILL) and removes
+//! // its directory.
+//! # Ok::<(), regent_testkit::engines::EngineError>(())
+//! ```
+
+use std::fmt;
+use std::io;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use rustix::process::Signal;
+
+use super::http::{self, Response as HttpResponse};
+use super::process::{self, EngineProcess, Program};
+use super::{Engine, EngineError, Signaled};
+
+pub use super::{START_TIMEOUT, STOP_TIMEOUT};
+
+mod cluster;
+
+pub use cluster::ConsulCluster;
+
+/// `-retry-interval` of every cluster agent: how soon an agent tries
+/// `-retry-join` again when no server listened yet.
+pub const RETRY_INTERVAL: Duration = Duration::from_millis(200);
+
+/// Bound on each step of [`Consul::http_get`] and [`Consul::http_put`].
+pub const API_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Bound on each step of [`Consul::leave`]'s request, which Consul
+/// answers once the leave has spread (about 4 s).
+const LEAVE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Bound on each readiness or status request.
+const STATUS_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// The datacenter of the dev agent: Consul's default.
+const DEV_DATACENTER: &str = "dc1";
+
+/// What kind of agent a [`Consul`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ConsulRole {
+    /// `consul agent -dev`: a lone server with its store in memory.
+    Dev,
+    /// A server of a [`ConsulCluster`]: a Raft voter holding the data.
+    Server,
+    /// A client agent of a [`ConsulCluster`]: no data of its own; it
+    /// forwards to the servers.
+    Client,
+}
+
+impl fmt::Display for ConsulRole {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Dev => "dev agent",
+            Self::Server => "server",
+            Self::Client => "client agent",
+        })
+    }
+}
+
+/// The ports an agent binds; DNS, gRPC and HTTPS stay off.
+#[derive(Debug, Clone, Copy)]
+struct Ports {
+    http: u16,
+    serf_lan: u16,
+    serf_wan: u16,
+    server: u16,
+}
+
+impl Ports {
+    /// How many free ports one agent takes.
+    const PER_AGENT: usize = 4;
+
+    /// Ports from [`Self::PER_AGENT`] free ports.
+    fn from_free(ports: &[u16]) -> Self {
+        Self {
+            http: ports[0],
+            serf_lan: ports[1],
+            serf_wan: ports[2],
+            server: ports[3],
+        }
+    }
+
+    /// The `-hcl` setting them.
+    fn hcl(&self) -> String {
+        format!(
+            "ports {{ http = {}, serf_lan = {}, serf_wan = {}, server = {}, \
+             dns = -1, grpc = -1, https = -1 }}",
+            self.http, self.serf_lan, self.serf_wan, self.server
+        )
+    }
+}
+
+/// Where a cluster agent belongs: its datacenter, how many servers bootstrap
+/// it, and the serf LAN ports it joins.
+#[derive(Debug, Clone)]
+struct Membership {
+    datacenter: String,
+    servers: usize,
+    retry_join: Vec<u16>,
+}
+
+/// One Consul agent on `127.0.0.1`, stopped when dropped: a dev agent
+/// ([`Consul::start`]) or a member of a [`ConsulCluster`].
+#[derive(Debug)]
+pub struct Consul {
+    node: String,
+    role: ConsulRole,
+    ports: Ports,
+    /// `None` for the dev agent.
+    membership: Option<Membership>,
+    /// Consul itself, in a temporary directory holding `data/` and
+    /// `consul.log`; stopped (SIGINT) and removed on drop.
+    process: EngineProcess,
+}
+
+impl Consul {
+    /// Starts a dev agent (`consul agent -dev`, node `dev`) on free ports
+    /// and waits until it is ready: it leads and its node is registered.
+    ///
+    /// # Errors
+    ///
+    /// [`EngineError::NotInstalled`] (or [`EngineError::NotInstalledAt`]
+    /// with `REGENT_CONSUL_BIN`) when there is no consul to run: the
+    /// message names `scripts/install-engines`. [`EngineError::Exited`] or
+    /// [`EngineError::NotReady`] when the agent did not become ready within
+    /// [`START_TIMEOUT`], quoting its log; [`EngineError::Io`] or
+    /// [`EngineError::Spawn`] when setting up failed.
+    pub fn start() -> Result<Self, EngineError> {
+        process::retry_on_port_collision(|| {
+            let ports = Ports::from_free(&process::free_ports(Ports::PER_AGENT)?);
+            let mut consul = Self::new("dev".to_owned(), ConsulRole::Dev, ports, None)?;
+            consul.spawn()?;
+            consul.wait_healthy(Instant::now() + START_TIMEOUT)?;
+            Ok(consul)
+        })
+    }
+
+    /// The node name (`-node`): `dev`, or `s0`, `a1`, … in a cluster.
+    pub fn node(&self) -> &str {
+        &self.node
+    }
+
+    /// What kind of agent this is.
+    pub fn role(&self) -> ConsulRole {
+        self.role
+    }
+
+    /// The datacenter: `dc1` for the dev agent, one of its own for each
+    /// cluster.
+    pub fn datacenter(&self) -> &str {
+        self.membership
+            .as_ref()
+            .map_or(DEV_DATACENTER, |m| m.datacenter.as_str())
+    }
+
+    /// The HTTP address as `127.0.0.1:PORT`, the form `CONSUL_HTTP_ADDR`
+    /// and Consul's clients take.
+    pub fn address(&self) -> String {
+        self.http_addr().to_string()
+    }
+
+    /// The HTTP address of the agent's API.
+    pub fn http_addr(&self) -> SocketAddr {
+        SocketAddr::from((Ipv4Addr::LOCALHOST, self.ports.http))
+    }
+
+    /// The server RPC address, as `/v1/status/leader` names the leader
+    /// (a client agent binds no such port).
+    pub fn server_addr(&self) -> SocketAddr {
+        SocketAddr::from((Ipv4Addr::LOCALHOST, self.ports.server))
+    }
+
+    /// The serf LAN address, which other agents join.
+    pub fn serf_lan_addr(&self) -> SocketAddr {
+        SocketAddr::from((Ipv4Addr::LOCALHOST, self.ports.serf_lan))
+    }
+
+    /// The PID of the running process, or `None` once the kit has stopped or
+    /// killed it.
+    pub fn pid(&self) -> Option<u32> {
+        self.process.pid()
+    }
+
+    /// Whether the kit started the process and has not stopped or killed it
+    /// since. (A process that died on its own still counts until the kit
+    /// notices; [`Consul::is_healthy`] asks the agent itself.)
+    pub fn is_running(&self) -> bool {
+        self.process.is_running()
+    }
+
+    /// The data dir (`-data-dir`) of a cluster member; it survives
+    /// [`Consul::stop`] and [`Consul::kill`] and is removed on drop. The dev
+    /// agent keeps its store in memory and writes nothing there.
+    pub fn data_dir(&self) -> PathBuf {
+        self.process.data_dir()
+    }
+
+    /// Consul's log: standard output and error of every run of this agent.
+    pub fn log_path(&self) -> PathBuf {
+        self.process.log_path()
+    }
+
+    /// Whether the agent is ready now: it knows a Raft leader and its own
+    /// node is registered with `serfHealth` passing. A paused or stopped
+    /// agent is not.
+    pub fn is_healthy(&self) -> bool {
+        self.leader().is_some() && self.node_is_passing()
+    }
+
+    /// Whether this agent is a server that believes it is the Raft leader
+    /// now (a deposed leader may believe so for a moment;
+    /// [`ConsulCluster::leader_server`] asks for a quorum).
+    pub fn is_leader(&self) -> bool {
+        self.role != ConsulRole::Client && self.leader() == Some(self.server_addr().to_string())
+    }
+
+    /// The server RPC address (`127.0.0.1:PORT`) this agent names as the
+    /// Raft leader (`GET /v1/status/leader`), or `None` if it names none or
+    /// does not answer within half a second.
+    pub fn leader(&self) -> Option<String> {
+        leader_at(self.http_addr())
+    }
+
+    /// `GET PATH` on this agent's HTTP API, such as `/v1/kv/k` or
+    /// `/v1/session/info/ID`, every step bounded by [`API_TIMEOUT`].
+    ///
+    /// # Errors
+    ///
+    /// When the request could not be sent or the response not read; an
+    /// HTTP error status is a response.
+    pub fn http_get(&self, path: &str) -> io::Result<HttpResponse> {
+        http::get(self.http_addr(), path, API_TIMEOUT)
+    }
+
+    /// `PUT PATH` on this agent's HTTP API, with `body` (JSON, or a KV
+    /// value) if given, such as `/v1/session/create` or
+    /// `/v1/kv/k?acquire=ID`; every step bounded by [`API_TIMEOUT`].
+    ///
+    /// # Errors
+    ///
+    /// As [`Consul::http_get`].
+    pub fn http_put(&self, path: &str, body: Option<&str>) -> io::Result<HttpResponse> {
+        http::put(self.http_addr(), path, body, API_TIMEOUT)
+    }
+
+    /// A `Command` for the `consul` CLI pointed at this agent
+    /// (`CONSUL_HTTP_ADDR`); add the arguments and run or spawn it, for
+    /// example `consul kv get K` or `consul lock PREFIX CHILD…`.
+    pub fn consul_command(&self) -> Command {
+        let mut command = self.process.program().command("CONSUL_");
+        command.env("CONSUL_HTTP_ADDR", self.address());
+        command
+    }
+
+    /// Stops the agent gracefully: SIGINT to its PID, then SIGKILL if it
+    /// has not exited after [`STOP_TIMEOUT`]. Returns once it is reaped
+    /// (about half a second); the data dir stays until drop. The agent
+    /// does not leave the cluster: to the others it has failed (see
+    /// [`Consul::leave`]).
+    pub fn stop(&mut self) -> Signaled {
+        self.process.stop()
+    }
+
+    /// Leaves the cluster and exits: `PUT /v1/agent/leave` (the agent tells
+    /// the others it is going, and the servers deregister its node, which
+    /// ends the sessions of the node at once), then waits until the process
+    /// has exited, SIGKILL after [`STOP_TIMEOUT`], and reaps it. Takes
+    /// about 4 s. Does nothing if the agent is not running.
+    ///
+    /// # Errors
+    ///
+    /// When the agent did not answer the leave request with 200 (it is
+    /// stopped then all the same).
+    pub fn leave(&mut self) -> io::Result<()> {
+        if !self.is_running() {
+            return Ok(());
+        }
+        let left = http::put(self.http_addr(), "/v1/agent/leave", None, LEAVE_TIMEOUT);
+        match left {
+            Ok(response) if response.status == 200 => {
+                self.process.finish_stop(Instant::now() + STOP_TIMEOUT);
+                Ok(())
+            }
+            other => {
+                self.process.stop();
+                Err(match other {
+                    Ok(response) => io::Error::other(format!(
+                        "{}: leave answered {}: {}",
+                        self.instance(),
+                        response.status,
+                        response.body
+                    )),
+                    Err(err) => err,
+                })
+            }
+        }
+    }
+
+    /// Kills the agent at once (SIGKILL to its PID), as a crash would, and
+    /// reaps it.
+    pub fn kill(&mut self) -> Signaled {
+        self.process.kill()
+    }
+
+    /// Pauses the agent (SIGSTOP): it keeps its sockets but answers
+    /// nothing, neither HTTP nor gossip nor Raft, as a hung agent would.
+    pub fn pause(&mut self) -> Signaled {
+        self.process.pause()
+    }
+
+    /// Lets a paused agent go on (SIGCONT).
+    pub fn resume(&mut self) -> Signaled {
+        self.process.resume()
+    }
+
+    /// Stops the agent if it runs, starts it again on the same ports (and,
+    /// in a cluster, the same data dir), and waits until it is ready: for a
+    /// cluster member, until it has rejoined and the leader has marked its
+    /// node passing again. A dev agent comes back empty (see [the
+    /// module](self#the-dev-agent)).
+    ///
+    /// # Errors
+    ///
+    /// As [`Consul::start`]; a port taken meanwhile is an error here, since
+    /// the other agents know this one by its ports. A server is ready only
+    /// with a quorum, so restart servers one at a time while the others run.
+    pub fn restart(&mut self) -> Result<(), EngineError> {
+        self.stop();
+        self.spawn()?;
+        self.wait_healthy(Instant::now() + START_TIMEOUT)
+    }
+
+    fn new(
+        node: String,
+        role: ConsulRole,
+        ports: Ports,
+        membership: Option<Membership>,
+    ) -> Result<Self, EngineError> {
+        let process = EngineProcess::new(Program::from_env("consul", "REGENT_CONSUL_BIN"))?
+            .with_stop_signal(Signal::INT);
+        Ok(Self {
+            node,
+            role,
+            ports,
+            membership,
+            process,
+        })
+    }
+
+    /// Consul's command line for this agent; everything else of starting
+    /// it is [`EngineProcess`]'s.
+    fn spawn(&mut self) -> Result<(), EngineError> {
+        let mut command = self.process.program().command("CONSUL_");
+        command.current_dir(self.process.dir()).arg("agent");
+        match &self.membership {
+            None => {
+                command.arg("-dev");
+            }
+            Some(membership) => {
+                if self.role == ConsulRole::Server {
+                    command
+                        .arg("-server")
+                        .arg(format!("-bootstrap-expect={}", membership.servers))
+                        .arg("-hcl=performance { raft_multiplier = 1 }");
+                }
+                command
+                    // Servers skip it by default, client agents do not.
+                    .arg("-hcl=skip_leave_on_interrupt = true")
+                    .arg(format!("-datacenter={}", membership.datacenter))
+                    .arg(format!("-data-dir={}", self.process.data_dir().display()))
+                    .arg(format!("-retry-interval={}ms", RETRY_INTERVAL.as_millis()))
+                    .args(
+                        membership
+                            .retry_join
+                            .iter()
+                            .map(|port| format!("-retry-join=127.0.0.1:{port}")),
+                    );
+            }
+        }
+        command
+            .arg(format!("-node={}", self.node))
+            .args([
+                "-bind=127.0.0.1",
+                "-client=127.0.0.1",
+                "-advertise=127.0.0.1",
+            ])
+            .arg("-hcl=disable_update_check = true")
+            .arg(format!("-hcl={}", self.ports.hcl()));
+        self.process.spawn(command)
+    }
+
+    /// Polls [`Consul::is_healthy`] until it says yes, the process exits, or
+    /// `deadline` passes.
+    fn wait_healthy(&mut self, deadline: Instant) -> Result<(), EngineError> {
+        let (instance, addr, node) = (self.instance(), self.http_addr(), self.node.clone());
+        self.process.wait_ready(deadline, &instance, || {
+            leader_at(addr).is_some() && node_is_passing_at(addr, &node)
+        })
+    }
+
+    /// [`EngineError::Exited`] if the process exited on its own.
+    fn check_not_exited(&mut self) -> Result<(), EngineError> {
+        let instance = self.instance();
+        self.process.check_not_exited(&instance)
+    }
+
+    fn node_is_passing(&self) -> bool {
+        node_is_passing_at(self.http_addr(), &self.node)
+    }
+
+    fn instance(&self) -> String {
+        format!(
+            "consul {} {} (http {})",
+            self.role,
+            self.node,
+            self.address()
+        )
+    }
+}
+
+/// A Consul agent as one of the [engines](super). For the dev agent,
+/// [`Engine::restart`] comes back with an empty store (see [the
+/// module](self#the-dev-agent)); a cluster member keeps its data.
+impl Engine for Consul {
+    /// As [`Consul::start`]: a dev agent.
+    fn start() -> Result<Self, EngineError> {
+        Consul::start()
+    }
+
+    fn kind(&self) -> &'static str {
+        "consul"
+    }
+
+    /// `consul://127.0.0.1:PORT`, this agent's HTTP API.
+    fn store_url(&self) -> String {
+        format!("consul://{}", self.address())
+    }
+
+    fn pid(&self) -> Option<u32> {
+        self.process.pid()
+    }
+
+    fn is_healthy(&self) -> bool {
+        Consul::is_healthy(self)
+    }
+
+    fn kill(&mut self) -> Signaled {
+        Consul::kill(self)
+    }
+
+    fn pause(&mut self) -> Signaled {
+        Consul::pause(self)
+    }
+
+    fn resume(&mut self) -> Signaled {
+        Consul::resume(self)
+    }
+
+    /// As [`Consul::stop`]: SIGINT, then SIGKILL after a bound.
+    fn stop(&mut self) -> Signaled {
+        Consul::stop(self)
+    }
+
+    fn restart(&mut self) -> Result<(), EngineError> {
+        Consul::restart(self)
+    }
+
+    fn log_tail(&self, lines: usize) -> String {
+        self.process.log_tail(lines)
+    }
+}
+
+/// The leader `GET /v1/status/leader` on `addr` names now, if any.
+fn leader_at(addr: SocketAddr) -> Option<String> {
+    let response = http::get(addr, "/v1/status/leader", STATUS_TIMEOUT).ok()?;
+    if response.status != 200 {
+        return None;
+    }
+    serde_json::from_str::<String>(&response.body)
+        .ok()
+        .filter(|leader| !leader.is_empty())
+}
+
+/// Whether `GET /v1/health/node/NODE` on `addr` shows the node registered
+/// with its `serfHealth` check passing (the check exists only once the
+/// leader registered the node).
+fn node_is_passing_at(addr: SocketAddr, node: &str) -> bool {
+    let Ok(response) = http::get(addr, &format!("/v1/health/node/{node}"), STATUS_TIMEOUT) else {
+        return false;
+    };
+    response.status == 200 && serf_health_passes(&response.body)
+}
+
+/// Whether a `/v1/health/node/NODE` body holds a passing `serfHealth` check.
+fn serf_health_passes(body: &str) -> bool {
+    let Ok(serde_json::Value::Array(checks)) = serde_json::from_str(body) else {
+        return false;
+    };
+    checks.iter().any(|check| {
+        check.get("CheckID").and_then(|v| v.as_str()) == Some("serfHealth")
+            && check.get("Status").and_then(|v| v.as_str()) == Some("passing")
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_node_is_ready_once_serf_health_passes() {
+        assert!(!serf_health_passes("[]"), "not registered yet");
+        assert!(!serf_health_passes("not json"));
+        let check = |status: &str| {
+            format!(
+                r#"[{{"Node":"a0","CheckID":"serfHealth","Name":"Serf Health Status","Status":"{status}"}}]"#
+            )
+        };
+        assert!(serf_health_passes(&check("passing")));
+        assert!(!serf_health_passes(&check("critical")));
+    }
+
+    #[test]
+    fn ports_leave_dns_grpc_and_https_off() {
+        let hcl = Ports::from_free(&[1, 2, 3, 4]).hcl();
+        assert_eq!(
+            hcl,
+            "ports { http = 1, serf_lan = 2, serf_wan = 3, server = 4, \
+             dns = -1, grpc = -1, https = -1 }"
+        );
+    }
+}

@@ -117,13 +117,41 @@ fn planned_but_unsupported_scheme() {
         &[
             "run",
             "--store",
-            "consul://127.0.0.1:8500",
+            "azblob://container",
             "--election",
             "e",
             "--",
             "true",
         ],
-        &["--store", "'consul' is not supported by this build"],
+        &["--store", "'azblob' is not supported by this build"],
+    );
+}
+
+/// Malformed Consul URLs and TLS files on a plain consul:// URL are usage
+/// errors reported before any connection.
+#[test]
+fn bad_consul_settings() {
+    usage_error(
+        &[
+            "status",
+            "--store",
+            "consul://127.0.0.1:1?token=x",
+            "--election",
+            "e",
+        ],
+        &["--store", "Consul URLs take only ?dc=DATACENTER"],
+    );
+    usage_error(
+        &[
+            "status",
+            "--store",
+            "consul://127.0.0.1:1",
+            "--consul-cacert",
+            "ca.pem",
+            "--election",
+            "e",
+        ],
+        &["--consul-cacert", "consuls://"],
     );
 }
 

@@ -8,8 +8,8 @@
 //! This crate is the facade: it re-exports [`regent_core`] and, behind one
 //! feature per backend, the store crates: `sqlite` (default) as
 //! `regent::sqlite`; `etcd` (and `etcd-tls` for TLS) as `regent::etcd`,
-//! which needs `protoc` to build; Consul, ZooKeeper and Azure Blob as they
-//! land.
+//! which needs `protoc` to build; `consul` as `regent::consul`; ZooKeeper
+//! and Azure Blob as they land.
 //!
 //! ```
 //! use std::time::Duration;
@@ -68,3 +68,8 @@ pub use regent_sqlite as sqlite;
 /// etcd cluster, interoperable with `etcdctl elect`.
 #[cfg(feature = "etcd")]
 pub use regent_etcd as etcd;
+
+/// The Consul store (feature `consul`): Consul's leader-election recipe
+/// over sessions and KV, with TLS and ACL tokens.
+#[cfg(feature = "consul")]
+pub use regent_consul as consul;

@@ -28,6 +28,8 @@ static KINDS: &[&StoreKind] = &[
     &regent_sqlite::KIND,
     #[cfg(feature = "etcd")]
     &regent_etcd::KIND,
+    #[cfg(feature = "consul")]
+    &regent_consul::KIND,
 ];
 
 /// A store regent has or plans, by URL scheme.
@@ -51,7 +53,8 @@ const CATALOG: &[Known] = &[
     known("sqlite", "sqlite", Some("sqlite")),
     known("etcd", "etcd", Some("etcd")),
     known("etcds", "etcd", Some("etcd-tls")),
-    known("consul", "consul", None),
+    known("consul", "consul", Some("consul")),
+    known("consuls", "consul", Some("consul")),
     known("azblob", "azblob", None),
     known("zk", "zookeeper", None),
     known("redis", "redis", None),
@@ -249,14 +252,14 @@ mod tests {
     fn other_schemes() {
         let e = parse_store_url("mongo://x").unwrap_err();
         assert!(e.contains("unknown scheme 'mongo'"), "{e}");
-        let e = parse_store_url("consul://h:1").unwrap_err();
+        let e = parse_store_url("azblob://c").unwrap_err();
         assert!(e.contains("not supported by this build"), "{e}");
         assert!(
             parse_store_url("nothing")
                 .unwrap_err()
                 .contains("no scheme")
         );
-        let e = parse_store_url("CONSUL://h:1").unwrap_err();
+        let e = parse_store_url("AZBLOB://c").unwrap_err();
         assert!(e.contains("not supported by this build"), "{e}");
         let e = parse_store_url("Mongo://h").unwrap_err();
         assert!(e.contains("unknown scheme 'Mongo'"), "{e}");
@@ -296,6 +299,31 @@ mod tests {
         assert_eq!(
             parse("sqlite:/x.db", &[], env).unwrap().to_string(),
             "sqlite:/x.db"
+        );
+    }
+
+    #[cfg(feature = "consul")]
+    #[test]
+    fn consul_urls_and_their_secret() {
+        assert_eq!(
+            parse_store_url("CONSUL://h:1/svc?dc=eu"),
+            Ok("consul://h:1/svc/?dc=eu".into())
+        );
+        let consul = store_kinds()
+            .iter()
+            .find(|k| k.name == "consul")
+            .expect("the consul kind");
+        assert!(consul.takes("consuls"));
+        assert_eq!(consul.secret_env_names(), ["REGENT_CONSUL_TOKEN"]);
+    }
+
+    #[cfg(not(feature = "consul"))]
+    #[test]
+    fn consul_left_out_names_its_feature() {
+        let e = parse_store_url("consuls://h:1").unwrap_err();
+        assert!(
+            e.contains("build it with the cargo feature 'consul'"),
+            "{e}"
         );
     }
 

@@ -30,7 +30,8 @@
 //! | etcd 3.4 | [`etcd::Etcd`], [`etcd::EtcdCluster`]; secured (TLS, authentication) by [`etcd::Etcd::builder`] | `etcd` (`REGENT_ETCD_BIN`), `etcdctl` (`REGENT_ETCDCTL_BIN`) |
 //!
 //! The kit also starts Consul 1.8 ([`consul`]: a dev agent, or three servers
-//! with client agents), not yet in the list: there is no Consul store yet.
+//! with client agents), not yet in the list: regent-consul's own tests and
+//! regent-cli's `tests/consul.rs` use it directly for now.
 //!
 //! # Adding an engine
 //!

@@ -1,0 +1,246 @@
+//! regent's Consul store: Consul's leader-election recipe (sessions and
+//! KV), with the timing, fencing and failure handling regent's safety
+//! model asks for.
+//!
+//! ```no_run
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use std::time::Duration;
+//! use regent_core::{Candidate, ElectionName, HolderId};
+//! use regent_consul::ConsulStore;
+//!
+//! // The local agent; the token as Consul's tools take it.
+//! let mut builder = ConsulStore::builder("127.0.0.1:8500");
+//! if let Ok(token) = std::env::var("CONSUL_HTTP_TOKEN") {
+//!     builder = builder.token(token);
+//! }
+//! let store = builder.build()?;
+//! let candidate = Candidate::builder(
+//!     store,
+//!     ElectionName::new("report-scheduler")?,
+//!     HolderId::new("node-1")?,
+//! )
+//! .ttl(Duration::from_secs(10)) // Consul's minimum
+//! .build()?;
+//! let leadership = candidate.campaign().await?;
+//! let token = leadership.token(); // pass it with every write
+//! # let _ = token;
+//! leadership.resign().await?;
+//! # Ok(()) }
+//! ```
+//!
+//! [`ConsulStore`] implements [`regent_core::LeaseStore`] as a *race*
+//! store ([`StoreStyle::Race`](regent_core::StoreStyle::Race)): one key per
+//! election, won by Consul's lock. It passes regent's store conformance
+//! suite against a real Consul agent (`tests/store.rs`).
+//!
+//! # Safety class
+//!
+//! [`SafetyClass::Consensus`](regent_core::SafetyClass::Consensus): the
+//! key, its lock and the sessions live in the Consul servers' Raft log and
+//! survive the loss of a minority of servers. Session expiry is decided by
+//! the Raft leader's clock, never by comparing wall clocks.
+//!
+//! # The recipe, mapped
+//!
+//! Consul's guide: every instance agrees on one key, creates a session,
+//! and tries `PUT /v1/kv/KEY?acquire=SESSION` with its ClientID as the
+//! value; whoever's acquire answers `true` leads while its session lives;
+//! the others watch the key with blocking queries. In regent's terms:
+//!
+//! | recipe | regent |
+//! | --- | --- |
+//! | the key | `PREFIX` + the election name ([`ConsulStoreBuilder::prefix`], default `regent/`): election `jobs` is the key `regent/jobs` ([`ConsulStore::election_key`]) |
+//! | the ClientID in the value | the [`HolderId`](regent_core::HolderId) alone (the CLI will default it to the agent's node name); a JSON object `{"holder": …, "metadata": {…}}` when the holder publishes metadata |
+//! | a session | one per term: `Name` = the key, `TTL` = the candidate's ttl, `Behavior` = `release`, `LockDelay` set ([below](#lock-delay)), `Checks` = none ([below](#no-health-checks)); the session id is the [`Lease`](regent_core::Lease)'s handle |
+//! | acquire | **try_acquire**: a `?consistent` read of the key; locked → [`Held`](regent_core::Acquire::Held) by the holder it names; free → a new session, then one transaction `[check-index (or check-not-exists), lock]` so that the lock is taken only on the key exactly as read (never on a record that changed meanwhile); the lock's `ModifyIndex` is the fencing token |
+//! | renew the session | **renew**: a `?consistent` read (the key must still be locked by our session, with our value and our token), then `PUT /v1/session/renew/ID`; a key deleted, overwritten or taken over, or a session Consul no longer knows (404) is [`Renewal::Lost`](regent_core::Renewal::Lost) |
+//! | release | **release**: if the key is still ours, one transaction `[check-index, unlock]` (an explicit unlock has no lock delay, so a follower takes over at once), then `PUT /v1/session/destroy/ID`. Someone else's lock is never touched; twice is harmless |
+//! | watch the key | **watch**: blocking queries on the key ([`WatchMode::Notify`](regent_core::WatchMode::Notify)) |
+//!
+//! It is a race: when a leader's session ends, every waiting candidate's
+//! blocking query returns and each tries to acquire; Consul's lock lets
+//! one win.
+//!
+//! ## The fencing token
+//!
+//! The key's `ModifyIndex` as the lock was taken, read from the lock's own
+//! transaction result. Consul's `LockIndex` would be the obvious counter,
+//! but it starts again at 1 when the key is deleted and recreated; the
+//! `ModifyIndex` is a Raft index, which only grows across deletion,
+//! recreation and server restarts. The holder never writes the key while
+//! it leads, so the index stays its token, and a renewal checks it: an
+//! operator overwriting the key (`consul kv put KEY …`, which keeps the
+//! lock) changes it, and the holder loses the lease at its next renewal.
+//!
+//! ## Records that are not regent's
+//!
+//! regent writes its records with the KV flags [`RECORD_FLAGS`] (Consul's
+//! own Go lock marks its keys the same way). A key with other flags, or
+//! whose value is neither a holder id nor regent's JSON record, is never
+//! acquired, whether locked or not: [`try_acquire`](regent_core::LeaseStore::try_acquire)
+//! and [`current_leader`](regent_core::LeaseStore::current_leader) fail
+//! with [`Corrupt`](regent_core::ErrorKind::Corrupt), naming the key and
+//! what is wrong with it. Delete the key to hand it to regent.
+//!
+//! # Ttl and failover
+//!
+//! Consul accepts session TTLs of 10 s to 24 h ([`MIN_TTL`], [`MAX_TTL`]);
+//! the store declares that range in its
+//! [`StoreInfo`](regent_core::StoreInfo), so a
+//! [`Candidate`](regent_core::Candidate) with a shorter ttl fails at
+//! `build()` with [`ConfigError::TtlBelowStoreMinimum`](regent_core::ConfigError::TtlBelowStoreMinimum).
+//! The ttl is sent in whole milliseconds, rounded up.
+//!
+//! Consul invalidates a session that is not renewed between one and two
+//! TTLs after its last renewal (its timers run at twice the TTL). The
+//! store's [expiry slack](regent_core::store::ExpirySlack) says so: one
+//! more ttl, plus the lock delay. So what a **crash of the leader costs**,
+//! in the worst case: `2 × ttl + lock delay`, plus the blocking query that
+//! wakes the followers (immediate: Consul answers it as the key changes)
+//! and one acquire (three round trips: read, session, transaction).
+//! With the defaults (ttl 10 s, lock delay 0) that is **at most about
+//! 20 s**, and about 10–20 s in practice; a graceful shutdown releases at
+//! once and a follower leads within a few round trips. `explain()` of a
+//! candidate on this store shows the same numbers.
+//!
+//! ## Lock delay
+//!
+//! After Consul invalidates a session, the keys it held cannot be acquired
+//! for the session's lock delay (Consul's default: 15 s). The delay exists
+//! for clients that cannot tell when they stopped holding the lock. regent's
+//! holder can: it steps down at its own renew deadline, measured on its
+//! monotonic clock from the instant its last successful renewal was
+//! *sent*, strictly before `ttl` has passed; Consul's TTL timer restarts
+//! only when a renewal *arrives*, later, and never fires before the ttl.
+//! So when Consul invalidates a session by its TTL — with no health
+//! checks, the only way it ends one on its own — the holder has already
+//! stepped down, and a lock delay would only lengthen every failover.
+//! regent therefore sets it explicitly to **0** ([`DEFAULT_LOCK_DELAY`]).
+//!
+//! What a lock delay would still cover are sessions ended *by an
+//! operator* (`consul session destroy`, an agent's `consul leave`, which
+//! deregisters its node and its sessions): the holder learns at its next
+//! renewal (every `renew_every`, a fifth of the ttl by default), or at its
+//! renew deadline if it cannot reach Consul. Fencing tokens protect the
+//! resources in that window. To close it too, set
+//! [`ConsulStoreBuilder::lock_delay`] to the ttl: every invalidation is
+//! then at least a ttl after the holder's last confirmed renewal was sent,
+//! past its deadline, at the cost of one more ttl for every crash
+//! failover (the expiry slack grows by the lock delay). Deleting or
+//! overwriting the key is never covered by a lock delay: the holder
+//! learns at its next renewal.
+//!
+//! ## No health checks
+//!
+//! Consul ties a session to its node's `serfHealth` check unless told
+//! otherwise. regent's sessions have none (`"Checks": []`): their TTL,
+//! renewed by the holder, is the holder's liveness. A node check can end
+//! the session of a holder that still renews (its agent restarting, a
+//! gossip hiccup), earlier than its deadline, which is exactly the case
+//! the lock delay would then have to cover.
+//!
+//! ## Session behavior
+//!
+//! `release`: when a session ends, the key stays, unlocked, with the last
+//! leader's record (the `delete` behavior would remove the key). A key
+//! that stays keeps its flags, so nobody but regent takes it over by
+//! mistake, and an operator sees who led last; a dead holder's session and
+//! a holder's own release end in the same state (an unlocked key), and the
+//! token does not depend on it either way.
+//!
+//! # Consistency and retries
+//!
+//! * Every read that decides something — acquire, renew, release,
+//!   `current_leader` and the start of a watch — is `?consistent`: the
+//!   servers' leader answers after confirming it still leads. Consul's
+//!   default reads were seen (issue 10) to miss an acknowledged acquire
+//!   right after a server failover.
+//! * A `500` that Consul answers while its servers elect a leader or after
+//!   the agent's server died ("No cluster leader", "rpc error …") is
+//!   retried, with a short backoff, until the call timeout
+//!   ([`ConsulStoreBuilder::call_timeout`], default
+//!   [`DEFAULT_CALL_TIMEOUT`]) runs out; then it is
+//!   [`Unavailable`](regent_core::ErrorKind::Unavailable). A retried
+//!   transaction may have applied the first time: an acquire whose
+//!   transaction reports a conflict reads the key again and wins if its
+//!   own session holds it; an acquire that fails destroys its session, so
+//!   no lock is left held by nobody.
+//! * Blocking queries follow Consul's rules: the index is reset when it
+//!   goes backwards, never 0, and the loop is rate-limited
+//!   ([`WATCH_MIN_INTERVAL`]); each waits at most [`WATCH_WAIT`]. A watch
+//!   that fails yields the error and ends; the caller opens a new one.
+//!
+//! # Token, TLS, datacenter
+//!
+//! * The ACL token ([`ConsulStoreBuilder::token`]) is sent as
+//!   `X-Consul-Token`, marked sensitive in the HTTP client; it appears in
+//!   no `Debug` output, log or error message. It needs `session:write` on
+//!   the agent's node and `key:write` on the election keys; Consul's
+//!   refusal is [`Auth`](regent_core::ErrorKind::Auth) and says so.
+//! * TLS (rustls with ring): [`tls_ca_pem`](ConsulStoreBuilder::tls_ca_pem)
+//!   trusts one CA (`CONSUL_CACERT`), [`tls`](ConsulStoreBuilder::tls)
+//!   the system's trust store,
+//!   [`tls_client_identity_pem`](ConsulStoreBuilder::tls_client_identity_pem)
+//!   presents a client certificate (`CONSUL_CLIENT_CERT`,
+//!   `CONSUL_CLIENT_KEY`).
+//! * [`datacenter`](ConsulStoreBuilder::datacenter) adds `?dc=` to every
+//!   request.
+//!
+//! # URLs and options (the store kind)
+//!
+//! [`KIND`] describes this store to front ends that know no store by
+//! name: `consul://` / `consuls://` URLs, the options `token` (secret:
+//! `REGENT_CONSUL_TOKEN`), `token-file`, `cacert`, `cert`, `key`, `dc`
+//! (flags `--consul-*`, variables `REGENT_CONSUL_*`), and Consul's own
+//! variables (`CONSUL_HTTP_ADDR`, `CONSUL_HTTP_TOKEN`,
+//! `CONSUL_HTTP_TOKEN_FILE`, `CONSUL_CACERT`, `CONSUL_CLIENT_CERT`,
+//! `CONSUL_CLIENT_KEY`) as fallbacks. See [`KIND`] for the grammar.
+//!
+//! # One session per term
+//!
+//! regent's architecture prefers one engine session per process for all
+//! its elections. This store creates one session per term instead, named
+//! after the election's key, as the recipe does and as the store contract's
+//! per-lease ttl and renewal want; a process that leads several
+//! elections renews one session each. (The etcd store, likewise, grants
+//! one lease per candidate.)
+//!
+//! # Errors
+//!
+//! Every [`StoreError`](regent_core::StoreError) names the operation, the
+//! election and the agent, and keeps the cause (the HTTP client's error,
+//! or Consul's answer with its status and message) as its source.
+//!
+//! | kind | when |
+//! | --- | --- |
+//! | [`Unavailable`](regent_core::ErrorKind::Unavailable) (transient) | no connection, the call timeout passed, a connection closed mid-call, HTTP 429/502/503/504, a 500 Consul answers while it has no leader or lost its server (after retries) |
+//! | [`Auth`](regent_core::ErrorKind::Auth) | HTTP 401/403, a 500 saying "ACL not found" or "Permission denied", the agent refusing the client certificate |
+//! | [`Config`](regent_core::ErrorKind::Config) | a ttl outside 10 s ..= 24 h, a bad address, prefix, datacenter or token at `build()`, TLS settings that cannot be used or a server certificate that fails verification, HTTP 400, a 500 naming an invalid request or an unknown datacenter |
+//! | [`Corrupt`](regent_core::ErrorKind::Corrupt) | the key holds a record regent did not write (other flags, a value that is not a holder id or regent's record, or not base64) |
+//! | [`Protocol`](regent_core::ErrorKind::Protocol) | an answer that cannot be (JSON of another shape, a transaction without the key) |
+
+mod error;
+mod record;
+mod store;
+mod target;
+mod tls;
+
+pub use record::RECORD_FLAGS;
+pub use store::{
+    ConsulStore, ConsulStoreBuilder, DEFAULT_ADDRESS, DEFAULT_CALL_TIMEOUT, DEFAULT_LOCK_DELAY,
+    DEFAULT_PREFIX, MAX_TTL, MIN_TTL, WATCH_MIN_INTERVAL, WATCH_WAIT,
+};
+pub use target::{ConsulTarget, DEFAULT_PORT, DEFAULT_TLS_PORT, KIND};
+
+#[cfg(test)]
+mod send_sync {
+    fn is_send_sync<T: Send + Sync + 'static>() {}
+
+    #[test]
+    fn public_types_are_send_and_sync() {
+        is_send_sync::<super::ConsulStore>();
+        is_send_sync::<super::ConsulStoreBuilder>();
+        is_send_sync::<super::ConsulTarget>();
+    }
+}

@@ -1,0 +1,225 @@
+//! The election key's record: Consul's KV entry as the HTTP API shows it,
+//! and the value regent writes into it.
+
+use std::collections::BTreeMap;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use regent_core::{FencingToken, HolderId, LeaderInfo, Metadata};
+use serde::{Deserialize, Serialize};
+
+/// The KV flags regent writes with every election record. A record with
+/// other flags is not regent's: never taken over, reported as
+/// [`Corrupt`](regent_core::ErrorKind::Corrupt). (Consul's own Go lock
+/// marks its keys with flags the same way.) The bytes spell `regent` and
+/// a format version.
+pub const RECORD_FLAGS: u64 = 0x7265_6765_6e74_0001;
+
+/// One KV entry, as `GET /v1/kv/KEY` and the transaction endpoint show it.
+/// Unknown fields are ignored; a missing or mistyped field we use is a
+/// decoding error, reported as `Corrupt` by the caller.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub(crate) struct KvEntry {
+    pub(crate) key: String,
+    #[serde(default)]
+    pub(crate) flags: u64,
+    /// Base64, or null for an empty value (and in a transaction's write
+    /// results).
+    #[serde(default)]
+    pub(crate) value: Option<String>,
+    /// The session holding the lock, if any.
+    #[serde(default)]
+    pub(crate) session: Option<String>,
+    pub(crate) modify_index: u64,
+}
+
+impl KvEntry {
+    /// The session that holds the key's lock, if any.
+    pub(crate) fn holder_session(&self) -> Option<&str> {
+        self.session.as_deref().filter(|s| !s.is_empty())
+    }
+
+    /// The value's bytes.
+    pub(crate) fn value_bytes(&self) -> Result<Vec<u8>, String> {
+        match &self.value {
+            None => Ok(Vec::new()),
+            Some(v) => BASE64
+                .decode(v)
+                .map_err(|e| format!("its value is not valid base64 ({e})")),
+        }
+    }
+
+    /// Whether the key is regent's and locked by `session` with the value
+    /// of `holder`, at `token`.
+    pub(crate) fn is_held_by(&self, session: &str, holder: &HolderId, token: FencingToken) -> bool {
+        self.holder_session() == Some(session)
+            && self.modify_index == token.get()
+            && self.flags == RECORD_FLAGS
+            && self
+                .value_bytes()
+                .ok()
+                .and_then(|v| decode(&v).ok())
+                .is_some_and(|(h, _)| &h == holder)
+    }
+
+    /// The leader this entry shows: `None` when no session holds the lock.
+    ///
+    /// # Errors
+    ///
+    /// Why the entry is not a regent record (foreign flags, a value that
+    /// does not decode), for a `Corrupt` error.
+    pub(crate) fn leader(&self) -> Result<Option<LeaderInfo>, String> {
+        self.check_ours()?;
+        if self.holder_session().is_none() {
+            return Ok(None);
+        }
+        let (holder, metadata) = decode(&self.value_bytes()?)?;
+        Ok(Some(LeaderInfo {
+            holder,
+            token: FencingToken::new(self.modify_index),
+            metadata,
+        }))
+    }
+
+    /// Checks that regent wrote this entry (flags and value), whether or
+    /// not it is locked.
+    pub(crate) fn check_ours(&self) -> Result<(), String> {
+        if self.flags != RECORD_FLAGS {
+            return Err(format!(
+                "it has flags {:#x}, not regent's {RECORD_FLAGS:#x}: it was not written by \
+                 regent (delete the key if nothing else uses it)",
+                self.flags
+            ));
+        }
+        decode(&self.value_bytes()?).map(|_| ())
+    }
+}
+
+/// The JSON form of a record, for holders with metadata.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Record {
+    holder: String,
+    #[serde(default)]
+    metadata: BTreeMap<String, String>,
+}
+
+/// The value regent writes: the holder id alone (the ClientID of Consul's
+/// leader-election guide) when there is no metadata, else a JSON object
+/// `{"holder": …, "metadata": {…}}`. A holder id never holds whitespace,
+/// so a bare id starting with `{` is written as JSON to stay unambiguous.
+pub(crate) fn encode(holder: &HolderId, metadata: &Metadata) -> Vec<u8> {
+    if metadata.is_empty() && !holder.as_str().starts_with('{') {
+        return holder.as_str().as_bytes().to_vec();
+    }
+    let record = Record {
+        holder: holder.as_str().to_owned(),
+        metadata: metadata
+            .iter()
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .collect(),
+    };
+    serde_json::to_vec(&record).unwrap_or_default()
+}
+
+/// The holder and metadata of a value regent wrote.
+///
+/// # Errors
+///
+/// Why the value is not one (for a `Corrupt` error); never panics.
+pub(crate) fn decode(value: &[u8]) -> Result<(HolderId, Metadata), String> {
+    let text = std::str::from_utf8(value).map_err(|_| "its value is not UTF-8".to_owned())?;
+    if text.starts_with('{') {
+        let record: Record = serde_json::from_str(text)
+            .map_err(|e| format!("its value is not a regent record ({e})"))?;
+        let holder = HolderId::new(&record.holder)
+            .map_err(|e| format!("its value names an invalid holder ({e})"))?;
+        let metadata = Metadata::from_pairs(record.metadata)
+            .map_err(|e| format!("its value holds invalid metadata ({e})"))?;
+        return Ok((holder, metadata));
+    }
+    let holder = HolderId::new(text)
+        .map_err(|e| format!("its value is neither a holder id nor a regent record ({e})"))?;
+    Ok((holder, Metadata::new()))
+}
+
+/// `bytes` in base64, as the transaction endpoint takes values.
+pub(crate) fn base64(bytes: &[u8]) -> String {
+    BASE64.encode(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn holder(s: &str) -> HolderId {
+        HolderId::new(s).unwrap()
+    }
+
+    #[test]
+    fn bare_ids_without_metadata_json_otherwise() {
+        let none = Metadata::new();
+        assert_eq!(encode(&holder("node-1"), &none), b"node-1");
+        assert_eq!(decode(b"node-1").unwrap(), (holder("node-1"), none.clone()));
+        let meta = Metadata::from_pairs([("addr", "10.0.0.1:80")]).unwrap();
+        let v = encode(&holder("node-1"), &meta);
+        assert!(v.starts_with(b"{"));
+        assert_eq!(decode(&v).unwrap(), (holder("node-1"), meta));
+        let braced = encode(&holder("{x"), &none);
+        assert!(braced.starts_with(b"{\""));
+        assert_eq!(decode(&braced).unwrap().0, holder("{x"));
+    }
+
+    #[test]
+    fn garbage_is_an_error_not_a_panic() {
+        for bad in [
+            &b""[..],
+            b"\xff\xfe",
+            b"two words",
+            b"{",
+            b"{\"holder\": 7}",
+            b"{\"holder\": \"a b\"}",
+            b"{\"holder\": \"a\", \"extra\": 1}",
+        ] {
+            assert!(decode(bad).is_err(), "{bad:?}");
+        }
+        // Any printable word is a bare holder id.
+        assert!(decode(b"[1,2]").is_ok());
+    }
+
+    #[test]
+    fn entries_decode_and_check_their_flags() {
+        let json = format!(
+            r#"[{{"LockIndex":1,"Key":"regent/e","Flags":{RECORD_FLAGS},"Value":"{}","Session":"s1","CreateIndex":5,"ModifyIndex":9}}]"#,
+            base64(b"a")
+        );
+        let entries: Vec<KvEntry> = serde_json::from_str(&json).unwrap();
+        let leader = entries[0].leader().unwrap().unwrap();
+        assert_eq!((leader.holder.as_str(), leader.token.get()), ("a", 9));
+        assert!(entries[0].is_held_by("s1", &holder("a"), FencingToken::new(9)));
+        assert!(!entries[0].is_held_by("s1", &holder("a"), FencingToken::new(10)));
+        assert!(!entries[0].is_held_by("s2", &holder("a"), FencingToken::new(9)));
+
+        let foreign = KvEntry {
+            flags: 0,
+            ..entries[0].clone()
+        };
+        assert!(
+            foreign
+                .leader()
+                .unwrap_err()
+                .contains("not written by regent")
+        );
+        let bad64 = KvEntry {
+            value: Some("!!".into()),
+            ..entries[0].clone()
+        };
+        assert!(bad64.leader().unwrap_err().contains("base64"));
+        let free = KvEntry {
+            session: None,
+            ..entries[0].clone()
+        };
+        assert_eq!(free.leader().unwrap(), None);
+    }
+}

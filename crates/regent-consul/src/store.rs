@@ -1,0 +1,1060 @@
+//! [`ConsulStore`]: the store contract over Consul sessions and KV.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use regent_core::store::ExpirySlack;
+use regent_core::{
+    Acquire, AcquireRequest, ElectionName, ErrorKind, FencingToken, LeaderInfo, LeaderStream,
+    Lease, LeaseHandle, LeaseStore, Renewal, SafetyClass, StoreError, StoreInfo, StoreStyle,
+    WatchMode,
+};
+use reqwest::header::{HeaderMap, HeaderValue};
+use reqwest::{Method, Url};
+use serde::Deserialize;
+use serde_json::json;
+use tokio::time::Instant;
+
+use crate::error::{ConsulAnswer, answer_error, http_error};
+use crate::record::{KvEntry, RECORD_FLAGS, base64, encode};
+
+/// The shortest session TTL Consul accepts.
+pub const MIN_TTL: Duration = Duration::from_secs(10);
+
+/// The longest session TTL Consul accepts (one day, also regent's
+/// [`MAX_TTL`](regent_core::MAX_TTL)).
+pub const MAX_TTL: Duration = Duration::from_secs(24 * 3600);
+
+/// How long one call may take, retries of Consul's transient 500s
+/// included, unless set with [`ConsulStoreBuilder::call_timeout`].
+pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The lock delay of the sessions regent creates unless set with
+/// [`ConsulStoreBuilder::lock_delay`]: none. See the
+/// [crate docs](crate#lock-delay) for why this is safe.
+pub const DEFAULT_LOCK_DELAY: Duration = Duration::ZERO;
+
+/// The key prefix unless set with [`ConsulStoreBuilder::prefix`]: election
+/// `jobs` lives at the key `regent/jobs`.
+pub const DEFAULT_PREFIX: &str = "regent/";
+
+/// The agent's address unless given: Consul's default, as
+/// `CONSUL_HTTP_ADDR`'s default.
+pub const DEFAULT_ADDRESS: &str = "127.0.0.1:8500";
+
+/// How long one blocking query of [`ConsulStore::watch`] waits for a change
+/// (`?wait=`). Consul adds up to 1/16 of it as jitter.
+pub const WATCH_WAIT: Duration = Duration::from_secs(30);
+
+/// The shortest time between the starts of two blocking queries of one
+/// watch: Consul's documentation asks clients to rate-limit the loop.
+pub const WATCH_MIN_INTERVAL: Duration = Duration::from_millis(100);
+
+/// The longest lock delay accepted.
+const MAX_LOCK_DELAY: Duration = MAX_TTL;
+
+/// An election store on a Consul agent's HTTP API. See the
+/// [crate docs](crate).
+///
+/// Cloning is cheap; clones share one HTTP client (and its connections).
+#[derive(Clone)]
+pub struct ConsulStore {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    client: reqwest::Client,
+    /// `http(s)://HOST:PORT/`.
+    base: Url,
+    prefix: String,
+    datacenter: Option<String>,
+    call_timeout: Duration,
+    lock_delay: Duration,
+    has_token: bool,
+}
+
+impl fmt::Debug for ConsulStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let i = &self.inner;
+        f.debug_struct("ConsulStore")
+            .field("address", &i.base.as_str())
+            .field("prefix", &i.prefix)
+            .field("datacenter", &i.datacenter)
+            .field("call_timeout", &i.call_timeout)
+            .field("lock_delay", &i.lock_delay)
+            .field("token", &if i.has_token { "***" } else { "none" })
+            .finish()
+    }
+}
+
+/// Bytes that must not be printed (an ACL token, a private key).
+#[derive(Clone, PartialEq, Eq)]
+struct Secret(Vec<u8>);
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("\"***\"")
+    }
+}
+
+/// Builds a [`ConsulStore`]: [`ConsulStore::builder`], setters, then
+/// [`build`](Self::build).
+#[derive(Clone)]
+#[must_use]
+pub struct ConsulStoreBuilder {
+    address: String,
+    token: Option<Secret>,
+    datacenter: Option<String>,
+    prefix: String,
+    call_timeout: Duration,
+    lock_delay: Duration,
+    tls: bool,
+    ca_pem: Option<Vec<u8>>,
+    identity: Option<(Vec<u8>, Secret)>,
+}
+
+impl fmt::Debug for ConsulStoreBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ConsulStoreBuilder")
+            .field("address", &self.address)
+            .field("token", &self.token.as_ref().map(|_| "***"))
+            .field("datacenter", &self.datacenter)
+            .field("prefix", &self.prefix)
+            .field("call_timeout", &self.call_timeout)
+            .field("lock_delay", &self.lock_delay)
+            .field("tls", &self.tls)
+            .field("ca_pem", &self.ca_pem.is_some())
+            .field("client_identity", &self.identity.is_some())
+            .finish()
+    }
+}
+
+impl ConsulStoreBuilder {
+    /// The ACL token sent with every request as `X-Consul-Token` (what
+    /// `CONSUL_HTTP_TOKEN` holds for Consul's own tools). It never appears
+    /// in `Debug` output, logs or error messages. It needs
+    /// `session:write` on the agent's node and `key:write` on the
+    /// election keys.
+    pub fn token(mut self, token: impl Into<String>) -> Self {
+        self.token = Some(Secret(token.into().into_bytes()));
+        self
+    }
+
+    /// The datacenter (`?dc=`) whose servers hold the sessions and keys
+    /// (default: the agent's own).
+    pub fn datacenter(mut self, datacenter: impl Into<String>) -> Self {
+        self.datacenter = Some(datacenter.into());
+        self
+    }
+
+    /// What goes before every election name in the key (default
+    /// [`DEFAULT_PREFIX`]); a non-empty prefix without a trailing `/` gets
+    /// one. An empty prefix puts elections at the KV root.
+    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.prefix = prefix.into();
+        self
+    }
+
+    /// How long one call may take, retries included (default
+    /// [`DEFAULT_CALL_TIMEOUT`]). Keep it below the renew deadline.
+    pub fn call_timeout(mut self, timeout: Duration) -> Self {
+        self.call_timeout = timeout;
+        self
+    }
+
+    /// The lock delay of every session (default [`DEFAULT_LOCK_DELAY`]):
+    /// after Consul invalidates a session, the keys it held cannot be
+    /// acquired for this long. Followers wait it out after a crash, so it
+    /// adds to the failover time (it is part of the store's expiry slack).
+    /// See the [crate docs](crate#lock-delay).
+    pub fn lock_delay(mut self, delay: Duration) -> Self {
+        self.lock_delay = delay;
+        self
+    }
+
+    /// Speaks TLS to the agent (Consul's `CONSUL_HTTP_SSL`), trusting the
+    /// system's certificate store unless [`tls_ca_pem`](Self::tls_ca_pem)
+    /// names a CA. An address without a scheme then uses `https://`.
+    pub fn tls(mut self) -> Self {
+        self.tls = true;
+        self
+    }
+
+    /// Speaks TLS, trusting only the CA certificate(s) in `ca_pem` (PEM,
+    /// what `CONSUL_CACERT` names).
+    pub fn tls_ca_pem(mut self, ca_pem: impl Into<Vec<u8>>) -> Self {
+        self.tls = true;
+        self.ca_pem = Some(ca_pem.into());
+        self
+    }
+
+    /// Speaks TLS, presenting the client certificate `cert_pem` with its
+    /// private key `key_pem` (PEM; what `CONSUL_CLIENT_CERT` and
+    /// `CONSUL_CLIENT_KEY` name) to an agent with `verify_incoming`.
+    pub fn tls_client_identity_pem(
+        mut self,
+        cert_pem: impl Into<Vec<u8>>,
+        key_pem: impl Into<Vec<u8>>,
+    ) -> Self {
+        self.tls = true;
+        self.identity = Some((cert_pem.into(), Secret(key_pem.into())));
+        self
+    }
+
+    /// Checks the settings and builds the store. Nothing is sent: an
+    /// unreachable agent shows as
+    /// [`Unavailable`](ErrorKind::Unavailable) errors of the store's calls.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::Config`] naming the rule broken: an address that is not
+    /// `HOST:PORT` or `http(s)://HOST:PORT`, `http://` with TLS settings, a
+    /// zero call timeout, a lock delay over a day, a prefix or datacenter
+    /// with characters a key or query cannot hold verbatim, a token that
+    /// cannot be an HTTP header, PEM texts without their certificate or
+    /// key.
+    pub fn build(self) -> Result<ConsulStore, StoreError> {
+        let config =
+            |why: String| StoreError::new(ErrorKind::Config, format!("Consul store: {why}"));
+        if self.call_timeout.is_zero() {
+            return Err(config("the call timeout must be greater than zero".into()));
+        }
+        if self.lock_delay > MAX_LOCK_DELAY {
+            return Err(config(format!(
+                "the lock delay {:?} is longer than a day",
+                self.lock_delay
+            )));
+        }
+        let base = parse_address(&self.address, self.tls).map_err(config)?;
+        let prefix = normalize_prefix(&self.prefix).map_err(config)?;
+        if let Some(dc) = &self.datacenter
+            && (dc.is_empty()
+                || !dc
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.')))
+        {
+            return Err(config(format!(
+                "the datacenter '{}' must be ASCII letters, digits, '-', '_' or '.'",
+                regent_core::target::printable(dc)
+            )));
+        }
+        let mut headers = HeaderMap::new();
+        if let Some(token) = &self.token {
+            let mut value = HeaderValue::from_bytes(&token.0).map_err(|_| {
+                config("the ACL token holds characters an HTTP header cannot carry".into())
+            })?;
+            // Kept out of reqwest's and hyper's debug output.
+            value.set_sensitive(true);
+            headers.insert("X-Consul-Token", value);
+        }
+        let tls = crate::tls::client_config(
+            base.scheme() == "https",
+            self.ca_pem.as_deref(),
+            self.identity
+                .as_ref()
+                .map(|(c, k)| (c.as_slice(), k.0.as_slice())),
+        )
+        .map_err(config)?;
+        let client = reqwest::Client::builder()
+            .default_headers(headers)
+            .connect_timeout(self.call_timeout)
+            .tls_backend_preconfigured(tls)
+            .build()
+            .map_err(|e| config(format!("cannot build the HTTP client: {e}")))?;
+        Ok(ConsulStore {
+            inner: Arc::new(Inner {
+                client,
+                base,
+                prefix,
+                datacenter: self.datacenter,
+                call_timeout: self.call_timeout,
+                lock_delay: self.lock_delay,
+                has_token: self.token.is_some(),
+            }),
+        })
+    }
+}
+
+/// `HOST:PORT`, `http://HOST:PORT` or `https://HOST:PORT` (a trailing `/`
+/// allowed) to the base URL of the API.
+fn parse_address(address: &str, tls: bool) -> Result<Url, String> {
+    let shown = regent_core::target::printable(address);
+    let with_scheme = if address.contains("://") {
+        address.to_owned()
+    } else {
+        format!("{}://{address}", if tls { "https" } else { "http" })
+    };
+    let url = Url::parse(&with_scheme).map_err(|e| {
+        format!("the address '{shown}' is not HOST:PORT or http(s)://HOST:PORT ({e})")
+    })?;
+    match url.scheme() {
+        "https" => {}
+        "http" if !tls => {}
+        "http" => {
+            return Err(format!(
+                "the address '{shown}' is http:// but TLS settings are given; write https://"
+            ));
+        }
+        other => {
+            return Err(format!(
+                "the address '{shown}' has scheme '{other}'; the agent speaks http:// or https://"
+            ));
+        }
+    }
+    if url.host_str().is_none_or(str::is_empty)
+        || !url.username().is_empty()
+        || url.password().is_some()
+        || !matches!(url.path(), "" | "/")
+        || url.query().is_some()
+        || url.fragment().is_some()
+    {
+        return Err(format!(
+            "the address '{shown}' must be HOST:PORT or http(s)://HOST:PORT, nothing more"
+        ));
+    }
+    Ok(url)
+}
+
+/// The prefix with a trailing `/` (empty stays empty). It is used verbatim
+/// in keys: no whitespace, control characters, `%`, `?`, `#`, no empty
+/// segment, no leading `/`.
+pub(crate) fn normalize_prefix(prefix: &str) -> Result<String, String> {
+    let shown = regent_core::target::printable(prefix);
+    if let Some(c) = prefix
+        .chars()
+        .find(|c| c.is_whitespace() || c.is_control() || matches!(c, '%' | '?' | '#' | '\\'))
+    {
+        return Err(format!(
+            "the key prefix '{shown}' contains {:?}; write it without whitespace, control \
+             characters, '%', '?', '#' or '\\'",
+            c
+        ));
+    }
+    if prefix.starts_with('/') {
+        return Err(format!(
+            "the key prefix '{shown}' starts with '/'; Consul keys do not"
+        ));
+    }
+    let prefix = match prefix {
+        "" => String::new(),
+        p if p.ends_with('/') => p.to_owned(),
+        p => format!("{p}/"),
+    };
+    if prefix.contains("//") {
+        return Err(format!("the key prefix '{shown}' has an empty segment"));
+    }
+    Ok(prefix)
+}
+
+/// Consul's answer to one request: its status, the `X-Consul-Index`
+/// header and the body.
+struct Answer {
+    status: u16,
+    index: Option<u64>,
+    body: Vec<u8>,
+}
+
+impl Answer {
+    fn json<T: for<'de> Deserialize<'de>>(&self, what: &str) -> Result<T, StoreError> {
+        serde_json::from_slice(&self.body).map_err(|e| {
+            StoreError::new(
+                ErrorKind::Protocol,
+                format!("{what}: Consul's answer is not the JSON expected"),
+            )
+            .with_source(e)
+        })
+    }
+}
+
+/// What the transaction endpoint answered.
+enum TxnOutcome {
+    /// Every operation applied; the entries written.
+    Applied(Vec<KvEntry>),
+    /// A check or the lock failed; nothing applied.
+    RolledBack,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct TxnResults {
+    #[serde(default)]
+    results: Option<Vec<TxnResult>>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct TxnResult {
+    #[serde(rename = "KV")]
+    kv: Option<KvEntry>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct Created {
+    #[serde(rename = "ID")]
+    id: String,
+}
+
+impl ConsulStore {
+    /// Starts building a store for the agent at `address` (`HOST:PORT` or
+    /// `http(s)://HOST:PORT`).
+    pub fn builder(address: impl Into<String>) -> ConsulStoreBuilder {
+        ConsulStoreBuilder {
+            address: address.into(),
+            token: None,
+            datacenter: None,
+            prefix: DEFAULT_PREFIX.to_owned(),
+            call_timeout: DEFAULT_CALL_TIMEOUT,
+            lock_delay: DEFAULT_LOCK_DELAY,
+            tls: false,
+            ca_pem: None,
+            identity: None,
+        }
+    }
+
+    /// The key of `election`: the prefix, then the name.
+    pub fn election_key(&self, election: &ElectionName) -> String {
+        format!("{}{election}", self.inner.prefix)
+    }
+
+    /// The lock delay of the sessions this store creates.
+    pub fn lock_delay(&self) -> Duration {
+        self.inner.lock_delay
+    }
+
+    fn url(&self, segments: &[&str], query: &[(&str, &str)]) -> Url {
+        let mut url = self.inner.base.clone();
+        if let Ok(mut path) = url.path_segments_mut() {
+            path.clear();
+            path.push("v1");
+            for s in segments {
+                path.extend(s.split('/'));
+            }
+        }
+        {
+            let mut pairs = url.query_pairs_mut();
+            for (k, v) in query {
+                if v.is_empty() {
+                    pairs.append_key_only(k);
+                } else {
+                    pairs.append_pair(k, v);
+                }
+            }
+            if let Some(dc) = &self.inner.datacenter {
+                pairs.append_pair("dc", dc);
+            }
+        }
+        if url.query() == Some("") {
+            url.set_query(None);
+        }
+        url
+    }
+
+    /// Sends one request, retrying Consul's transient errors (a 500 from
+    /// an agent whose server just died, "no cluster leader") until the
+    /// call timeout (`extra` more for a blocking query) has passed.
+    /// Answers with a 2xx status or one of `expected` are returned; others
+    /// are errors naming `what`.
+    async fn call(
+        &self,
+        method: Method,
+        url: Url,
+        body: Option<Vec<u8>>,
+        expected: &[u16],
+        extra: Duration,
+        what: &(dyn Fn() -> String + Sync),
+    ) -> Result<Answer, StoreError> {
+        let limit = self.inner.call_timeout + extra;
+        let deadline = Instant::now() + limit;
+        let mut backoff = Duration::from_millis(50);
+        loop {
+            let mut request = self.inner.client.request(method.clone(), url.clone());
+            if let Some(body) = &body {
+                request = request.body(body.clone());
+            }
+            let attempt = async {
+                let response = request.send().await?;
+                let status = response.status().as_u16();
+                let index = response
+                    .headers()
+                    .get("X-Consul-Index")
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|v| v.parse().ok());
+                let body = response.bytes().await?.to_vec();
+                Ok::<_, reqwest::Error>(Answer {
+                    status,
+                    index,
+                    body,
+                })
+            };
+            let answer = match tokio::time::timeout_at(deadline, attempt).await {
+                Err(_) => {
+                    return Err(StoreError::unavailable(format!(
+                        "{} at {}: no answer within {limit:?}",
+                        what(),
+                        self.inner.base
+                    )));
+                }
+                Ok(Err(e)) => {
+                    return Err(http_error(format!("{} at {}", what(), self.inner.base), e));
+                }
+                Ok(Ok(a)) => a,
+            };
+            if (200..300).contains(&answer.status) || expected.contains(&answer.status) {
+                return Ok(answer);
+            }
+            let consul = ConsulAnswer {
+                status: answer.status,
+                body: String::from_utf8_lossy(&answer.body).into_owned(),
+            };
+            let now = Instant::now();
+            if consul.is_retryable() && now + backoff < deadline {
+                tracing::debug!(status = consul.status, body = %consul.body.trim(), "consul: retrying");
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_millis(500));
+                continue;
+            }
+            return Err(answer_error(
+                format!("{} at {}", what(), self.inner.base),
+                consul,
+            ));
+        }
+    }
+
+    /// Reads `key` (`?consistent`: from the Raft leader, after confirming
+    /// it still leads, so that an acknowledged acquire is always seen).
+    async fn read_key(
+        &self,
+        key: &str,
+        what: &(dyn Fn() -> String + Sync),
+    ) -> Result<(Option<KvEntry>, Option<u64>), StoreError> {
+        let url = self.url(&["kv", key], &[("consistent", "")]);
+        let answer = self
+            .call(Method::GET, url, None, &[404], Duration::ZERO, what)
+            .await?;
+        self.entry_of(key, &answer, what).map(|e| (e, answer.index))
+    }
+
+    fn entry_of(
+        &self,
+        key: &str,
+        answer: &Answer,
+        what: &(dyn Fn() -> String + Sync),
+    ) -> Result<Option<KvEntry>, StoreError> {
+        if answer.status == 404 {
+            return Ok(None);
+        }
+        let entries: Vec<KvEntry> = answer.json(&what())?;
+        match entries.into_iter().next() {
+            Some(e) if e.key == key => Ok(Some(e)),
+            Some(e) => Err(StoreError::new(
+                ErrorKind::Protocol,
+                format!(
+                    "{}: Consul answered key '{}' for '{key}'",
+                    what(),
+                    regent_core::target::printable(&e.key)
+                ),
+            )),
+            None => Ok(None),
+        }
+    }
+
+    async fn create_session(
+        &self,
+        key: &str,
+        ttl: Duration,
+        what: &(dyn Fn() -> String + Sync),
+    ) -> Result<String, StoreError> {
+        let body = json!({
+            "Name": key,
+            "TTL": go_duration(ttl),
+            "LockDelay": go_duration(self.inner.lock_delay),
+            "Behavior": "release",
+            // No health checks: the TTL alone ends the session, so that
+            // every automatic invalidation comes after the holder's own
+            // step-down deadline (see the crate docs).
+            "Checks": [],
+        });
+        let url = self.url(&["session", "create"], &[]);
+        let answer = self
+            .call(
+                Method::PUT,
+                url,
+                Some(body.to_string().into_bytes()),
+                &[],
+                Duration::ZERO,
+                what,
+            )
+            .await?;
+        let created: Created = answer.json(&what())?;
+        if created.id.is_empty()
+            || created.id.len() > 64
+            || !created
+                .id
+                .bytes()
+                .all(|b| b.is_ascii_hexdigit() || b == b'-')
+        {
+            return Err(StoreError::new(
+                ErrorKind::Protocol,
+                format!("{}: Consul answered an invalid session id", what()),
+            ));
+        }
+        Ok(created.id)
+    }
+
+    /// Ends `session`, best effort: a session left behind expires by its
+    /// TTL.
+    async fn destroy_session(
+        &self,
+        session: &str,
+        what: &(dyn Fn() -> String + Sync),
+    ) -> Result<(), StoreError> {
+        let url = self.url(&["session", "destroy", session], &[]);
+        self.call(Method::PUT, url, None, &[], Duration::ZERO, what)
+            .await
+            .map(|_| ())
+    }
+
+    async fn txn(
+        &self,
+        ops: serde_json::Value,
+        what: &(dyn Fn() -> String + Sync),
+    ) -> Result<TxnOutcome, StoreError> {
+        let url = self.url(&["txn"], &[]);
+        let answer = self
+            .call(
+                Method::PUT,
+                url,
+                Some(ops.to_string().into_bytes()),
+                &[409],
+                Duration::ZERO,
+                what,
+            )
+            .await?;
+        if answer.status == 409 {
+            return Ok(TxnOutcome::RolledBack);
+        }
+        let results: TxnResults = answer.json(&what())?;
+        Ok(TxnOutcome::Applied(
+            results
+                .results
+                .unwrap_or_default()
+                .into_iter()
+                .filter_map(|r| r.kv)
+                .collect(),
+        ))
+    }
+
+    fn corrupt(&self, what: &str, key: &str, why: String) -> StoreError {
+        StoreError::corrupt(format!("{what}: key '{key}' at {}: {why}", self.inner.base))
+    }
+
+    fn check_ttl(
+        &self,
+        ttl: Duration,
+        what: &(dyn Fn() -> String + Sync),
+    ) -> Result<(), StoreError> {
+        if ttl < MIN_TTL || ttl > MAX_TTL {
+            return Err(StoreError::new(
+                ErrorKind::Config,
+                format!(
+                    "{}: ttl {ttl:?} is outside the {MIN_TTL:?} to {MAX_TTL:?} Consul accepts \
+                     for a session",
+                    what()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The leader `entry` shows, or a `Corrupt` error.
+    fn leader_of(
+        &self,
+        entry: Option<&KvEntry>,
+        key: &str,
+        what: &str,
+    ) -> Result<Option<LeaderInfo>, StoreError> {
+        match entry {
+            None => Ok(None),
+            Some(e) => e.leader().map_err(|why| self.corrupt(what, key, why)),
+        }
+    }
+
+    async fn watch_stream(&self, election: &ElectionName) -> Result<LeaderStream, StoreError> {
+        let key = self.election_key(election);
+        let what = || format!("watch election '{election}'");
+        let (entry, index) = self.read_key(&key, &what).await?;
+        let first = self.leader_of(entry.as_ref(), &key, &what())?;
+        struct State {
+            store: ConsulStore,
+            election: ElectionName,
+            key: String,
+            index: u64,
+            last: Option<LeaderInfo>,
+            first: bool,
+            last_start: Option<Instant>,
+            done: bool,
+        }
+        let state = State {
+            store: self.clone(),
+            election: election.clone(),
+            key,
+            index: next_index(0, index.unwrap_or(0)),
+            last: first,
+            first: true,
+            last_start: None,
+            done: false,
+        };
+        let stream = futures_util::stream::unfold(state, |mut s| async move {
+            if s.done {
+                return None;
+            }
+            if s.first {
+                s.first = false;
+                let item = Ok(s.last.clone());
+                return Some((item, s));
+            }
+            loop {
+                if let Some(t) = s.last_start {
+                    tokio::time::sleep_until(t + WATCH_MIN_INTERVAL).await;
+                }
+                s.last_start = Some(Instant::now());
+                let what = || format!("watch election '{}'", s.election);
+                let wait = format!("{}s", WATCH_WAIT.as_secs());
+                let index = s.index.to_string();
+                let url = s
+                    .store
+                    .url(&["kv", &s.key], &[("index", &index), ("wait", &wait)]);
+                let answer = s
+                    .store
+                    .call(
+                        Method::GET,
+                        url,
+                        None,
+                        &[404],
+                        WATCH_WAIT + WATCH_WAIT / 16,
+                        &what,
+                    )
+                    .await;
+                let answer = match answer {
+                    Ok(a) => a,
+                    Err(e) => {
+                        s.done = true;
+                        return Some((Err(e), s));
+                    }
+                };
+                s.index = next_index(s.index, answer.index.unwrap_or(0));
+                let leader = s
+                    .store
+                    .entry_of(&s.key, &answer, &what)
+                    .and_then(|e| s.store.leader_of(e.as_ref(), &s.key, &what()));
+                match leader {
+                    Err(e) => {
+                        s.done = true;
+                        return Some((Err(e), s));
+                    }
+                    Ok(l) if l != s.last => {
+                        s.last = l.clone();
+                        return Some((Ok(l), s));
+                    }
+                    Ok(_) => continue,
+                }
+            }
+        });
+        Ok(Box::pin(stream))
+    }
+}
+
+/// The index of the next blocking query after one that answered `new`
+/// when asked with `prev`, by Consul's rules: reset when it goes
+/// backwards (a snapshot restore, another server's view), and never 0
+/// (which would not block).
+pub(crate) fn next_index(prev: u64, new: u64) -> u64 {
+    let next = if new < prev { 0 } else { new };
+    next.max(1)
+}
+
+/// `d` as a Go duration in whole milliseconds, rounded up (never less
+/// than asked).
+fn go_duration(d: Duration) -> String {
+    let ms = d.as_nanos().div_ceil(1_000_000);
+    format!("{ms}ms")
+}
+
+/// The ttl a session of `ttl` is granted: whole milliseconds, rounded up.
+fn granted_ttl(ttl: Duration) -> Duration {
+    let ms = u64::try_from(ttl.as_nanos().div_ceil(1_000_000)).unwrap_or(u64::MAX);
+    Duration::from_millis(ms)
+}
+
+impl LeaseStore for ConsulStore {
+    fn info(&self) -> StoreInfo {
+        StoreInfo::new(
+            "consul",
+            StoreStyle::Race,
+            WatchMode::Notify,
+            SafetyClass::Consensus,
+        )
+        .with_ttl_range(MIN_TTL, MAX_TTL)
+        // Consul invalidates a session up to twice its TTL after the
+        // last renewal, then the lock delay keeps the key from being
+        // acquired.
+        .with_expiry_slack(ExpirySlack::new(self.inner.lock_delay, 100))
+    }
+
+    async fn try_acquire(
+        &self,
+        req: &AcquireRequest,
+        _queued: Option<&Lease>,
+    ) -> Result<Acquire, StoreError> {
+        let what = || format!("acquire election '{}' by '{}'", req.election, req.holder);
+        self.check_ttl(req.ttl, &what)?;
+        let key = self.election_key(&req.election);
+        let (current, _) = self.read_key(&key, &what).await?;
+        let check = match &current {
+            Some(entry) if entry.holder_session().is_some() => {
+                let leader = self.leader_of(Some(entry), &key, &what())?;
+                return Ok(Acquire::Held {
+                    leader,
+                    queued: None,
+                });
+            }
+            Some(entry) => {
+                entry
+                    .check_ours()
+                    .map_err(|why| self.corrupt(&what(), &key, why))?;
+                json!({"KV": {"Verb": "check-index", "Key": key, "Index": entry.modify_index}})
+            }
+            None => json!({"KV": {"Verb": "check-not-exists", "Key": key}}),
+        };
+        let session = self.create_session(&key, req.ttl, &what).await?;
+        let value = base64(&encode(&req.holder, &req.metadata));
+        let ops = json!([
+            check,
+            {"KV": {"Verb": "lock", "Key": key, "Value": value, "Flags": RECORD_FLAGS, "Session": session}},
+        ]);
+        let outcome = match self.txn(ops, &what).await {
+            Ok(o) => o,
+            Err(e) => {
+                // The lock may have been taken all the same: ending the
+                // session frees it (after the lock delay).
+                let _ = self.destroy_session(&session, &what).await;
+                return Err(e);
+            }
+        };
+        let won = match outcome {
+            // A check-index answers the key as checked, before the lock:
+            // the lock's own result is the last one.
+            TxnOutcome::Applied(entries) => entries
+                .into_iter()
+                .rev()
+                .find(|e| e.key == key && e.holder_session() == Some(session.as_str()))
+                .map(|e| e.modify_index),
+            TxnOutcome::RolledBack => {
+                // Someone else was faster, the key changed since we read
+                // it, or its lock delay runs. A retried transaction may
+                // also have applied the first time: look.
+                let (entry, _) = self.read_key(&key, &what).await?;
+                match entry {
+                    Some(e) if e.holder_session() == Some(session.as_str()) => Some(e.modify_index),
+                    other => {
+                        let _ = self.destroy_session(&session, &what).await;
+                        let leader = self.leader_of(other.as_ref(), &key, &what())?;
+                        return Ok(Acquire::Held {
+                            leader,
+                            queued: None,
+                        });
+                    }
+                }
+            }
+        };
+        let Some(token) = won.filter(|&t| t > 0) else {
+            let _ = self.destroy_session(&session, &what).await;
+            return Err(StoreError::new(
+                ErrorKind::Protocol,
+                format!(
+                    "{}: the transaction answered without the key's index",
+                    what()
+                ),
+            ));
+        };
+        tracing::debug!(
+            election = %req.election, holder = %req.holder, token,
+            "consul: acquired"
+        );
+        Ok(Acquire::Won(Lease {
+            election: req.election.clone(),
+            holder: req.holder.clone(),
+            token: FencingToken::new(token),
+            ttl: granted_ttl(req.ttl),
+            handle: LeaseHandle::new(session),
+        }))
+    }
+
+    async fn renew(&self, lease: &Lease) -> Result<Renewal, StoreError> {
+        let what = || format!("renew election '{}' by '{}'", lease.election, lease.holder);
+        let key = self.election_key(&lease.election);
+        let session = lease.handle.as_str();
+        // Check first, so that a renewal never extends a session whose
+        // key was deleted, overwritten or taken over.
+        let (entry, _) = self.read_key(&key, &what).await?;
+        if !entry
+            .as_ref()
+            .is_some_and(|e| e.is_held_by(session, &lease.holder, lease.token))
+        {
+            if entry.as_ref().and_then(KvEntry::holder_session) != Some(session) {
+                // The session holds nothing any more: end it.
+                let _ = self.destroy_session(session, &what).await;
+            }
+            return Ok(Renewal::Lost);
+        }
+        let url = self.url(&["session", "renew", session], &[]);
+        let answer = self
+            .call(Method::PUT, url, None, &[404], Duration::ZERO, &what)
+            .await?;
+        if answer.status == 404 {
+            return Ok(Renewal::Lost);
+        }
+        tracing::debug!(
+            election = %lease.election, holder = %lease.holder, token = lease.token.get(),
+            "consul: renewed"
+        );
+        Ok(Renewal::Renewed)
+    }
+
+    async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
+        let what = || {
+            format!(
+                "release election '{}' by '{}'",
+                lease.election, lease.holder
+            )
+        };
+        let key = self.election_key(&lease.election);
+        let session = lease.handle.as_str();
+        let (entry, _) = self.read_key(&key, &what).await?;
+        match entry {
+            Some(e) if e.is_held_by(session, &lease.holder, lease.token) => {
+                // Unlock first: a released lock has no lock delay, so a
+                // follower takes over at once. The value stays.
+                let ops = json!([
+                    {"KV": {"Verb": "check-index", "Key": key, "Index": e.modify_index}},
+                    {"KV": {"Verb": "unlock", "Key": key, "Value": e.value.clone().unwrap_or_default(),
+                            "Flags": RECORD_FLAGS, "Session": session}},
+                ]);
+                self.txn(ops, &what).await?;
+            }
+            // Locked by this session but not the record of this lease:
+            // not ours to touch.
+            Some(e) if e.holder_session() == Some(session) => return Ok(()),
+            _ => {}
+        }
+        self.destroy_session(session, &what).await
+    }
+
+    async fn current_leader(
+        &self,
+        election: &ElectionName,
+    ) -> Result<Option<LeaderInfo>, StoreError> {
+        let what = || format!("read the leader of election '{election}'");
+        let key = self.election_key(election);
+        let (entry, _) = self.read_key(&key, &what).await?;
+        self.leader_of(entry.as_ref(), &key, &what())
+    }
+
+    async fn watch(&self, election: &ElectionName) -> Result<LeaderStream, StoreError> {
+        self.watch_stream(election).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn blocking_query_index_rules() {
+        assert_eq!(next_index(0, 0), 1, "never 0");
+        assert_eq!(next_index(5, 9), 9);
+        assert_eq!(next_index(9, 9), 9);
+        assert_eq!(next_index(9, 5), 1, "backwards: reset");
+    }
+
+    #[test]
+    fn durations_round_up_to_milliseconds() {
+        assert_eq!(go_duration(Duration::from_secs(10)), "10000ms");
+        assert_eq!(go_duration(Duration::from_nanos(10_000_000_001)), "10001ms");
+        assert_eq!(go_duration(Duration::ZERO), "0ms");
+        assert_eq!(
+            granted_ttl(Duration::from_nanos(10_000_000_001)),
+            Duration::from_millis(10_001)
+        );
+    }
+
+    #[test]
+    fn addresses_and_prefixes() {
+        assert_eq!(
+            parse_address("127.0.0.1:8500", false).unwrap().as_str(),
+            "http://127.0.0.1:8500/"
+        );
+        assert_eq!(
+            parse_address("h:8501", true).unwrap().as_str(),
+            "https://h:8501/"
+        );
+        assert!(
+            parse_address("http://h:1", true)
+                .unwrap_err()
+                .contains("https://")
+        );
+        assert!(parse_address("ftp://h:1", false).is_err());
+        assert!(parse_address("http://h:1/v1", false).is_err());
+        assert!(parse_address("http://u:p@h:1", false).is_err());
+        assert_eq!(normalize_prefix("").unwrap(), "");
+        assert_eq!(normalize_prefix("a/b").unwrap(), "a/b/");
+        assert_eq!(normalize_prefix("a/").unwrap(), "a/");
+        assert!(normalize_prefix("/a").is_err());
+        assert!(normalize_prefix("a//b").is_err());
+        assert!(normalize_prefix("a b").is_err());
+        assert!(normalize_prefix("a%20").is_err());
+    }
+
+    #[test]
+    fn builder_refuses_what_it_cannot_use_and_hides_the_token() {
+        let b = ConsulStore::builder("127.0.0.1:8500").token("s3cret-token");
+        let shown = format!("{b:?}");
+        assert!(!shown.contains("s3cret"), "{shown}");
+        let store = b.clone().build().unwrap();
+        let shown = format!("{store:?}");
+        assert!(
+            !shown.contains("s3cret") && shown.contains("***"),
+            "{shown}"
+        );
+        let e = b.clone().call_timeout(Duration::ZERO).build().unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Config);
+        let e = b.clone().datacenter("dc 1").build().unwrap_err();
+        assert!(e.to_string().contains("datacenter"), "{e}");
+        let e = ConsulStore::builder("h:1")
+            .token("a\nb")
+            .build()
+            .unwrap_err();
+        assert!(
+            e.to_string().contains("token") && !e.to_string().contains("a\nb"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn keys_and_urls() {
+        let store = ConsulStore::builder("127.0.0.1:8500")
+            .prefix("svc/x")
+            .datacenter("dc2")
+            .build()
+            .unwrap();
+        let e = ElectionName::new("jobs").unwrap();
+        assert_eq!(store.election_key(&e), "svc/x/jobs");
+        let url = store.url(&["kv", &store.election_key(&e)], &[("consistent", "")]);
+        assert_eq!(
+            url.as_str(),
+            "http://127.0.0.1:8500/v1/kv/svc/x/jobs?consistent&dc=dc2"
+        );
+    }
+}

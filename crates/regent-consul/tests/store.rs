@@ -1,0 +1,349 @@
+//! The Consul store against a real Consul dev agent: regent's store
+//! conformance suite, and what is Consul's own: sessions destroyed and keys
+//! deleted, recreated or overwritten by an operator, garbage in the key,
+//! ttls Consul refuses.
+//!
+//! The tests of this binary share one dev agent while any of them runs (the
+//! test harness runs them in parallel); each uses elections of its own.
+
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use regent_consul::{ConsulStore, RECORD_FLAGS};
+use regent_core::testing::Harness;
+use regent_core::{
+    Acquire, Candidate, ConfigError, ElectionName, EndReason, ErrorKind, LeaseStore, Renewal,
+    SafetyClass, StoreStyle, WatchMode,
+};
+use regent_testkit::engines::Consul;
+use regent_testkit::fixtures::{acquire_request as req, holder};
+
+/// Consul's shortest session TTL.
+const TTL: Duration = Duration::from_secs(10);
+
+/// The dev agent the running tests share; started by the first, stopped
+/// when the last drops it.
+static AGENT: Mutex<Weak<Consul>> = Mutex::new(Weak::new());
+
+async fn agent() -> Arc<Consul> {
+    tokio::task::spawn_blocking(|| {
+        let mut shared = AGENT.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(agent) = shared.upgrade() {
+            return agent;
+        }
+        let agent = Arc::new(
+            Consul::start().unwrap_or_else(|e| panic!("cannot start Consul for this test: {e}")),
+        );
+        *shared = Arc::downgrade(&agent);
+        agent
+    })
+    .await
+    .expect("the start task ran")
+}
+
+fn store(agent: &Consul) -> ConsulStore {
+    ConsulStore::builder(agent.address())
+        .call_timeout(Duration::from_secs(2))
+        .build()
+        .expect("build the store")
+}
+
+fn election(name: &str) -> ElectionName {
+    ElectionName::new(format!("{name}-{:08x}", salt())).expect("valid election name")
+}
+
+fn salt() -> u32 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u32(std::process::id());
+    h.finish() as u32
+}
+
+/// `PUT` on the agent's API as an operator's tool would, from a blocking
+/// thread.
+async fn put(agent: &Arc<Consul>, path: String, body: Option<String>) -> (u16, String) {
+    let agent = agent.clone();
+    tokio::task::spawn_blocking(move || {
+        let r = agent
+            .http_put(&path, body.as_deref())
+            .unwrap_or_else(|e| panic!("PUT {path}: {e}"));
+        (r.status, r.body)
+    })
+    .await
+    .expect("the request task ran")
+}
+
+async fn delete_key(agent: &Arc<Consul>, key: &str) {
+    let ops = format!(r#"[{{"KV":{{"Verb":"delete","Key":"{key}"}}}}]"#);
+    let (status, body) = put(agent, "/v1/txn".into(), Some(ops)).await;
+    assert_eq!(status, 200, "delete {key}: {body}");
+}
+
+struct ConformanceHarness {
+    agent: Arc<Consul>,
+}
+
+impl Harness for ConformanceHarness {
+    type Store = ConsulStore;
+
+    async fn store(&self) -> ConsulStore {
+        store(&self.agent)
+    }
+
+    async fn unreachable_store(&self) -> ConsulStore {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        ConsulStore::builder(format!("127.0.0.1:{port}"))
+            .call_timeout(Duration::from_secs(2))
+            .build()
+            .expect("building sends nothing")
+    }
+
+    fn ttl(&self) -> Duration {
+        TTL
+    }
+
+    async fn delete_records(&self, election: &ElectionName) {
+        let key = store(&self.agent).election_key(election);
+        delete_key(&self.agent, &key).await;
+    }
+
+    async fn put_garbage(&self, election: &ElectionName) {
+        let key = store(&self.agent).election_key(election);
+        let (status, body) = put(
+            &self.agent,
+            format!("/v1/kv/{key}?flags={RECORD_FLAGS}"),
+            Some("{\"holder\": not json".into()),
+        )
+        .await;
+        assert_eq!(status, 200, "put garbage: {body}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn consul_store_conforms() {
+    let harness = ConformanceHarness {
+        agent: agent().await,
+    };
+    regent_core::testing::run(&harness).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn info_declares_consuls_ttl_range_and_slack() {
+    let agent = agent().await;
+    let info = store(&agent).info();
+    assert_eq!(info.name, "consul");
+    assert_eq!(info.style, StoreStyle::Race);
+    assert_eq!(info.watch, WatchMode::Notify);
+    assert_eq!(info.safety, SafetyClass::Consensus);
+    assert_eq!(
+        (info.min_ttl, info.max_ttl),
+        (TTL, Duration::from_secs(86_400))
+    );
+    // Up to twice the TTL, plus the lock delay.
+    assert_eq!(info.expiry_slack_for(TTL), TTL);
+    let delayed = ConsulStore::builder(agent.address())
+        .lock_delay(Duration::from_secs(3))
+        .build()
+        .unwrap();
+    assert_eq!(
+        delayed.info().expiry_slack_for(TTL),
+        TTL + Duration::from_secs(3)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ttl_below_ten_seconds_is_refused_at_build() {
+    let agent = agent().await;
+    let err = Candidate::builder(store(&agent), election("short"), holder("a"))
+        .ttl(Duration::from_secs(5))
+        .build()
+        .expect_err("Consul refuses TTLs below 10 s");
+    assert!(
+        matches!(
+            err,
+            ConfigError::TtlBelowStoreMinimum { min, store: "consul", .. } if min == TTL
+        ),
+        "{err:?}"
+    );
+    // And a single acquire refuses it too, as Config, without a session.
+    let e = store(&agent)
+        .try_acquire(
+            &req(&election("short"), "a", Duration::from_millis(9_999)),
+            None,
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Config, "{e}");
+}
+
+fn candidate(store: ConsulStore, election: &ElectionName, who: &str) -> Candidate<ConsulStore> {
+    Candidate::builder(store, election.clone(), holder(who))
+        .ttl(TTL)
+        .renew_every(Duration::from_millis(500))
+        .renew_deadline(Duration::from_secs(6))
+        .grace(Duration::from_millis(200))
+        .build()
+        .expect("valid timing")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_destroyed_by_an_operator_is_lost() {
+    let agent = agent().await;
+    let store = store(&agent);
+    let e = election("destroy");
+    let c = candidate(store.clone(), &e, "a");
+    let leadership = c.campaign().await.expect("a wins");
+    let session = leadership.lease().handle.as_str().to_owned();
+
+    let (status, body) = put(&agent, format!("/v1/session/destroy/{session}"), None).await;
+    assert_eq!(status, 200, "{body}");
+    let ended = tokio::time::timeout(Duration::from_secs(3), leadership.until_ended())
+        .await
+        .expect("leadership ends within a renew interval or two");
+    assert_eq!(ended.reason, EndReason::Lost);
+    assert_eq!(
+        store.renew(leadership.lease()).await.unwrap(),
+        Renewal::Lost
+    );
+    c.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn key_deleted_then_recreated_still_gives_a_larger_token() {
+    let agent = agent().await;
+    let store = store(&agent);
+    let e = election("recreate");
+    let key = store.election_key(&e);
+    let Acquire::Won(a) = store.try_acquire(&req(&e, "a", TTL), None).await.unwrap() else {
+        panic!("a wins an empty election");
+    };
+    // Deleted under a's lease: a's renewal finds it lost.
+    delete_key(&agent, &key).await;
+    assert_eq!(store.renew(&a).await.unwrap(), Renewal::Lost);
+    // Recreated (Consul's LockIndex starts again at 1): the token, the
+    // key's ModifyIndex at acquisition, still grows.
+    let Acquire::Won(b) = store.try_acquire(&req(&e, "b", TTL), None).await.unwrap() else {
+        panic!("b wins after the key was deleted");
+    };
+    assert!(b.token > a.token, "{} !> {}", b.token, a.token);
+    store.release(&b).await.unwrap();
+    delete_key(&agent, &key).await;
+    let Acquire::Won(c) = store.try_acquire(&req(&e, "c", TTL), None).await.unwrap() else {
+        panic!("c wins after the key was deleted");
+    };
+    assert!(c.token > b.token, "{} !> {}", c.token, b.token);
+    store.release(&c).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn key_overwritten_by_an_operator_is_lost_and_not_taken_over() {
+    let agent = agent().await;
+    let store = store(&agent);
+    let e = election("overwrite");
+    let key = store.election_key(&e);
+    let c = candidate(store.clone(), &e, "a");
+    let leadership = c.campaign().await.expect("a wins");
+    // `consul kv put KEY mallory`: Consul keeps the lock, the value and
+    // flags are someone else's.
+    let (status, body) = put(&agent, format!("/v1/kv/{key}"), Some("mallory".into())).await;
+    assert_eq!(status, 200, "{body}");
+    let ended = tokio::time::timeout(Duration::from_secs(3), leadership.until_ended())
+        .await
+        .expect("leadership ends within a renew interval or two");
+    assert_eq!(ended.reason, EndReason::Lost);
+    c.shutdown().await;
+    let err = store
+        .try_acquire(&req(&e, "b", TTL), None)
+        .await
+        .expect_err("a foreign record is not taken over");
+    assert_eq!(err.kind(), ErrorKind::Corrupt, "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn garbage_in_the_key_is_a_clear_error() {
+    let agent = agent().await;
+    let store = store(&agent);
+    for (name, flags, body) in [
+        ("json", RECORD_FLAGS, "{\"holder\": 7}"),
+        ("bytes", RECORD_FLAGS, "two words"),
+        ("flags", 0, "host-1"),
+    ] {
+        let e = election(name);
+        let key = store.election_key(&e);
+        let (status, text) = put(
+            &agent,
+            format!("/v1/kv/{key}?flags={flags}"),
+            Some(body.into()),
+        )
+        .await;
+        assert_eq!(status, 200, "{text}");
+        let err = store
+            .try_acquire(&req(&e, "a", TTL), None)
+            .await
+            .expect_err("garbage is not taken over");
+        assert_eq!(err.kind(), ErrorKind::Corrupt, "{name}: {err}");
+        assert!(err.to_string().contains(&key), "{name}: {err}");
+        let err = store
+            .current_leader(&e)
+            .await
+            .expect_err("garbage is no leader");
+        assert_eq!(err.kind(), ErrorKind::Corrupt, "{name}: {err}");
+        // The failed acquire left no session holding the key.
+        let (_, kv) = put(
+            &agent,
+            "/v1/txn".into(),
+            Some(format!(r#"[{{"KV":{{"Verb":"get","Key":"{key}"}}}}]"#)),
+        )
+        .await;
+        assert!(!kv.contains("\"Session\""), "{name}: {kv}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_is_sent_and_never_shown() {
+    let agent = agent().await;
+    let e = election("token");
+    let with_token = ConsulStore::builder(agent.address())
+        .token("00000000-0000-0000-0000-000000000001")
+        .build()
+        .unwrap();
+    // The dev agent has ACLs off: a token is sent and ignored.
+    assert_eq!(with_token.current_leader(&e).await.unwrap(), None);
+    assert!(!format!("{with_token:?}").contains("0001"));
+}
+
+/// Regression: on a key that existed, the transaction's first result is
+/// the key as its check-index saw it, and the token was that old index;
+/// the holder's renewals then reported lost and its release freed nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_token_of_a_lock_on_an_existing_key_is_the_locks_index_regression() {
+    let agent = agent().await;
+    let store = store(&agent);
+    let e = election("existing");
+    let Acquire::Won(a) = store.try_acquire(&req(&e, "a", TTL), None).await.unwrap() else {
+        panic!("a wins an empty election");
+    };
+    let (status, body) = put(
+        &agent,
+        format!("/v1/session/destroy/{}", a.handle.as_str()),
+        None,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let Acquire::Won(b) = store.try_acquire(&req(&e, "b", TTL), None).await.unwrap() else {
+        panic!("b wins once a's session is gone");
+    };
+    let leader = store.current_leader(&e).await.unwrap().expect("b leads");
+    assert_eq!((leader.holder, leader.token), (b.holder.clone(), b.token));
+    assert_eq!(store.renew(&b).await.unwrap(), Renewal::Renewed);
+    store.release(&b).await.unwrap();
+    assert_eq!(store.current_leader(&e).await.unwrap(), None);
+    let Acquire::Won(d) = store.try_acquire(&req(&e, "d", TTL), None).await.unwrap() else {
+        panic!("d wins after b released");
+    };
+    assert!(d.token > b.token && b.token > a.token);
+    store.release(&d).await.unwrap();
+}

@@ -598,7 +598,7 @@ fn spawn_shim(
         .arg("--parent")
         .arg(std::process::id().to_string())
         .arg("--pid-namespace")
-        .arg(args.pid_namespace.as_str())
+        .arg(args.pid_namespace.as_arg())
         .arg("--")
         .args(&args.cmd)
         .env("REGENT_ELECTION", leadership.election().as_str())

@@ -127,12 +127,11 @@ pub(crate) enum PidNamespace {
 }
 
 impl PidNamespace {
-    pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            Self::Auto => "auto",
-            Self::Always => "always",
-            Self::Never => "never",
-        }
+    /// The flag's value for this setting, as clap spells it.
+    pub(crate) fn as_arg(self) -> String {
+        self.to_possible_value()
+            .map(|v| v.get_name().to_owned())
+            .unwrap_or_default()
     }
 }
 

@@ -20,13 +20,12 @@ use std::ops::Range;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
-use futures_util::future::select_all;
 use regent_consul::ConsulStore;
 use regent_core::{
     Candidate, ElectionName, EndReason, Ended, FencingToken, HolderId, LeaseState, Status,
 };
 use regent_testkit::engines::ConsulCluster;
-use regent_testkit::fixtures::holder;
+use regent_testkit::fixtures::{first_watched, holder};
 use regent_testkit::{History, Interval};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -205,31 +204,10 @@ async fn shut_down(running: Vec<Running>) -> Vec<Vec<Ended>> {
     ends
 }
 
-/// Waits up to `within` until one of `channels` holds a value that is
-/// `wanted`; returns that channel's index and the value.
-async fn wait_for<T: Clone>(
-    channels: impl IntoIterator<Item = watch::Receiver<T>>,
-    within: Duration,
-    what: &str,
-    wanted: impl Fn(&T) -> bool,
-) -> (usize, T) {
-    let wanted = &wanted;
-    let waits = channels.into_iter().enumerate().map(|(i, mut rx)| {
-        Box::pin(async move {
-            let value = rx.wait_for(|v| wanted(v)).await.expect("the sender lives");
-            (i, value.clone())
-        })
-    });
-    let (first, _, _) = tokio::time::timeout(within, select_all(waits))
-        .await
-        .unwrap_or_else(|_| panic!("not within {within:?}: {what}"));
-    first
-}
-
 /// Waits until every one of `followers` follows the leader with `token`.
 async fn wait_following(followers: &[&Running], token: FencingToken) {
     for f in followers {
-        wait_for(
+        first_watched(
             [f.candidate.status()],
             TTL,
             &format!("{} follows the leader with token {token}", f.holder()),
@@ -308,7 +286,7 @@ async fn killing_the_raft_leader_server_keeps_at_most_one_regent_leader() {
         .map(|(agent, who)| Running::spawn(candidate(&cluster, agent, &election, who), &history))
         .collect();
     let leading = running.iter().map(|r| r.leading.clone());
-    let (_, term) = wait_for(leading, TTL, "a regent leader", Option::is_some).await;
+    let (_, term) = first_watched(leading, TTL, "a regent leader", Option::is_some).await;
     let first_token = term.expect("leads").token;
     let others: Vec<&Running> = running.iter().filter(|r| r.term().is_none()).collect();
     wait_following(&others, first_token).await;
@@ -423,7 +401,7 @@ async fn a_leader_cut_off_from_its_agent_steps_down_before_a_follower_leads() {
     ];
 
     let a = Running::spawn(candidate(&cluster, a_agent, &election, "a"), &history);
-    let (_, a_term) = wait_for([a.leading.clone()], TTL, "a leads", Option::is_some).await;
+    let (_, a_term) = first_watched([a.leading.clone()], TTL, "a leads", Option::is_some).await;
     let a_term = a_term.expect("a leads");
     let followers = vec![
         Running::spawn(candidate(&cluster, b_agent, &election, "b"), &history),
@@ -445,7 +423,7 @@ async fn a_leader_cut_off_from_its_agent_steps_down_before_a_follower_leads() {
 
     // "a" cannot renew: it steps down on its own clock, at the renew
     // deadline of its last successful renewal, sent before the pause.
-    wait_for(
+    first_watched(
         [a.leading.clone()],
         RENEW_DEADLINE + SCHEDULING,
         "a steps down",
@@ -454,7 +432,7 @@ async fn a_leader_cut_off_from_its_agent_steps_down_before_a_follower_leads() {
     .await;
     let stepped_down = Instant::now();
     let leading = followers.iter().map(|f| f.leading.clone());
-    let (new, new_term) = wait_for(leading, max_gap(), "b or c leads", Option::is_some).await;
+    let (new, new_term) = first_watched(leading, max_gap(), "b or c leads", Option::is_some).await;
     let took_over = Instant::now();
     let new_term = new_term.expect("leads");
     tokio::time::timeout(Duration::from_secs(5), session)
@@ -559,7 +537,7 @@ async fn candidates_joining_and_leaving_do_not_change_the_leader() {
     ];
 
     let a = Running::spawn(candidate(&cluster, a_agent, &election, "a"), &history);
-    let (_, a_term) = wait_for([a.leading.clone()], TTL, "a leads", Option::is_some).await;
+    let (_, a_term) = first_watched([a.leading.clone()], TTL, "a leads", Option::is_some).await;
     let a_term = a_term.expect("a leads");
     let b = Running::spawn(candidate(&cluster, b_agent, &election, "b"), &history);
     wait_following(&[&b], a_term.token).await;

@@ -15,11 +15,11 @@ mod common;
 
 use std::time::Duration;
 
-use futures_util::future::select_all;
 use regent_core::{Candidate, ElectionName, EndReason, Ended, FencingToken, HolderId, Status};
 use regent_etcd::EtcdStore;
 use regent_testkit::engines::EtcdCluster;
 use regent_testkit::engines::etcd::ELECTION_TIMEOUT;
+use regent_testkit::fixtures::first_watched;
 use regent_testkit::{History, Interval};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -125,27 +125,6 @@ async fn shut_down(running: Vec<Running>) -> Vec<Vec<Ended>> {
     ends
 }
 
-/// Waits up to `within` until one of `channels` holds a value that is
-/// `wanted`; returns that channel's index and the value.
-async fn wait_for<T: Clone>(
-    channels: impl IntoIterator<Item = watch::Receiver<T>>,
-    within: Duration,
-    what: &str,
-    wanted: impl Fn(&T) -> bool,
-) -> (usize, T) {
-    let wanted = &wanted;
-    let waits = channels.into_iter().enumerate().map(|(i, mut rx)| {
-        Box::pin(async move {
-            let value = rx.wait_for(|v| wanted(v)).await.expect("the sender lives");
-            (i, value.clone())
-        })
-    });
-    let (first, _, _) = tokio::time::timeout(within, select_all(waits))
-        .await
-        .unwrap_or_else(|_| panic!("not within {within:?}: {what}"));
-    first
-}
-
 /// Checks the record, then every handover: tokens grow and no leaderless gap
 /// is longer than [`max_gap`]. Returns the terms in order of start.
 fn assert_safe_handovers(history: &History, killed_at: Instant) -> Vec<Interval> {
@@ -211,7 +190,7 @@ async fn killing_the_raft_leader_keeps_one_regent_leader() {
         running.push(Running::spawn(c, &history));
     }
     let leading = running.iter().map(|r| r.leading.clone());
-    wait_for(leading, TTL * 2, "a regent leader", Option::is_some).await;
+    first_watched(leading, TTL * 2, "a regent leader", Option::is_some).await;
     assert_eq!(
         history.leaders_at(Instant::now()).len(),
         1,
@@ -252,7 +231,8 @@ async fn killing_the_raft_leader_under_a_pinned_leader_hands_over_to_one_followe
     // "a" sees the Raft leader only, and wins first.
     let a = candidate(vec![cluster.member(raft_leader).endpoint()], &election, "a").await;
     let a = Running::spawn(a, &history);
-    let (_, a_token) = wait_for([a.leading.clone()], TTL * 2, "a leads", Option::is_some).await;
+    let (_, a_token) =
+        first_watched([a.leading.clone()], TTL * 2, "a leads", Option::is_some).await;
     let a_token = a_token.expect("a leads");
 
     // "b" and "c" see one surviving member each, and queue behind "a".
@@ -262,7 +242,7 @@ async fn killing_the_raft_leader_under_a_pinned_leader_hands_over_to_one_followe
         followers.push(Running::spawn(c, &history));
     }
     for f in &followers {
-        wait_for(
+        first_watched(
             [f.candidate.status()],
             TTL * 2,
             "b and c follow a",
@@ -285,7 +265,7 @@ async fn killing_the_raft_leader_under_a_pinned_leader_hands_over_to_one_followe
     // "a" cannot renew any more: it steps down on its own clock, within the
     // renew deadline of its last renewal, sent before the kill.
     let a_leading = [a.leading.clone()];
-    wait_for(
+    first_watched(
         a_leading,
         RENEW_DEADLINE * 2,
         "a steps down",
@@ -293,7 +273,7 @@ async fn killing_the_raft_leader_under_a_pinned_leader_hands_over_to_one_followe
     )
     .await;
     let leading = followers.iter().map(|f| f.leading.clone());
-    let (new, _) = wait_for(leading, max_gap() * 2, "b or c leads", Option::is_some).await;
+    let (new, _) = first_watched(leading, max_gap() * 2, "b or c leads", Option::is_some).await;
     let took_over = Instant::now();
     // Long enough for several renewals: the new leader keeps leading, and
     // nobody else begins a term.

@@ -28,3 +28,29 @@ pub fn acquire_request(election: &ElectionName, who: &str, ttl: Duration) -> Acq
         metadata: Metadata::from_pairs([("who", who)]).expect("small metadata"),
     }
 }
+
+/// Waits up to `within` until one of `channels` holds a value that is
+/// `wanted` (candidates' status channels, say); returns that channel's
+/// index and the value.
+///
+/// # Panics
+///
+/// With `what` when `within` passes first, or when a sender is dropped.
+pub async fn first_watched<T: Clone>(
+    channels: impl IntoIterator<Item = tokio::sync::watch::Receiver<T>>,
+    within: Duration,
+    what: &str,
+    wanted: impl Fn(&T) -> bool,
+) -> (usize, T) {
+    let wanted = &wanted;
+    let waits = channels.into_iter().enumerate().map(|(i, mut rx)| {
+        Box::pin(async move {
+            let value = rx.wait_for(|v| wanted(v)).await.expect("the sender lives");
+            (i, value.clone())
+        })
+    });
+    let (first, _, _) = tokio::time::timeout(within, futures_util::future::select_all(waits))
+        .await
+        .unwrap_or_else(|_| panic!("not within {within:?}: {what}"));
+    first
+}

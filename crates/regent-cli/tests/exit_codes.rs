@@ -9,7 +9,8 @@ use std::time::{Duration, Instant};
 use common::*;
 use rustix::process::Signal;
 
-/// `regent run --store STORE --election e --ttl 2s EXTRA -- CMD`, to its end.
+/// `regent run --store STORE --election e --ttl TTL EXTRA -- CMD` (the
+/// sandbox's ttl), to its end.
 fn run(sb: &Sandbox, extra: &[&str], cmd: &[&str]) -> Output {
     let out = run_owned(&sb.run_args(extra, cmd), &[], Duration::from_secs(15));
     assert!(!out.stderr.contains("panicked"), "{}", out.stderr);

@@ -3,8 +3,9 @@
 //! one runs the command; kill -9, SIGTERM and SIGSTOP of the leader hand the
 //! command over, and nothing of the old term outlives it.
 //!
-//! ttl 2s gives (core defaults) renew every 400 ms, step down 1.2 s after the
-//! last renewal was sent, grace 775 ms.
+//! The ttl is 2 s, or the store's floor (Consul: 10 s), see
+//! [`Sandbox::timing`]: with the core's defaults, renew every ttl/5 and
+//! step down 3·ttl/5 after the last renewal was sent.
 
 mod common;
 
@@ -13,15 +14,11 @@ use std::time::Duration;
 use common::*;
 use rustix::process::Signal;
 
-const TTL: &str = "2s";
-const TTL_NS: u64 = 2_000_000_000;
-const RENEW_EVERY_NS: u64 = 400_000_000;
-const RENEW_DEADLINE_NS: u64 = 1_200_000_000;
-
 /// Starts `n` candidates c1..cn and waits for the first task to start.
 fn elect(sb: &mut Sandbox, n: usize) -> Event {
+    let ttl = sb.ttl();
     for k in 1..=n {
-        sb.candidate(&format!("c{k}"), TTL, &[]);
+        sb.candidate(&format!("c{k}"), &ttl, &[]);
     }
     sb.first_start(Duration::from_secs(10))
 }
@@ -47,7 +44,7 @@ fn wait_term_gone(sb: &Sandbox, term: &Event, within: Duration) {
 fn exactly_one_of_three_candidates_runs_the_command_and_status_names_it(mut sb: Sandbox) {
     let first = elect(&mut sb, 3);
     // Several renewal and retry rounds: no second task may start.
-    std::thread::sleep(Duration::from_millis(1500));
+    std::thread::sleep(sb.timing().renew_every * 4);
     let starts = sb.starts();
     assert_eq!(starts.len(), 1, "more than one task ran\n{}", sb.report());
     let tasks: Vec<i32> = ["c1", "c2", "c3"]
@@ -67,7 +64,7 @@ fn exactly_one_of_three_candidates_runs_the_command_and_status_names_it(mut sb: 
     assert_eq!(status["leader"]["token"], first.token, "{status}");
 }
 
-fn kill_9_of_the_leader_kills_its_whole_group_and_a_follower_takes_over_within_ttl(
+fn kill_9_of_the_leader_kills_its_whole_group_and_a_follower_takes_over_after_the_lease(
     mut sb: Sandbox,
 ) {
     let old = elect(&mut sb, 3);
@@ -79,21 +76,20 @@ fn kill_9_of_the_leader_kills_its_whole_group_and_a_follower_takes_over_within_t
     // `sh` left behind, which PR_SET_PDEATHSIG alone would not reach.
     wait_term_gone(&sb, &old, Duration::from_secs(2));
 
-    let bound = TTL_NS + RENEW_EVERY_NS + 1_000_000_000;
+    let bound = sb.timing().crash_failover();
     let next = wait_for(
-        Duration::from_secs(8),
+        bound + Duration::from_secs(5),
         "a new leader's task",
         || sb.start_after(old.token),
         || sb.report(),
     );
-    let took = next.mono_ns - killed_at;
-    eprintln!("kill -9 failover: {:.3}s", secs(took));
+    let took = Duration::from_nanos(next.mono_ns - killed_at);
+    eprintln!("kill -9 failover: {took:.3?}");
     assert_ne!(next.id, old.id);
     assert!(
         took <= bound,
-        "the new task started {:.3}s after kill -9, later than ttl + renew interval + 1s ({:.3}s)\n{}",
-        secs(took),
-        secs(bound),
+        "the new task started {took:.3?} after kill -9, later than ttl + expiry slack + renew \
+         interval + 1s ({bound:.3?})\n{}",
         sb.report()
     );
     let stop = sb.stop_of(&old.id, old.token).unwrap_or_else(|| {
@@ -165,7 +161,7 @@ fn whole_instance_paused_past_its_ttl_stops_its_command_and_follows_after_sigcon
     let paused_at = mono_ns();
 
     let next = wait_for(
-        Duration::from_secs(8),
+        sb.timing().crash_failover() + Duration::from_secs(5),
         "another candidate's task while the leader is paused",
         || sb.start_after(old.token),
         || sb.report(),
@@ -226,13 +222,13 @@ fn sigstop_of_regent_alone_trips_the_shims_dead_mans_switch_before_failover(mut 
     let stopped_at = mono_ns();
     sb.by_id(&old.id).signal(Signal::STOP);
     let stop = wait_for(
-        Duration::from_secs(4),
+        sb.timing().renew_deadline + Duration::from_secs(3),
         "the shim to stop the command of the stopped regent",
         || sb.stop_of(&old.id, old.token),
         || sb.report(),
     );
     let next = wait_for(
-        Duration::from_secs(8),
+        sb.timing().crash_failover() + Duration::from_secs(5),
         "another candidate's task",
         || sb.start_after(old.token),
         || sb.report(),
@@ -246,8 +242,9 @@ fn sigstop_of_regent_alone_trips_the_shims_dead_mans_switch_before_failover(mut 
     // The last renewal was sent before SIGSTOP, so the deadline the shim
     // holds is at most renew_deadline after it; 300 ms covers the SIGTERM's
     // delivery on a loaded machine.
+    let deadline = u64::try_from(sb.timing().renew_deadline.as_nanos()).unwrap();
     assert!(
-        stop.mono_ns - stopped_at <= RENEW_DEADLINE_NS + 300_000_000,
+        stop.mono_ns - stopped_at <= deadline + 300_000_000,
         "the shim stopped the command {:.3}s after regent stopped, past the step-down deadline\n{}",
         secs(stop.mono_ns - stopped_at),
         sb.report()
@@ -295,7 +292,7 @@ fn job_control_stop_of_regents_process_group_still_stops_the_command_before_fail
     let stopped_at = mono_ns();
     signal_group(regent, Signal::STOP);
     let next = wait_for(
-        Duration::from_secs(8),
+        sb.timing().crash_failover() + Duration::from_secs(5),
         "another candidate's task",
         || sb.start_after(old.token),
         || sb.report(),
@@ -322,7 +319,7 @@ regent_testkit::for_every_engine!(
     Sandbox::with_engine,
     [
         exactly_one_of_three_candidates_runs_the_command_and_status_names_it,
-        kill_9_of_the_leader_kills_its_whole_group_and_a_follower_takes_over_within_ttl,
+        kill_9_of_the_leader_kills_its_whole_group_and_a_follower_takes_over_after_the_lease,
         sigterm_of_the_leader_releases_at_once_and_regent_exits_0,
         whole_instance_paused_past_its_ttl_stops_its_command_and_follows_after_sigcont,
         sigstop_of_regent_alone_trips_the_shims_dead_mans_switch_before_failover,

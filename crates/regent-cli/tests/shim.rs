@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use common::*;
 
-/// `regent run --ttl 2s --restart never -- sh -c SCRIPT` in `sb`, to its end.
+/// `regent run --ttl TTL --restart never -- sh -c SCRIPT` in `sb` (the
+/// sandbox's ttl), to its end.
 fn run_script(sb: &Sandbox, script: &str) -> Output {
     run_script_env(sb, script, &[])
 }
@@ -106,7 +107,8 @@ fn without_a_namespace_regent_stops_what_a_killed_shim_left(sb: Sandbox) {
 }
 
 fn sigkill_of_the_shim_stops_the_command(mut sb: Sandbox, flags: &[&str]) {
-    let i = sb.candidate("c1", "2s", flags);
+    let ttl = sb.ttl();
+    let i = sb.candidate("c1", &ttl, flags);
     let first = sb.first_start(Duration::from_secs(10));
     let bg = sb.bg_pid(&first.id, first.token);
     let shim = sb
@@ -147,7 +149,8 @@ fn sigkill_of_the_shim_stops_the_command(mut sb: Sandbox, flags: &[&str]) {
 /// regent alone resumes; it finds its leadership over and asks the (still
 /// stopped) shim to stop the command.
 fn a_stuck_shim_is_killed_with_the_command_before_regent_leads_again(mut sb: Sandbox) {
-    let c1 = sb.candidate("c1", "2s", &[]);
+    let timing = sb.timing();
+    let c1 = sb.candidate("c1", &timing.ttl_arg(), &[]);
     let first = sb.first_start(Duration::from_secs(10));
     let shim = sb
         .regent(c1)
@@ -155,10 +158,11 @@ fn a_stuck_shim_is_killed_with_the_command_before_regent_leads_again(mut sb: San
         .unwrap_or_else(|| panic!("no shim\n{}", sb.report()));
     signal(shim, rustix::process::Signal::STOP);
     sb.regent(c1).signal(rustix::process::Signal::STOP);
-    std::thread::sleep(Duration::from_millis(1500));
+    // Past the step-down deadline (3·ttl/5).
+    std::thread::sleep(timing.scaled(Duration::from_millis(1500)));
     sb.regent(c1).signal(rustix::process::Signal::CONT);
     let next = wait_for(
-        Duration::from_secs(10),
+        timing.crash_failover() + Duration::from_secs(5),
         "c1's next term",
         || sb.start_after(first.token),
         || sb.report(),

@@ -32,7 +32,8 @@ fn status_json_without_then_with_a_leader(mut sb: Sandbox) {
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     assert_eq!(out.stdout, "{\"election\":\"e\",\"leader\":null}\n");
 
-    sb.candidate("c1", "2s", &[]);
+    let ttl = sb.ttl();
+    sb.candidate("c1", &ttl, &[]);
     let start = sb.first_start(Duration::from_secs(10));
     assert_eq!(sb.status(), leader_object("c1", start.token));
 
@@ -99,7 +100,8 @@ fn watch_json_prints_one_object_per_change(mut sb: Sandbox) {
     let none = json!({"election": ELECTION, "leader": null});
     assert_eq!(watch.next(Duration::from_secs(10), "first object"), none);
 
-    let c1 = sb.candidate("c1", "2s", &[]);
+    let ttl = sb.ttl();
+    let c1 = sb.candidate("c1", &ttl, &[]);
     let start = sb.first_start(Duration::from_secs(10));
     assert_eq!(
         watch.next(Duration::from_secs(3), "leader object"),

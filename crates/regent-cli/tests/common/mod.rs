@@ -388,10 +388,21 @@ impl Sandbox {
         vec!["sh".into(), "-c".into(), script]
     }
 
-    /// `run --store STORE --election e --ttl 2s EXTRA -- CMD` on this
-    /// sandbox's store.
+    /// The timing the tests use on this sandbox's engine.
+    pub fn timing(&self) -> Timing {
+        Timing::for_engine(&*self.engine)
+    }
+
+    /// The ttl as a flag value: `2000ms`, or the store's floor.
+    pub fn ttl(&self) -> String {
+        self.timing().ttl_arg()
+    }
+
+    /// `run --store STORE --election e --ttl TTL EXTRA -- CMD` on this
+    /// sandbox's store, TTL from [`Self::timing`].
     pub fn run_args(&self, extra: &[&str], cmd: &[&str]) -> Vec<String> {
-        let mut with_ttl = vec!["--ttl", "2s"];
+        let ttl = self.ttl();
+        let mut with_ttl = vec!["--ttl", ttl.as_str()];
         with_ttl.extend_from_slice(extra);
         run_args_on(&self.store(), &with_ttl, cmd)
     }
@@ -495,6 +506,57 @@ impl Drop for Sandbox {
                 signal_group(e.pid, Signal::KILL);
             }
         }
+    }
+}
+
+// ------------------------------------------------------------------ timing
+
+/// The timing of a test that runs on every engine: a ttl of 2 s, or the
+/// store's floor if that is longer (Consul: 10 s), and what regent's core
+/// derives from it by default.
+#[derive(Debug, Clone, Copy)]
+pub struct Timing {
+    pub ttl: Duration,
+    /// The core's default renew interval: ttl/5.
+    pub renew_every: Duration,
+    /// The core's default renew deadline: 3·ttl/5.
+    pub renew_deadline: Duration,
+    /// How much later than the ttl the store may free a dead holder's
+    /// lease ([`Engine::expiry_slack`]).
+    pub expiry_slack: Duration,
+}
+
+impl Timing {
+    /// The shortest ttl the tests use.
+    pub const BASE_TTL: Duration = Duration::from_secs(2);
+
+    pub fn for_engine(engine: &dyn Engine) -> Self {
+        let ttl = Self::BASE_TTL.max(engine.min_ttl());
+        Self {
+            ttl,
+            renew_every: ttl / 5,
+            renew_deadline: ttl * 3 / 5,
+            expiry_slack: engine.expiry_slack().for_ttl(ttl),
+        }
+    }
+
+    /// The ttl as a flag value, in milliseconds.
+    pub fn ttl_arg(&self) -> String {
+        format!("{}ms", self.ttl.as_millis())
+    }
+
+    /// The latest a follower may take over after the leader's crash: the
+    /// lease frees at most `ttl + expiry slack` after the last renewal,
+    /// which was at most a renew interval before the crash, plus 1 s for
+    /// the follower to notice and acquire and for a loaded machine.
+    pub fn crash_failover(&self) -> Duration {
+        self.ttl + self.expiry_slack + self.renew_every + Duration::from_secs(1)
+    }
+
+    /// `d`, given for the base ttl of 2 s, scaled to this ttl: a wait for
+    /// something that takes a few renewals.
+    pub fn scaled(&self, d: Duration) -> Duration {
+        d.mul_f64(self.ttl.as_secs_f64() / Self::BASE_TTL.as_secs_f64())
     }
 }
 

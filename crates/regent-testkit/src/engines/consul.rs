@@ -75,6 +75,7 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use regent_core::store::ExpirySlack;
 use rustix::process::Signal;
 
 use super::http::{self, Response as HttpResponse};
@@ -84,12 +85,17 @@ use super::{Engine, EngineError, Signaled};
 pub use super::{START_TIMEOUT, STOP_TIMEOUT};
 
 mod cluster;
+mod shared;
 
 pub use cluster::ConsulCluster;
+pub use shared::SharedConsul;
 
 /// `-retry-interval` of every cluster agent: how soon an agent tries
 /// `-retry-join` again when no server listened yet.
 pub const RETRY_INTERVAL: Duration = Duration::from_millis(200);
+
+/// The shortest session TTL Consul accepts.
+pub const MIN_TTL: Duration = Duration::from_secs(10);
 
 /// Bound on each step of [`Consul::http_get`] and [`Consul::http_put`].
 pub const API_TIMEOUT: Duration = Duration::from_secs(5);
@@ -499,6 +505,17 @@ impl Engine for Consul {
 
     fn kind(&self) -> &'static str {
         "consul"
+    }
+
+    /// Consul's session TTL floor: 10 s.
+    fn min_ttl(&self) -> Duration {
+        MIN_TTL
+    }
+
+    /// Consul invalidates a session between one and two TTLs after its last
+    /// renewal: one ttl of slack (regent's lock delay is 0).
+    fn expiry_slack(&self) -> ExpirySlack {
+        ExpirySlack::proportional(100)
     }
 
     /// `consul://127.0.0.1:PORT`, this agent's HTTP API.

@@ -2,6 +2,9 @@
 
 use std::any::Any;
 use std::fmt;
+use std::time::Duration;
+
+use regent_core::store::ExpirySlack;
 
 use super::EngineError;
 
@@ -94,6 +97,22 @@ pub trait Engine: Any + fmt::Debug + Send {
     /// The last `lines` lines of the engine's log (every run), or a note
     /// why there is none.
     fn log_tail(&self, lines: usize) -> String;
+
+    /// The shortest ttl the engine's store accepts (Consul's sessions: 10
+    /// s); zero where the store has no floor. Tests that run on every
+    /// engine take their ttl from it.
+    fn min_ttl(&self) -> Duration {
+        Duration::ZERO
+    }
+
+    /// How much later than the ttl the engine may free a dead holder's
+    /// lease: the same figure its store declares in its `StoreInfo`
+    /// (`regent_etcd::EXPIRY_SLACK`, Consul's second ttl). A bound on a
+    /// crash failover is `ttl + expiry_slack.for_ttl(ttl)` plus the test's own
+    /// margins.
+    fn expiry_slack(&self) -> ExpirySlack {
+        ExpirySlack::NONE
+    }
 }
 
 impl dyn Engine {

@@ -83,6 +83,8 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use regent_core::store::ExpirySlack;
+
 use super::http;
 use super::process::{self, EngineProcess, Program};
 use super::{Engine, EngineError, Signaled};
@@ -494,6 +496,12 @@ impl Engine for Etcd {
 
     fn kind(&self) -> &'static str {
         "etcd"
+    }
+
+    /// etcd's leader revokes an expired lease on its next check: up to a
+    /// second late (`regent_etcd::EXPIRY_SLACK`).
+    fn expiry_slack(&self) -> ExpirySlack {
+        ExpirySlack::fixed(Duration::from_secs(1))
     }
 
     /// `etcd://127.0.0.1:PORT`, or `etcds://127.0.0.1:PORT` for a member

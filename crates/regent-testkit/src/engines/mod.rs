@@ -28,10 +28,7 @@
 //! |---|---|---|
 //! | SQLite | [`Sqlite`]: a file in a temporary directory, no process | none (compiled into regent) |
 //! | etcd 3.4 | [`etcd::Etcd`], [`etcd::EtcdCluster`]; secured (TLS, authentication) by [`etcd::Etcd::builder`] | `etcd` (`REGENT_ETCD_BIN`), `etcdctl` (`REGENT_ETCDCTL_BIN`) |
-//!
-//! The kit also starts Consul 1.8 ([`consul`]: a dev agent, or three servers
-//! with client agents), not yet in the list: regent-consul's own tests and
-//! regent-cli's `tests/consul.rs` use it directly for now.
+//! | Consul 1.8 | [`consul::Consul`] (a dev agent), [`consul::ConsulCluster`] (three servers and client agents), [`consul::SharedConsul`] (a key prefix on one dev agent per test process) | `consul` (`REGENT_CONSUL_BIN`) |
 //!
 //! # Adding an engine
 //!
@@ -58,7 +55,7 @@ mod http;
 mod process;
 pub mod sqlite;
 
-pub use consul::{Consul, ConsulCluster, ConsulRole};
+pub use consul::{Consul, ConsulCluster, ConsulRole, SharedConsul};
 pub use engine::{Engine, Signaled};
 pub use etcd::{Etcd, EtcdBuilder, EtcdCluster, EtcdTls, EtcdTlsFiles};
 pub use http::Response as HttpResponse;
@@ -89,6 +86,13 @@ pub const STOP_TIMEOUT: Duration = Duration::from_secs(5);
 /// |---|---|
 /// | `sqlite` | [`Sqlite`] |
 /// | `etcd` | [`Etcd`], one member |
+/// | `consul` | [`SharedConsul`]: a key prefix of its own on the test process's one dev agent |
+///
+/// Every engine has a ttl floor ([`Engine::min_ttl`]: Consul's 10 s) and
+/// an expiry slack ([`Engine::expiry_slack`]) that tests running on all of
+/// them take their timing from. A test that kills, pauses or restarts its
+/// engine cannot run on a shared one: it belongs in an engine's own test
+/// file, with an engine of its own.
 ///
 /// Adding a store to every end-to-end test is one line here.
 ///
@@ -109,6 +113,7 @@ macro_rules! for_every_engine {
             // The list of engines: `module => type`.
             sqlite => $crate::engines::Sqlite,
             etcd => $crate::engines::Etcd,
+            consul => $crate::engines::SharedConsul,
         );
     };
     (@engines $fixture:path; $tests:tt; $($engine:ident => $ty:path),+ $(,)?) => {
@@ -211,6 +216,15 @@ pub enum EngineError {
     /// The test certificates of a TLS engine could not be made.
     #[error("could not make test certificates")]
     Pki(#[from] crate::pki::PkiError),
+    /// A shared engine failed to start earlier in this process; every
+    /// later share fails with that first error.
+    #[error("the shared {engine} did not start earlier in this test process: {first}")]
+    SharedFailed {
+        /// The engine, such as `consul dev agent`.
+        engine: &'static str,
+        /// The first error, as text.
+        first: String,
+    },
     /// No member of a cluster reported itself Raft leader in time.
     #[error("no {engine} member is leader after {waited:?}")]
     NoLeader {

@@ -191,7 +191,9 @@ impl Args for StoreFlags {
 pub(crate) struct RunArgs {
     #[command(flatten)]
     pub(crate) store: StoreArgs,
-    /// This instance's id (default: HOSTNAME-PID). Unique per election.
+    /// This instance's id, unique per election (default: the Consul agent's
+    /// node name on consul:// stores, as Consul's recipe does; HOSTNAME-PID
+    /// elsewhere).
     #[arg(long)]
     pub(crate) id: Option<String>,
     /// Lease time to live.

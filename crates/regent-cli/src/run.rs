@@ -120,6 +120,15 @@ pub(crate) async fn run(args: RunArgs) -> Result<u8, CliError> {
         r = store::open(&target, &election, Some(timing.renew_every)) => r?,
         () = stops.next() => return Ok(0),
     };
+    let holder = match &args.id {
+        Some(_) => holder,
+        // The store's convention if it has one (Consul: the agent's node
+        // name), else HOSTNAME-PID.
+        None => tokio::select! {
+            r = store::default_holder_id(&target, timing.renew_every) => r?.unwrap_or(holder),
+            () = stops.next() => return Ok(0),
+        },
+    };
     let candidate = configure(Candidate::builder(store, election, holder), &args)
         .build()
         .map_err(|e| timing_error(&e, &args))?;

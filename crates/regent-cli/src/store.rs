@@ -4,7 +4,7 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use regent_core::{BoxStore, ElectionName, LeaseStore, StoreError};
+use regent_core::{BoxStore, ElectionName, HolderId, LeaseStore, StoreError};
 use tokio::time::Instant;
 
 use crate::cli::{StoreArgs, default_store_path, parse_duration};
@@ -168,6 +168,20 @@ pub(crate) fn store_error(target: &Target, what: &str, e: &StoreError) -> CliErr
         Some(hint) => error.with_hint(&hint),
         None => error,
     }
+}
+
+/// The holder id the store's conventions give this instance (Consul: its
+/// agent's node name), for a `regent run` without `--id`; `None` where the
+/// store has none. Called once the store answered.
+pub(crate) async fn default_holder_id(
+    target: &Target,
+    call_timeout: Duration,
+) -> Result<Option<HolderId>, CliError> {
+    target
+        .target
+        .default_holder_id(call_timeout)
+        .await
+        .map_err(|e| store_error(target, "name this instance from", &e))
 }
 
 async fn try_open(

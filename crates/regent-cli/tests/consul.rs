@@ -1,85 +1,295 @@
-//! `regent` on Consul, until Consul joins the test kit's
-//! `for_every_engine!` list: status, a graceful handover (released at
-//! once) and a crash failover (the session's TTL, up to twice it).
+//! `regent run` on Consul beyond the end-to-end tests every store runs
+//! (`for_every_engine!`): the recipe's ClientID (the agent's node name by
+//! default), its restart shortcut taken only when the old process is
+//! proven gone, and an operator destroying the leader's session, deleting
+//! or overwriting its key.
 //!
-//! ttl 10 s (Consul's minimum) gives (core defaults) renew every 2 s, step
-//! down 6 s after the last renewal was sent.
+//! The tests share the test process's one Consul dev agent, each under a
+//! key prefix of its own (`SharedConsul`), and run with ttl 10 s
+//! (Consul's minimum): renew every 2 s, step down 6 s after the last
+//! renewal was sent.
 
 mod common;
 
 use std::time::Duration;
 
 use common::*;
-use regent_testkit::engines::Consul;
+use regent_testkit::engines::{Consul, SharedConsul};
 use rustix::process::Signal;
-
-const TTL: &str = "10s";
-const TTL_NS: u64 = 10_000_000_000;
 
 fn sandbox() -> Sandbox {
     let consul =
-        Consul::start().unwrap_or_else(|e| panic!("cannot start Consul for this test: {e}"));
+        SharedConsul::get().unwrap_or_else(|e| panic!("cannot start Consul for this test: {e}"));
     Sandbox::with_engine(Box::new(consul))
 }
 
-#[test]
-fn status_names_the_leader_and_sigterm_hands_over_at_once() {
-    let mut sb = sandbox();
-    assert_eq!(sb.status()["leader"], serde_json::Value::Null);
-    sb.candidate("c1", TTL, &[]);
-    let old = sb.first_start(Duration::from_secs(10));
-    sb.candidate("c2", TTL, &[]);
-    let status = sb.status();
-    assert_eq!(status["leader"]["id"], old.id.as_str(), "{status}");
-    assert_eq!(status["leader"]["token"], old.token, "{status}");
+fn agent(sb: &Sandbox) -> &SharedConsul {
+    sb.engine().downcast_ref().expect("a Consul sandbox")
+}
 
-    let termed_at = mono_ns();
-    sb.by_id(&old.id).signal(Signal::TERM);
-    let next = wait_for(
-        Duration::from_secs(8),
-        "a new leader's task",
-        || sb.start_after(old.token),
-        || sb.report(),
-    );
-    let took = next.mono_ns - termed_at;
-    eprintln!("consul SIGTERM failover: {:.3}s", secs(took));
+/// The election's key: the sandbox's prefix, then the election.
+fn key(sb: &Sandbox) -> String {
+    format!("{}{ELECTION}", agent(sb).prefix())
+}
+
+/// The session that holds the election's key now, if any.
+fn holding_session(sb: &Sandbox) -> Option<String> {
+    let key = key(sb);
+    let body = agent(sb).with_agent(|c| {
+        c.http_get(&format!("/v1/kv/{key}?consistent"))
+            .expect("the agent answers")
+    });
+    if body.status == 404 {
+        return None;
+    }
+    let entries: serde_json::Value = serde_json::from_str(&body.body).expect("JSON");
+    entries[0]["Session"].as_str().map(str::to_owned)
+}
+
+/// `consul ARGS` against the sandbox's agent, which must succeed.
+fn consul(sb: &Sandbox, args: &[&str]) {
+    let out = agent(sb)
+        .with_agent(|c: &Consul| c.consul_command().args(args).output().expect("run consul"));
     assert!(
-        took <= 2_000_000_000,
-        "the new task started {:.3}s after SIGTERM: the lock was not released\n{}",
-        secs(took),
-        sb.report()
+        out.status.success(),
+        "consul {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
     );
-    assert_eq!(
-        sb.by_id(&old.id).wait_exit(Duration::from_secs(5)).code(),
-        Some(0)
+}
+
+/// Waits until the term's command, its background job and its process
+/// group are gone.
+fn wait_term_gone(sb: &Sandbox, term: &Event, within: Duration) {
+    let bg = sb.bg_pid(&term.id, term.token);
+    wait_for(
+        within,
+        &format!("{}'s term {} to end", term.id, term.token),
+        || {
+            (!alive(term.pid) && !alive_as(bg, "sleep") && group_members(term.pid).is_empty())
+                .then_some(())
+        },
+        || sb.report(),
     );
 }
 
 #[test]
-fn kill_9_of_the_leader_fails_over_within_twice_the_ttl() {
+fn without_id_the_holder_is_the_agents_node_name() {
     let mut sb = sandbox();
-    sb.candidate("c1", TTL, &[]);
+    let args = sb.run_args(&[], &["sleep", "1000"]);
+    sb.spawn("noid", &args);
+    let status = wait_for(
+        Duration::from_secs(10),
+        "a leader",
+        || {
+            let s = sb.status();
+            (!s["leader"].is_null()).then_some(s)
+        },
+        || sb.report(),
+    );
+    // The kit's dev agent is the node `dev`.
+    assert_eq!(status["leader"]["id"], "dev", "{status}");
+}
+
+/// Consul's recipe: an instance that finds its own ClientID in the key was
+/// restarted and leads again. regent takes that shortcut once the kernel
+/// shows that nothing of the old process's term runs any more (the lock
+/// file of its session is free): here, after kill -9, once its shim has
+/// stopped the old command. A follower waiting meanwhile does not lead.
+#[test]
+fn a_restarted_instance_leads_again_at_once_when_its_old_term_is_gone() {
+    let mut sb = sandbox();
+    let timing = sb.timing();
+    let ttl = timing.ttl_arg();
+    let c1 = sb.candidate("c1", &ttl, &[]);
     let old = sb.first_start(Duration::from_secs(10));
-    sb.candidate("c2", TTL, &[]);
+    sb.candidate("c2", &ttl, &[]);
     std::thread::sleep(Duration::from_millis(500));
-    let killed_at = mono_ns();
-    sb.by_id(&old.id).signal(Signal::KILL);
-    // Consul ends the session between one and two TTLs after its last
-    // renewal (lock delay 0); the follower's blocking query wakes at once.
-    let bound = 2 * TTL_NS + 3_000_000_000;
+    let old_session = holding_session(&sb).expect("c1's session holds the key");
+
+    sb.regent(c1).signal(Signal::KILL);
+    wait_term_gone(&sb, &old, Duration::from_secs(5));
+    let restarted_at = mono_ns();
+    let again = sb.candidate("c1", &ttl, &[]);
     let next = wait_for(
-        Duration::from_secs(30),
-        "a new leader's task",
+        Duration::from_secs(8),
+        "the restarted c1 to lead",
         || sb.start_after(old.token),
         || sb.report(),
     );
-    let took = next.mono_ns - killed_at;
-    eprintln!("consul kill -9 failover: {:.3}s", secs(took));
+    let took = Duration::from_nanos(next.mono_ns - restarted_at);
+    eprintln!("restart shortcut: leading {took:.3?} after the restart");
+    assert_eq!(next.id, "c1", "{}", sb.report());
     assert!(
-        took <= bound,
-        "the new task started {:.3}s after kill -9, later than 2 x ttl + 3 s\n{}",
-        secs(took),
+        took < timing.ttl / 2,
+        "the restarted c1 led {took:.3?} after it started: it waited for the old session\n{}",
         sb.report()
     );
+    assert_ne!(holding_session(&sb), Some(old_session));
+    assert!(
+        sb.regent(again).stderr().contains("restart proof is free"),
+        "{}",
+        sb.report()
+    );
+    assert_tokens_increase(&sb.starts(), &sb.report());
+}
+
+/// The shortcut is not taken while anything of the old term still runs:
+/// the whole old instance is frozen (regent, its shim, the command), so
+/// its lock stays held, and the restarted instance with the same id waits
+/// for Consul to invalidate the old session like any follower.
+#[test]
+fn a_restarted_instance_waits_while_its_old_term_still_runs() {
+    let mut sb = sandbox();
+    let timing = sb.timing();
+    let ttl = timing.ttl_arg();
+    let c1 = sb.candidate("c1", &ttl, &[]);
+    let old = sb.first_start(Duration::from_secs(10));
+    let regent = sb.regent(c1).pid;
+    let shim = sb
+        .regent(c1)
+        .shim()
+        .unwrap_or_else(|| panic!("no shim\n{}", sb.report()));
+    let init = sb.regent(c1).init();
+    signal(regent, Signal::STOP);
+    signal(shim, Signal::STOP);
+    if let Some(init) = init {
+        signal(init, Signal::STOP);
+    }
+    signal_group(old.pid, Signal::STOP);
+    let frozen_at = mono_ns();
+
+    let again = sb.candidate("c1", &ttl, &[]);
+    let next = wait_for(
+        timing.crash_failover() + Duration::from_secs(5),
+        "the restarted c1 to lead once the old session expired",
+        || sb.start_after(old.token),
+        || sb.report(),
+    );
+    let after = Duration::from_nanos(next.mono_ns - frozen_at);
+    eprintln!("frozen old term: the restarted instance led {after:.3?} after the freeze");
+    // The old session's last renewal was at most a renew interval before
+    // the freeze, and Consul keeps a session at least its ttl.
+    assert!(
+        after >= timing.ttl - timing.renew_every,
+        "the restarted c1 led {after:.3?} after the freeze, before the old session could expire\n{}",
+        sb.report()
+    );
+    assert!(
+        !sb.regent(again).stderr().contains("restart proof is free"),
+        "{}",
+        sb.report()
+    );
+    // Command first, so that it can log the SIGTERM the resumed shim sends.
+    signal_group(old.pid, Signal::CONT);
+    if let Some(init) = init {
+        signal(init, Signal::CONT);
+    }
+    signal(shim, Signal::CONT);
+    signal(regent, Signal::CONT);
+    wait_term_gone(&sb, &old, Duration::from_secs(5));
+    assert_tokens_increase(&sb.starts(), &sb.report());
+}
+
+/// An operator destroys the leader's session (`PUT
+/// /v1/session/destroy/ID`, what the UI's button does): the leader learns at
+/// its next renewal, stops its command, and campaigns again with a new
+/// session (and, alone, leads again with a larger token).
+#[test]
+fn an_operator_destroying_the_leaders_session_stops_it_within_a_renew_interval() {
+    let mut sb = sandbox();
+    let timing = sb.timing();
+    sb.candidate("c1", &timing.ttl_arg(), &[]);
+    let old = sb.first_start(Duration::from_secs(10));
+    let session = holding_session(&sb).expect("c1's session holds the key");
+
+    let destroyed_at = mono_ns();
+    let destroyed = agent(&sb).with_agent(|c| {
+        c.http_put(&format!("/v1/session/destroy/{session}"), None)
+            .expect("the agent answers")
+    });
+    assert_eq!(destroyed.status, 200, "{}", destroyed.body);
+    let stop = wait_for(
+        timing.renew_every + Duration::from_secs(5),
+        "the leader to stop its command",
+        || sb.stop_of(&old.id, old.token),
+        || sb.report(),
+    );
+    let took = Duration::from_nanos(stop.mono_ns - destroyed_at);
+    eprintln!("session destroyed: command stopped after {took:.3?}");
+    assert!(
+        took <= timing.renew_every + Duration::from_secs(1),
+        "stopped {took:.3?} after its session was destroyed, more than a renew interval\n{}",
+        sb.report()
+    );
+    let next = wait_for(
+        Duration::from_secs(10),
+        "a new term",
+        || sb.start_after(old.token),
+        || sb.report(),
+    );
+    assert!(stop.mono_ns < next.mono_ns, "{}", sb.report());
+    let new_session = holding_session(&sb).expect("the new term's session holds the key");
+    assert_ne!(new_session, session);
+    assert_tokens_increase(&sb.starts(), &sb.report());
+}
+
+/// `consul kv delete` of the key: the leader learns at its next renewal
+/// and stops; the key is created again by the next acquire, with a larger
+/// token (a Raft index), though Consul's own LockIndex starts over.
+#[test]
+fn an_operator_deleting_the_key_stops_the_leader_and_tokens_still_grow() {
+    let mut sb = sandbox();
+    let timing = sb.timing();
+    sb.candidate("c1", &timing.ttl_arg(), &[]);
+    let old = sb.first_start(Duration::from_secs(10));
+
+    let deleted_at = mono_ns();
+    consul(&sb, &["kv", "delete", &key(&sb)]);
+    let stop = wait_for(
+        timing.renew_every + Duration::from_secs(5),
+        "the leader to stop its command",
+        || sb.stop_of(&old.id, old.token),
+        || sb.report(),
+    );
+    let took = Duration::from_nanos(stop.mono_ns - deleted_at);
+    eprintln!("key deleted: command stopped after {took:.3?}");
+    assert!(
+        took <= timing.renew_every + Duration::from_secs(1),
+        "{}",
+        sb.report()
+    );
+    let next = wait_for(
+        Duration::from_secs(10),
+        "a new term",
+        || sb.start_after(old.token),
+        || sb.report(),
+    );
     assert!(next.token > old.token, "{}", sb.report());
+    assert!(stop.mono_ns < next.mono_ns, "{}", sb.report());
+}
+
+/// `consul kv put KEY VALUE` over the leader's key (Consul keeps the lock):
+/// the leader stops at its next renewal, and since the key now holds a
+/// record regent did not write, regent acquires it no more and says so,
+/// naming the key, and exits 1 (a runtime failure).
+#[test]
+fn an_operator_overwriting_the_key_stops_the_leader_and_regent_names_the_key() {
+    let mut sb = sandbox();
+    let timing = sb.timing();
+    let c1 = sb.candidate("c1", &timing.ttl_arg(), &[]);
+    let old = sb.first_start(Duration::from_secs(10));
+
+    let key = key(&sb);
+    consul(&sb, &["kv", "put", &key, "someone-else"]);
+    wait_for(
+        timing.renew_every + Duration::from_secs(5),
+        "the leader to stop its command",
+        || sb.stop_of(&old.id, old.token),
+        || sb.report(),
+    );
+    let status = sb.regent(c1).wait_exit(Duration::from_secs(10));
+    let stderr = sb.regent(c1).stderr();
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains(&key), "{stderr}");
+    assert_eq!(sb.starts().len(), 1, "{}", sb.report());
 }

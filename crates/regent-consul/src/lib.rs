@@ -225,6 +225,7 @@
 //! | [`Protocol`](regent_core::ErrorKind::Protocol) | an answer that cannot be (JSON of another shape, a transaction without the key) |
 
 mod error;
+mod proof;
 mod record;
 mod store;
 mod target;
@@ -233,7 +234,7 @@ mod tls;
 pub use record::RECORD_FLAGS;
 pub use store::{
     ConsulStore, ConsulStoreBuilder, DEFAULT_ADDRESS, DEFAULT_CALL_TIMEOUT, DEFAULT_LOCK_DELAY,
-    DEFAULT_PREFIX, MAX_TTL, MIN_TTL, WATCH_MIN_INTERVAL, WATCH_WAIT,
+    DEFAULT_PREFIX, MAX_TTL, MIN_TTL, WATCH_MIN_INTERVAL, WATCH_WAIT, default_restart_proofs_dir,
 };
 pub use target::{ConsulTarget, DEFAULT_PORT, DEFAULT_TLS_PORT, KIND};
 

@@ -1,6 +1,7 @@
 //! [`ConsulStore`]: the store contract over Consul sessions and KV.
 
 use std::fmt;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -17,6 +18,7 @@ use serde_json::json;
 use tokio::time::Instant;
 
 use crate::error::{ConsulAnswer, answer_error, http_error};
+use crate::proof::{Proofs, is_session_id};
 use crate::record::{KvEntry, RECORD_FLAGS, base64, encode};
 
 /// The shortest session TTL Consul accepts.
@@ -51,6 +53,13 @@ pub const WATCH_WAIT: Duration = Duration::from_secs(30);
 /// watch: Consul's documentation asks clients to rate-limit the loop.
 pub const WATCH_MIN_INTERVAL: Duration = Duration::from_millis(100);
 
+/// Where the CLI keeps the restart shortcut's proofs
+/// ([`ConsulStoreBuilder::restart_proofs`]): `$XDG_RUNTIME_DIR/regent/consul`,
+/// else `TMPDIR/regent-UID/consul`.
+pub fn default_restart_proofs_dir() -> PathBuf {
+    crate::proof::default_dir()
+}
+
 /// The longest lock delay accepted.
 const MAX_LOCK_DELAY: Duration = MAX_TTL;
 
@@ -65,6 +74,8 @@ pub struct ConsulStore {
 
 struct Inner {
     client: reqwest::Client,
+    /// The restart shortcut's proofs, if enabled.
+    proofs: Option<Proofs>,
     /// `http(s)://HOST:PORT/`.
     base: Url,
     prefix: String,
@@ -83,6 +94,7 @@ impl fmt::Debug for ConsulStore {
             .field("datacenter", &i.datacenter)
             .field("call_timeout", &i.call_timeout)
             .field("lock_delay", &i.lock_delay)
+            .field("restart_proofs", &i.proofs.as_ref().map(Proofs::dir))
             .field("token", &if i.has_token { "***" } else { "none" })
             .finish()
     }
@@ -112,6 +124,7 @@ pub struct ConsulStoreBuilder {
     tls: bool,
     ca_pem: Option<Vec<u8>>,
     identity: Option<(Vec<u8>, Secret)>,
+    restart_proofs: Option<PathBuf>,
 }
 
 impl fmt::Debug for ConsulStoreBuilder {
@@ -126,6 +139,7 @@ impl fmt::Debug for ConsulStoreBuilder {
             .field("tls", &self.tls)
             .field("ca_pem", &self.ca_pem.is_some())
             .field("client_identity", &self.identity.is_some())
+            .field("restart_proofs", &self.restart_proofs)
             .finish()
     }
 }
@@ -170,6 +184,32 @@ impl ConsulStoreBuilder {
     /// See the [crate docs](crate#lock-delay).
     pub fn lock_delay(mut self, delay: Duration) -> Self {
         self.lock_delay = delay;
+        self
+    }
+
+    /// Enables the recipe's **restart shortcut**, proven by lock files in
+    /// `dir` (the CLI: [`default_restart_proofs_dir`]). Off by default.
+    ///
+    /// An instance that finds the key locked under its own holder id (the
+    /// recipe's ClientID: it was restarted) leads again at once instead of
+    /// waiting up to two TTLs for its old session to expire, but only when
+    /// the kernel proves the previous process gone: on every win the
+    /// holder locks `dir/SESSION.lock` (`flock`) with a descriptor that
+    /// the processes it starts inherit; a restarted instance that can lock
+    /// the file of the session in the key knows that the process which won
+    /// with it, and everything it started while it led, has exited. It then
+    /// ends that session and acquires as usual, with a larger fencing
+    /// token. Without the file (another host or user, a private `/tmp`)
+    /// or with its lock held (the old process or one of its children
+    /// still runs, frozen or not) it waits like any follower. See the
+    /// [crate docs](crate#the-restart-shortcut).
+    ///
+    /// Side effect: while this process leads, the children it starts
+    /// inherit one more open descriptor (the lock file), and a child
+    /// that outlives the term keeps the shortcut from being taken for
+    /// that session (never the election from moving on).
+    pub fn restart_proofs(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.restart_proofs = Some(dir.into());
         self
     }
 
@@ -271,6 +311,7 @@ impl ConsulStoreBuilder {
                 call_timeout: self.call_timeout,
                 lock_delay: self.lock_delay,
                 has_token: self.token.is_some(),
+                proofs: self.restart_proofs.map(Proofs::new),
             }),
         })
     }
@@ -410,7 +451,48 @@ impl ConsulStore {
             tls: false,
             ca_pem: None,
             identity: None,
+            restart_proofs: None,
         }
+    }
+
+    /// The name of the agent's node (`GET /v1/agent/self`,
+    /// `Config.NodeName`): the recipe's ClientID, which the CLI takes as
+    /// the holder id when `--id` is not given.
+    ///
+    /// # Errors
+    ///
+    /// As every call: [`Unavailable`](ErrorKind::Unavailable) when the agent
+    /// does not answer, [`Auth`](ErrorKind::Auth) when the token may not
+    /// read the agent (`agent:read`), [`Protocol`](ErrorKind::Protocol)
+    /// for an answer without a node name.
+    pub async fn agent_node_name(&self) -> Result<String, StoreError> {
+        #[derive(Deserialize)]
+        struct AgentSelf {
+            #[serde(rename = "Config")]
+            config: AgentConfig,
+        }
+        #[derive(Deserialize)]
+        struct AgentConfig {
+            #[serde(rename = "NodeName")]
+            node_name: String,
+        }
+        let what = || "read the agent's node name".to_owned();
+        let url = self.agent_url(&["agent", "self"]);
+        let answer = self
+            .call(Method::GET, url, None, &[], Duration::ZERO, &what)
+            .await?;
+        let agent: AgentSelf = answer.json(&what())?;
+        if agent.config.node_name.is_empty() {
+            return Err(StoreError::new(
+                ErrorKind::Protocol,
+                format!(
+                    "{} at {}: the agent has no node name",
+                    what(),
+                    self.inner.base
+                ),
+            ));
+        }
+        Ok(agent.config.node_name)
     }
 
     /// The key of `election`: the prefix, then the name.
@@ -421,6 +503,18 @@ impl ConsulStore {
     /// The lock delay of the sessions this store creates.
     pub fn lock_delay(&self) -> Duration {
         self.inner.lock_delay
+    }
+
+    /// A URL of the agent's own endpoints (`/v1/agent/…`), which take no
+    /// `?dc=`.
+    fn agent_url(&self, segments: &[&str]) -> Url {
+        let mut url = self.inner.base.clone();
+        if let Ok(mut path) = url.path_segments_mut() {
+            path.clear();
+            path.push("v1");
+            path.extend(segments);
+        }
+        url
     }
 
     fn url(&self, segments: &[&str], query: &[(&str, &str)]) -> Url {
@@ -669,6 +763,40 @@ impl ConsulStore {
     }
 
     /// The leader `entry` shows, or a `Corrupt` error.
+    /// The restart shortcut's test: the key is locked under `req`'s holder
+    /// id by a session whose proof shows its process gone (see
+    /// [`ConsulStoreBuilder::restart_proofs`]). The proof stays locked by
+    /// the answer until the caller has ended the session.
+    fn previous_self_gone(
+        &self,
+        entry: Option<&KvEntry>,
+        req: &AcquireRequest,
+        key: &str,
+        what: &(dyn Fn() -> String + Sync),
+    ) -> Result<Option<crate::proof::Gone>, StoreError> {
+        let (Some(proofs), Some(entry)) = (&self.inner.proofs, entry) else {
+            return Ok(None);
+        };
+        let Some(session) = entry.holder_session().filter(|s| is_session_id(s)) else {
+            return Ok(None);
+        };
+        let ours = self
+            .leader_of(Some(entry), key, &what())?
+            .is_some_and(|l| l.holder == req.holder);
+        Ok(if ours {
+            proofs.prove_gone(session)
+        } else {
+            None
+        })
+    }
+
+    /// Ends this process's restart proof of `session`, if it has one.
+    fn forget_proof(&self, session: &str) {
+        if let Some(proofs) = &self.inner.proofs {
+            proofs.forget(session);
+        }
+    }
+
     fn leader_of(
         &self,
         entry: Option<&KvEntry>,
@@ -811,7 +939,21 @@ impl LeaseStore for ConsulStore {
         let what = || format!("acquire election '{}' by '{}'", req.election, req.holder);
         self.check_ttl(req.ttl, &what)?;
         let key = self.election_key(&req.election);
-        let (current, _) = self.read_key(&key, &what).await?;
+        let (mut current, _) = self.read_key(&key, &what).await?;
+        if let Some(gone) = self.previous_self_gone(current.as_ref(), req, &key, &what)? {
+            let previous = current
+                .as_ref()
+                .and_then(KvEntry::holder_session)
+                .unwrap_or("");
+            tracing::info!(
+                election = %req.election, holder = %req.holder, session = previous,
+                "consul: the key holds our id under a session whose process is gone \
+                 (its restart proof is free); ending that session"
+            );
+            self.destroy_session(previous, &what).await?;
+            gone.finish();
+            current = self.read_key(&key, &what).await?.0;
+        }
         let check = match &current {
             Some(entry) if entry.holder_session().is_some() => {
                 let leader = self.leader_of(Some(entry), &key, &what())?;
@@ -883,6 +1025,15 @@ impl LeaseStore for ConsulStore {
             election = %req.election, holder = %req.holder, token,
             "consul: acquired"
         );
+        if let Some(proofs) = &self.inner.proofs
+            && let Err(e) = proofs.hold(&session)
+        {
+            tracing::warn!(
+                election = %req.election, dir = %proofs.dir().display(), error = %e,
+                "consul: cannot make the restart proof; a restart of this instance will wait \
+                 for the session to expire"
+            );
+        }
         Ok(Acquire::Won(Lease {
             election: req.election.clone(),
             holder: req.holder.clone(),
@@ -907,6 +1058,7 @@ impl LeaseStore for ConsulStore {
                 // The session holds nothing any more: end it.
                 let _ = self.destroy_session(session, &what).await;
             }
+            self.forget_proof(session);
             return Ok(Renewal::Lost);
         }
         let url = self.url(&["session", "renew", session], &[]);
@@ -914,6 +1066,7 @@ impl LeaseStore for ConsulStore {
             .call(Method::PUT, url, None, &[404], Duration::ZERO, &what)
             .await?;
         if answer.status == 404 {
+            self.forget_proof(session);
             return Ok(Renewal::Lost);
         }
         tracing::debug!(
@@ -949,7 +1102,9 @@ impl LeaseStore for ConsulStore {
             Some(e) if e.holder_session() == Some(session) => return Ok(()),
             _ => {}
         }
-        self.destroy_session(session, &what).await
+        self.destroy_session(session, &what).await?;
+        self.forget_proof(session);
+        Ok(())
     }
 
     async fn current_leader(

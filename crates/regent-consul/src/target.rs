@@ -10,14 +10,16 @@ use std::fmt;
 use std::net::Ipv6Addr;
 use std::time::Duration;
 
-use regent_core::BoxStore;
 use regent_core::target::{
-    ConnectFuture, OptionKind, OptionValue, Options, Source, StoreKind, StoreOption, Target,
-    TargetError, port_number, printable, redacted,
+    ConnectFuture, HolderIdFuture, OptionKind, OptionValue, Options, Source, StoreKind,
+    StoreOption, Target, TargetError, port_number, printable, redacted,
 };
 
+use regent_core::{BoxStore, ErrorKind, HolderId, StoreError};
+
 use crate::store::{
-    ConsulStore, ConsulStoreBuilder, DEFAULT_CALL_TIMEOUT, DEFAULT_PREFIX, normalize_prefix,
+    ConsulStore, ConsulStoreBuilder, DEFAULT_CALL_TIMEOUT, DEFAULT_PREFIX,
+    default_restart_proofs_dir, normalize_prefix,
 };
 
 /// The agent's HTTP port, used when a `consul://` URL names none.
@@ -341,7 +343,10 @@ impl ConsulTarget {
         let scheme = if self.url.tls { "https" } else { "http" };
         let mut b = ConsulStore::builder(format!("{scheme}://{}", self.url.address))
             .prefix(self.url.prefix.clone())
-            .call_timeout(call_timeout);
+            .call_timeout(call_timeout)
+            // A front end runs one instance per process, as the recipe's
+            // ClientID assumes: the restart shortcut applies.
+            .restart_proofs(default_restart_proofs_dir());
         if let Some(dc) = &self.dc {
             b = b.datacenter(dc.clone());
         }
@@ -368,6 +373,23 @@ impl Target for ConsulTarget {
 
     fn connect(&self, call_timeout: Duration) -> ConnectFuture<'_> {
         Box::pin(async move { Ok(BoxStore::new(self.builder(call_timeout).build()?)) })
+    }
+
+    /// The agent's node name: the recipe's ClientID.
+    fn default_holder_id(&self, call_timeout: Duration) -> HolderIdFuture<'_> {
+        Box::pin(async move {
+            let store = self.builder(call_timeout).build()?;
+            let node = store.agent_node_name().await?;
+            HolderId::new(&node).map(Some).map_err(|e| {
+                StoreError::new(
+                    ErrorKind::Config,
+                    format!(
+                        "the agent's node name '{}' cannot be a holder id ({e}); pass --id",
+                        regent_core::target::printable(&node)
+                    ),
+                )
+            })
+        })
     }
 }
 

@@ -38,10 +38,15 @@ use std::time::Duration;
 
 use crate::error::StoreError;
 use crate::store::BoxStore;
+use crate::types::HolderId;
 
 /// The future [`Target::connect`] returns.
 pub type ConnectFuture<'a> =
     Pin<Box<dyn Future<Output = Result<BoxStore, StoreError>> + Send + 'a>>;
+
+/// The future [`Target::default_holder_id`] returns.
+pub type HolderIdFuture<'a> =
+    Pin<Box<dyn Future<Output = Result<Option<HolderId>, StoreError>> + Send + 'a>>;
 
 /// What an option's value is, which decides how front ends treat it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -345,6 +350,21 @@ pub trait Target: fmt::Display + fmt::Debug + Send + Sync {
     ///
     /// Cancel safe: a dropped connection attempt leaves nothing behind.
     fn connect(&self, call_timeout: Duration) -> ConnectFuture<'_>;
+
+    /// The holder id this instance has by the store's own conventions,
+    /// for a front end whose user named none: Consul's recipe uses the
+    /// local agent's node name as the ClientID. `None` (the default) where
+    /// the store has no such convention; the front end then picks its own
+    /// (`regent run`: `HOSTNAME-PID`). `call_timeout` bounds each call.
+    ///
+    /// # Errors
+    ///
+    /// As [`Target::connect`]; a name the store gives that is not a valid
+    /// [`HolderId`] is [`Config`](crate::ErrorKind::Config).
+    fn default_holder_id(&self, call_timeout: Duration) -> HolderIdFuture<'_> {
+        let _ = call_timeout;
+        Box::pin(async { Ok(None) })
+    }
 
     /// Advice on `error` (from this target's store) in terms of the options
     /// the user gave, where the store can tell more than its error says

@@ -7,12 +7,18 @@
 //! * the regent leader's own agent is paused (SIGSTOP): the leader steps
 //!   down at its renew deadline, and a follower leads only once Consul has
 //!   invalidated the old session;
+//! * the regent leader's own agent is stopped and stays down past the
+//!   leader's renew deadline, then restarts: the leader steps down at its
+//!   deadline, a follower leads once Consul has invalidated the old
+//!   session, and the old leader, campaigning all along, follows it once
+//!   its agent is back;
 //! * a candidate joins and a follower leaves while one leads: the leader
 //!   stays.
 //!
 //! The tests of this binary share one cluster while any of them runs (the
 //! harness runs them in parallel); each has client agents and an election
-//! of its own ([`KILL_AGENTS`], [`PAUSE_AGENTS`], [`MEMBERSHIP_AGENTS`]).
+//! of its own ([`KILL_AGENTS`], [`PAUSE_AGENTS`], [`MEMBERSHIP_AGENTS`],
+//! [`RESTART_AGENTS`]).
 //! Killing the Raft leader is felt by every test: a Raft election of a
 //! second or two, which the store's retries and the renew deadline absorb.
 
@@ -47,7 +53,8 @@ const RAFT_ELECTION: Duration = Duration::from_secs(15);
 const KILL_AGENTS: Range<usize> = 0..3;
 const PAUSE_AGENTS: Range<usize> = 3..6;
 const MEMBERSHIP_AGENTS: Range<usize> = 6..9;
-const AGENTS: usize = MEMBERSHIP_AGENTS.end;
+const RESTART_AGENTS: Range<usize> = 9..11;
+const AGENTS: usize = RESTART_AGENTS.end;
 
 /// Consul invalidates a session between one and two TTLs after its last
 /// renewal arrived, and a new Raft leader restarts every session's timer:
@@ -578,5 +585,80 @@ async fn candidates_joining_and_leaving_do_not_change_the_leader() {
         1,
         "{:#?}",
         describe(&intervals, removed_at)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_leader_whose_agent_restarts_steps_down_at_its_deadline_and_campaigns_again() {
+    let cluster = cluster().await;
+    let election = election("cluster-restart");
+    let history = History::new();
+    let [a_agent, b_agent] = [RESTART_AGENTS.start, RESTART_AGENTS.start + 1];
+
+    let a = Running::spawn(candidate(&cluster, a_agent, &election, "a"), &history);
+    let (_, a_term) = first_watched([a.leading.clone()], TTL, "a leads", Option::is_some).await;
+    let a_term = a_term.expect("a leads");
+    let b = Running::spawn(candidate(&cluster, b_agent, &election, "b"), &history);
+    wait_following(&[&b], a_term.token).await;
+
+    // a's agent stops (SIGINT, without leaving the cluster) and stays down
+    // past a's renew deadline.
+    let stopped_at = tokio::task::block_in_place(|| {
+        lock(&cluster).agent_mut(a_agent).stop();
+        Instant::now()
+    });
+    first_watched(
+        [a.leading.clone()],
+        RENEW_DEADLINE + SCHEDULING,
+        "a steps down",
+        Option::is_none,
+    )
+    .await;
+    let (_, b_term) =
+        first_watched([b.leading.clone()], max_gap(), "b leads", Option::is_some).await;
+    let b_term = b_term.expect("b leads");
+
+    // The agent comes back on its data dir: a, which kept campaigning
+    // through the errors, follows b.
+    let restarted_at = tokio::task::block_in_place(|| {
+        lock(&cluster)
+            .agent_mut(a_agent)
+            .restart()
+            .expect("restart a's agent");
+        Instant::now()
+    });
+    wait_following(&[&a], b_term.token).await;
+    let followed_at = Instant::now();
+    assert!(
+        b.term().is_some_and(|t| t.token == b_term.token),
+        "b still leads with its term: {:#?}",
+        describe(&history.intervals(), stopped_at)
+    );
+
+    let mut ends = shut_down(vec![a, b]).await;
+    let intervals = assert_safe_handovers(&history, stopped_at);
+    let since = |at: Instant| at.saturating_duration_since(stopped_at);
+    eprintln!(
+        "a's agent stopped; agent back by +{:.3?}, a follows b by +{:.3?}; terms: {:#?}",
+        since(restarted_at),
+        since(followed_at),
+        describe(&intervals, stopped_at)
+    );
+    let [old, new] = intervals.as_slice() else {
+        panic!("exactly a's term and b's: {intervals:#?}");
+    };
+    assert_eq!((old.holder.as_str(), old.token), ("a", a_term.token));
+    assert_eq!((new.holder.as_str(), new.token), ("b", b_term.token));
+    let a_end = old.end.expect("a's term ended");
+    assert!(
+        a_end <= stopped_at + RENEW_DEADLINE + SCHEDULING,
+        "a led no longer than its renew deadline after its agent stopped: {:#?}",
+        describe(&intervals, stopped_at)
+    );
+    assert!(new.start > a_end, "{intervals:#?}");
+    assert_eq!(
+        ends.remove(0).iter().map(|e| e.reason).collect::<Vec<_>>(),
+        [EndReason::DeadlinePassed],
+        "a stepped down at its renew deadline, once"
     );
 }

@@ -51,16 +51,89 @@
 //! | recipe | regent |
 //! | --- | --- |
 //! | the key | `PREFIX` + the election name ([`ConsulStoreBuilder::prefix`], default `regent/`): election `jobs` is the key `regent/jobs` ([`ConsulStore::election_key`]) |
-//! | the ClientID in the value | the [`HolderId`](regent_core::HolderId) alone (the CLI will default it to the agent's node name); a JSON object `{"holder": …, "metadata": {…}}` when the holder publishes metadata |
+//! | the ClientID in the value | the [`HolderId`](regent_core::HolderId) alone; a JSON object `{"holder": …, "metadata": {…}}` when the holder publishes metadata. The CLI's default is the agent's node name ([`ConsulStore::agent_node_name`], `GET /v1/agent/self`), as the recipe's; `--id` overrides it |
+//! | "the key holds our ClientID: we were restarted, we lead" | taken only when proven safe: [the restart shortcut](#the-restart-shortcut) |
 //! | a session | one per term: `Name` = the key, `TTL` = the candidate's ttl, `Behavior` = `release`, `LockDelay` set ([below](#lock-delay)), `Checks` = none ([below](#no-health-checks)); the session id is the [`Lease`](regent_core::Lease)'s handle |
 //! | acquire | **try_acquire**: a `?consistent` read of the key; locked → [`Held`](regent_core::Acquire::Held) by the holder it names; free → a new session, then one transaction `[check-index (or check-not-exists), lock]` so that the lock is taken only on the key exactly as read (never on a record that changed meanwhile); the lock's `ModifyIndex` is the fencing token |
-//! | renew the session | **renew**: a `?consistent` read (the key must still be locked by our session, with our value and our token), then `PUT /v1/session/renew/ID`; a key deleted, overwritten or taken over, or a session Consul no longer knows (404) is [`Renewal::Lost`](regent_core::Renewal::Lost) |
+//! | renew the session at TTL/2 | **renew**, every `renew_every` of the candidate (regent's default: ttl/5, [below](#renew-interval)): a `?consistent` read (the key must still be locked by our session, with our value and our token), then `PUT /v1/session/renew/ID`; a key deleted, overwritten or taken over, or a session Consul no longer knows (404) is [`Renewal::Lost`](regent_core::Renewal::Lost) |
 //! | release | **release**: if the key is still ours, one transaction `[check-index, unlock]` (an explicit unlock has no lock delay, so a follower takes over at once), then `PUT /v1/session/destroy/ID`. Someone else's lock is never touched; twice is harmless |
 //! | watch the key | **watch**: blocking queries on the key ([`WatchMode::Notify`](regent_core::WatchMode::Notify)) |
 //!
 //! It is a race: when a leader's session ends, every waiting candidate's
 //! blocking query returns and each tries to acquire; Consul's lock lets
 //! one win.
+//!
+//! ## Renew interval
+//!
+//! The recipe renews the session every TTL/2 (up to TTL/1.2) because
+//! Consul keeps a session up to twice its TTL. regent's leader also steps
+//! down on its own clock, before the *first* TTL can have run out since its
+//! last renewal was sent (its renew deadline, 3·ttl/5 by default), so it
+//! needs renewals that leave room for a retry before that deadline: the
+//! core's default interval, ttl/5 (2 s at the default ttl of 10 s), gives
+//! two. The recipe's range is open to those who want it, within one rule
+//! of the core, checked at `build()`: the renew deadline must exceed 1.2 ×
+//! the interval, so that a failed renewal can be retried before the
+//! step-down, and stay below the ttl less the clock drift. At ttl 10 s,
+//! TTL/2 is `--renew-every 5s --renew-deadline 7s`; the longest interval
+//! is about TTL/1.21 (`--renew-every 8s --renew-deadline 9.8s`), where
+//! one slow renewal ends the term. A renewal
+//! is two small requests (a `?consistent` read of the key, then the renew);
+//! at ttl/5 that is one request per second per leader, nothing for Consul.
+//!
+//! ## The restart shortcut
+//!
+//! The recipe says that an instance which finds its own ClientID in the
+//! key was restarted and leads again at once. Taken blindly, that is two
+//! leaders whenever the "previous" process is not gone: frozen, cut off,
+//! still stopping its command, or a second instance configured with the
+//! same id. regent takes it only when the kernel proves the previous
+//! process gone ([`ConsulStoreBuilder::restart_proofs`]; the CLI enables
+//! it, a library user opts in):
+//!
+//! * on every win, the holder locks a file named after its session
+//!   (`flock`) with a descriptor that every process it starts while it
+//!   leads inherits: in the CLI, its shim, the namespace's init, the
+//!   command and the command's children;
+//! * a restarted instance that finds the key locked by session `S` under
+//!   its own id tries to lock `S`'s file. The file exists only on the host
+//!   (and for the user) that won with `S`, and its lock is free only once
+//!   every process holding the descriptor has exited, however it exited.
+//!   Then, and only then, the instance ends `S` and acquires as usual, with
+//!   a new, larger fencing token;
+//! * otherwise (no file: another host, user or private `/tmp`; the lock
+//!   held: something of the old term still runs) it waits like any
+//!   follower, until Consul invalidates `S` (one to two TTLs).
+//!
+//! So a `regent run` killed by SIGKILL and restarted at once by its service
+//! manager leads again as soon as its shim has stopped the old command
+//! (within the grace), not 10–20 s later; a frozen one does not. The files
+//! live in [`default_restart_proofs_dir`] and are removed on release; a
+//! crashed holder's file is removed by the restart that proves it gone.
+//!
+//! ## Operators
+//!
+//! * **Destroying the leader's session** (the UI, `PUT
+//!   /v1/session/destroy/ID`): the leader learns at its next renewal
+//!   (within `renew_every`), stops leading, and campaigns again with a new
+//!   session. Consul applies the lock delay (0 by default) before anyone
+//!   may take the key.
+//! * **Deleting the key** (`consul kv delete`): the leader learns at its
+//!   next renewal and stops; the next acquire creates the key again. The
+//!   fencing token still grows (see below), though Consul's `LockIndex`
+//!   starts over.
+//! * **Overwriting the key** (`consul kv put KEY VALUE`, which keeps the
+//!   lock): the leader learns at its next renewal and stops. The key then
+//!   holds a record regent did not write, which regent never takes over
+//!   (see [Records that are not regent's](#records-that-are-not-regents)):
+//!   candidates fail with [`Corrupt`](regent_core::ErrorKind::Corrupt)
+//!   naming the key, and `regent run` exits 1, until the operator deletes
+//!   the key.
+//!
+//! Between the operator's act and the leader's next renewal the old leader
+//! may still act while a new one begins: fencing tokens protect the
+//! resources in that window (a lock delay of one ttl closes it for a
+//! destroyed session, [below](#lock-delay)).
 //!
 //! ## The fencing token
 //!

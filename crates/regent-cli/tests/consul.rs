@@ -57,21 +57,6 @@ fn consul(sb: &Sandbox, args: &[&str]) {
     );
 }
 
-/// Waits until the term's command, its background job and its process
-/// group are gone.
-fn wait_term_gone(sb: &Sandbox, term: &Event, within: Duration) {
-    let bg = sb.bg_pid(&term.id, term.token);
-    wait_for(
-        within,
-        &format!("{}'s term {} to end", term.id, term.token),
-        || {
-            (!alive(term.pid) && !alive_as(bg, "sleep") && group_members(term.pid).is_empty())
-                .then_some(())
-        },
-        || sb.report(),
-    );
-}
-
 #[test]
 fn without_id_the_holder_is_the_agents_node_name() {
     let mut sb = sandbox();
@@ -107,7 +92,7 @@ fn a_restarted_instance_leads_again_at_once_when_its_old_term_is_gone() {
     let old_session = holding_session(&sb).expect("c1's session holds the key");
 
     sb.regent(c1).signal(Signal::KILL);
-    wait_term_gone(&sb, &old, Duration::from_secs(5));
+    sb.wait_term_gone(&old, Duration::from_secs(5));
     let restarted_at = mono_ns();
     let again = sb.candidate("c1", &ttl, &[]);
     let next = wait_for(
@@ -144,19 +129,7 @@ fn a_restarted_instance_waits_while_its_old_term_still_runs() {
     let ttl = timing.ttl_arg();
     let c1 = sb.candidate("c1", &ttl, &[]);
     let old = sb.first_start(Duration::from_secs(10));
-    let regent = sb.regent(c1).pid;
-    let shim = sb
-        .regent(c1)
-        .shim()
-        .unwrap_or_else(|| panic!("no shim\n{}", sb.report()));
-    let init = sb.regent(c1).init();
-    signal(regent, Signal::STOP);
-    signal(shim, Signal::STOP);
-    if let Some(init) = init {
-        signal(init, Signal::STOP);
-    }
-    signal_group(old.pid, Signal::STOP);
-    let frozen_at = mono_ns();
+    let frozen = sb.freeze_instance(c1, &old);
 
     let again = sb.candidate("c1", &ttl, &[]);
     let next = wait_for(
@@ -165,7 +138,7 @@ fn a_restarted_instance_waits_while_its_old_term_still_runs() {
         || sb.start_after(old.token),
         || sb.report(),
     );
-    let after = Duration::from_nanos(next.mono_ns - frozen_at);
+    let after = Duration::from_nanos(next.mono_ns - frozen.at);
     eprintln!("frozen old term: the restarted instance led {after:.3?} after the freeze");
     // The old session's last renewal was at most a renew interval before
     // the freeze, and Consul keeps a session at least its ttl.
@@ -179,15 +152,46 @@ fn a_restarted_instance_waits_while_its_old_term_still_runs() {
         "{}",
         sb.report()
     );
-    // Command first, so that it can log the SIGTERM the resumed shim sends.
-    signal_group(old.pid, Signal::CONT);
-    if let Some(init) = init {
-        signal(init, Signal::CONT);
-    }
-    signal(shim, Signal::CONT);
-    signal(regent, Signal::CONT);
-    wait_term_gone(&sb, &old, Duration::from_secs(5));
+    frozen.thaw();
+    sb.wait_term_gone(&old, Duration::from_secs(5));
     assert_tokens_increase(&sb.starts(), &sb.report());
+}
+
+/// c1 leads alone; `act` (an operator's) must make it stop its command
+/// within a renew interval, then campaign again and lead with a larger
+/// token. Returns the old and the new term.
+fn operator_act_stops_the_leader(
+    sb: &mut Sandbox,
+    what: &str,
+    act: impl FnOnce(&Sandbox),
+) -> (Event, Event) {
+    let timing = sb.timing();
+    sb.candidate("c1", &timing.ttl_arg(), &[]);
+    let old = sb.first_start(Duration::from_secs(10));
+    let acted_at = mono_ns();
+    act(sb);
+    let stop = wait_for(
+        timing.renew_every + Duration::from_secs(5),
+        &format!("the leader to stop its command after {what}"),
+        || sb.stop_of(&old.id, old.token),
+        || sb.report(),
+    );
+    let took = Duration::from_nanos(stop.mono_ns - acted_at);
+    eprintln!("{what}: command stopped after {took:.3?}");
+    assert!(
+        took <= timing.renew_every + Duration::from_secs(1),
+        "stopped {took:.3?} after {what}, more than a renew interval\n{}",
+        sb.report()
+    );
+    let next = wait_for(
+        Duration::from_secs(10),
+        &format!("a new term after {what}"),
+        || sb.start_after(old.token),
+        || sb.report(),
+    );
+    assert!(stop.mono_ns < next.mono_ns, "{}", sb.report());
+    assert_tokens_increase(&sb.starts(), &sb.report());
+    (old, next)
 }
 
 /// An operator destroys the leader's session (`PUT
@@ -197,40 +201,18 @@ fn a_restarted_instance_waits_while_its_old_term_still_runs() {
 #[test]
 fn an_operator_destroying_the_leaders_session_stops_it_within_a_renew_interval() {
     let mut sb = sandbox();
-    let timing = sb.timing();
-    sb.candidate("c1", &timing.ttl_arg(), &[]);
-    let old = sb.first_start(Duration::from_secs(10));
-    let session = holding_session(&sb).expect("c1's session holds the key");
-
-    let destroyed_at = mono_ns();
-    let destroyed = agent(&sb).with_agent(|c| {
-        c.http_put(&format!("/v1/session/destroy/{session}"), None)
-            .expect("the agent answers")
+    let mut destroyed = None;
+    operator_act_stops_the_leader(&mut sb, "the session's destruction", |sb| {
+        let session = holding_session(sb).expect("c1's session holds the key");
+        let answer = agent(sb).with_agent(|c| {
+            c.http_put(&format!("/v1/session/destroy/{session}"), None)
+                .expect("the agent answers")
+        });
+        assert_eq!(answer.status, 200, "{}", answer.body);
+        destroyed = Some(session);
     });
-    assert_eq!(destroyed.status, 200, "{}", destroyed.body);
-    let stop = wait_for(
-        timing.renew_every + Duration::from_secs(5),
-        "the leader to stop its command",
-        || sb.stop_of(&old.id, old.token),
-        || sb.report(),
-    );
-    let took = Duration::from_nanos(stop.mono_ns - destroyed_at);
-    eprintln!("session destroyed: command stopped after {took:.3?}");
-    assert!(
-        took <= timing.renew_every + Duration::from_secs(1),
-        "stopped {took:.3?} after its session was destroyed, more than a renew interval\n{}",
-        sb.report()
-    );
-    let next = wait_for(
-        Duration::from_secs(10),
-        "a new term",
-        || sb.start_after(old.token),
-        || sb.report(),
-    );
-    assert!(stop.mono_ns < next.mono_ns, "{}", sb.report());
     let new_session = holding_session(&sb).expect("the new term's session holds the key");
-    assert_ne!(new_session, session);
-    assert_tokens_increase(&sb.starts(), &sb.report());
+    assert_ne!(Some(new_session), destroyed);
 }
 
 /// `consul kv delete` of the key: the leader learns at its next renewal
@@ -239,33 +221,9 @@ fn an_operator_destroying_the_leaders_session_stops_it_within_a_renew_interval()
 #[test]
 fn an_operator_deleting_the_key_stops_the_leader_and_tokens_still_grow() {
     let mut sb = sandbox();
-    let timing = sb.timing();
-    sb.candidate("c1", &timing.ttl_arg(), &[]);
-    let old = sb.first_start(Duration::from_secs(10));
-
-    let deleted_at = mono_ns();
-    consul(&sb, &["kv", "delete", &key(&sb)]);
-    let stop = wait_for(
-        timing.renew_every + Duration::from_secs(5),
-        "the leader to stop its command",
-        || sb.stop_of(&old.id, old.token),
-        || sb.report(),
-    );
-    let took = Duration::from_nanos(stop.mono_ns - deleted_at);
-    eprintln!("key deleted: command stopped after {took:.3?}");
-    assert!(
-        took <= timing.renew_every + Duration::from_secs(1),
-        "{}",
-        sb.report()
-    );
-    let next = wait_for(
-        Duration::from_secs(10),
-        "a new term",
-        || sb.start_after(old.token),
-        || sb.report(),
-    );
-    assert!(next.token > old.token, "{}", sb.report());
-    assert!(stop.mono_ns < next.mono_ns, "{}", sb.report());
+    operator_act_stops_the_leader(&mut sb, "the key's deletion", |sb| {
+        consul(sb, &["kv", "delete", &key(sb)]);
+    });
 }
 
 /// `consul kv put KEY VALUE` over the leader's key (Consul keeps the lock):

@@ -104,16 +104,7 @@ fn kill_9_fails_over_after_the_session_and_sigterm_hands_over_at_once() {
     // Consul ends the session one to two ttls after its last renewal.
     let killed_at = mono_ns();
     sb.by_id(&first.id).signal(Signal::KILL);
-    let bg = sb.bg_pid(&first.id, first.token);
-    wait_for(
-        Duration::from_secs(3),
-        "the killed leader's command, its background job and its group to die",
-        || {
-            (!alive(first.pid) && !alive_as(bg, "sleep") && group_members(first.pid).is_empty())
-                .then_some(())
-        },
-        || sb.report(),
-    );
+    sb.wait_term_gone(&first, Duration::from_secs(3));
     let bound = timing.crash_failover();
     let second = wait_for(
         bound + Duration::from_secs(5),

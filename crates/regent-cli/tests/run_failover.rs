@@ -23,24 +23,6 @@ fn elect(sb: &mut Sandbox, n: usize) -> Event {
     sb.first_start(Duration::from_secs(10))
 }
 
-/// Waits until the term's task process and its whole process group (the
-/// background job included) are gone.
-fn wait_term_gone(sb: &Sandbox, term: &Event, within: Duration) {
-    let bg = sb.bg_pid(&term.id, term.token);
-    wait_for(
-        within,
-        &format!(
-            "{}'s task (pid {}), its background job (pid {bg}) and its process group to die",
-            term.id, term.pid
-        ),
-        || {
-            (!alive(term.pid) && !alive_as(bg, "sleep") && group_members(term.pid).is_empty())
-                .then_some(())
-        },
-        || sb.report(),
-    );
-}
-
 fn exactly_one_of_three_candidates_runs_the_command_and_status_names_it(mut sb: Sandbox) {
     let first = elect(&mut sb, 3);
     // Several renewal and retry rounds: no second task may start.
@@ -74,7 +56,7 @@ fn kill_9_of_the_leader_kills_its_whole_group_and_a_follower_takes_over_after_th
     // The shim sees regent's end (EOF on its control pipe, or the death
     // signal) and kills the group at once: the task, and the background job
     // `sh` left behind, which PR_SET_PDEATHSIG alone would not reach.
-    wait_term_gone(&sb, &old, Duration::from_secs(2));
+    sb.wait_term_gone(&old, Duration::from_secs(2));
 
     let bound = sb.timing().crash_failover();
     let next = wait_for(
@@ -134,7 +116,7 @@ fn sigterm_of_the_leader_releases_at_once_and_regent_exits_0(mut sb: Sandbox) {
         "the lease was released before the command stopped\n{}",
         sb.report()
     );
-    wait_term_gone(&sb, &old, Duration::from_secs(1));
+    sb.wait_term_gone(&old, Duration::from_secs(1));
     assert_tokens_increase(&sb.starts(), &sb.report());
 }
 
@@ -145,20 +127,9 @@ fn sigterm_of_the_leader_releases_at_once_and_regent_exits_0(mut sb: Sandbox) {
 /// SIGCONT the old instance must stop its command and follow, not lead.
 fn whole_instance_paused_past_its_ttl_stops_its_command_and_follows_after_sigcont(mut sb: Sandbox) {
     let old = elect(&mut sb, 2);
-    let regent = sb.by_id(&old.id).pid;
-    let shim = sb
-        .by_id(&old.id)
-        .shim()
-        .unwrap_or_else(|| panic!("no shim under {regent}\n{}", sb.report()));
-    // The namespace's init (the command's supervisor) too, if there is one.
-    let init = sb.by_id(&old.id).init();
-    signal(regent, Signal::STOP);
-    signal(shim, Signal::STOP);
-    if let Some(init) = init {
-        signal(init, Signal::STOP);
-    }
-    signal_group(old.pid, Signal::STOP);
-    let paused_at = mono_ns();
+    let i = sb.index_of(&old.id);
+    let frozen = sb.freeze_instance(i, &old);
+    let (regent, paused_at) = (frozen.regent, frozen.at);
 
     let next = wait_for(
         sb.timing().crash_failover() + Duration::from_secs(5),
@@ -176,14 +147,7 @@ fn whole_instance_paused_past_its_ttl_stops_its_command_and_follows_after_sigcon
         sb.report()
     );
 
-    // Command first: it must be running to log the SIGTERM the resumed
-    // shim sends it (a stopped task would be SIGKILLed unlogged).
-    signal_group(old.pid, Signal::CONT);
-    if let Some(init) = init {
-        signal(init, Signal::CONT);
-    }
-    signal(shim, Signal::CONT);
-    signal(regent, Signal::CONT);
+    frozen.thaw();
     let resumed_at = mono_ns();
     wait_for(
         Duration::from_secs(3),
@@ -191,7 +155,7 @@ fn whole_instance_paused_past_its_ttl_stops_its_command_and_follows_after_sigcon
         || sb.stop_of(&old.id, old.token),
         || sb.report(),
     );
-    wait_term_gone(&sb, &old, Duration::from_secs(3));
+    sb.wait_term_gone(&old, Duration::from_secs(3));
     // It follows: still running, not leading, no new term of its own.
     std::thread::sleep(Duration::from_millis(1200));
     assert!(
@@ -254,7 +218,7 @@ fn sigstop_of_regent_alone_trips_the_shims_dead_mans_switch_before_failover(mut 
         "the new leader's task started while the old one still ran\n{}",
         sb.report()
     );
-    wait_term_gone(&sb, &old, Duration::from_secs(2));
+    sb.wait_term_gone(&old, Duration::from_secs(2));
     assert!(stopped(sb.by_id(&old.id).pid));
 
     sb.by_id(&old.id).signal(Signal::CONT);
@@ -311,7 +275,7 @@ fn job_control_stop_of_regents_process_group_still_stops_the_command_before_fail
         secs(next.mono_ns - stopped_at)
     );
     assert!(stop.mono_ns < next.mono_ns, "{}", sb.report());
-    wait_term_gone(&sb, &old, Duration::from_secs(2));
+    sb.wait_term_gone(&old, Duration::from_secs(2));
     assert_tokens_increase(&sb.starts(), &sb.report());
 }
 

@@ -110,21 +110,12 @@ fn sigkill_of_the_shim_stops_the_command(mut sb: Sandbox, flags: &[&str]) {
     let ttl = sb.ttl();
     let i = sb.candidate("c1", &ttl, flags);
     let first = sb.first_start(Duration::from_secs(10));
-    let bg = sb.bg_pid(&first.id, first.token);
     let shim = sb
         .regent(i)
         .shim()
         .unwrap_or_else(|| panic!("no shim\n{}", sb.report()));
     signal(shim, rustix::process::Signal::KILL);
-    wait_for(
-        Duration::from_secs(3),
-        "the orphaned command, its background job and its group to die",
-        || {
-            (!alive(first.pid) && !alive_as(bg, "sleep") && group_members(first.pid).is_empty())
-                .then_some(())
-        },
-        || sb.report(),
-    );
+    sb.wait_term_gone(&first, Duration::from_secs(3));
     let stop = sb
         .stop_of(&first.id, first.token)
         .unwrap_or_else(|| panic!("the command got no SIGTERM\n{}", sb.report()));

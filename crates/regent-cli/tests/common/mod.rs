@@ -371,6 +371,49 @@ impl Sandbox {
             .expect("a pid")
     }
 
+    /// Waits until the term's task process, its background job and its
+    /// whole process group are gone.
+    pub fn wait_term_gone(&self, term: &Event, within: Duration) {
+        let bg = self.bg_pid(&term.id, term.token);
+        wait_for(
+            within,
+            &format!(
+                "{}'s task (pid {}), its background job (pid {bg}) and its process group to die",
+                term.id, term.pid
+            ),
+            || {
+                (!alive(term.pid) && !alive_as(bg, "sleep") && group_members(term.pid).is_empty())
+                    .then_some(())
+            },
+            || self.report(),
+        );
+    }
+
+    /// Freezes the whole instance of candidate `i`, whose term is `term`
+    /// (regent, its shim, the namespace's init if any, the command's
+    /// group), as a cgroup freeze or a paused container would.
+    pub fn freeze_instance(&mut self, i: usize, term: &Event) -> Frozen {
+        let regent = self.regent(i).pid;
+        let shim = self
+            .regent(i)
+            .shim()
+            .unwrap_or_else(|| panic!("no shim under {regent}\n{}", self.report()));
+        let init = self.regent(i).init();
+        signal(regent, Signal::STOP);
+        signal(shim, Signal::STOP);
+        if let Some(init) = init {
+            signal(init, Signal::STOP);
+        }
+        signal_group(term.pid, Signal::STOP);
+        Frozen {
+            regent,
+            shim,
+            init,
+            group: term.pid,
+            at: mono_ns(),
+        }
+    }
+
     /// The leader command: a background job, then the demo task.
     pub fn task_cmd(&self) -> Vec<String> {
         let script = format!(
@@ -451,6 +494,14 @@ impl Sandbox {
         &mut self.regents[i]
     }
 
+    /// The index of the (first) fixture whose id is `id`.
+    pub fn index_of(&self, id: &str) -> usize {
+        self.regents
+            .iter()
+            .position(|r| r.name == id)
+            .unwrap_or_else(|| panic!("no candidate {id}"))
+    }
+
     /// The fixture whose id is `id`.
     pub fn by_id(&mut self, id: &str) -> &mut Regent {
         self.regents
@@ -506,6 +557,32 @@ impl Drop for Sandbox {
                 signal_group(e.pid, Signal::KILL);
             }
         }
+    }
+}
+
+/// An instance frozen whole by [`Sandbox::freeze_instance`].
+#[derive(Debug, Clone, Copy)]
+pub struct Frozen {
+    pub regent: i32,
+    pub shim: i32,
+    pub init: Option<i32>,
+    /// The command's process group.
+    pub group: i32,
+    /// When it was frozen ([`mono_ns`]).
+    pub at: u64,
+}
+
+impl Frozen {
+    /// Lets it go on: the command first, so that it is running to log the
+    /// SIGTERM the resumed shim sends it (a stopped task would be
+    /// SIGKILLed unlogged), regent last.
+    pub fn thaw(&self) {
+        signal_group(self.group, Signal::CONT);
+        if let Some(init) = self.init {
+            signal(init, Signal::CONT);
+        }
+        signal(self.shim, Signal::CONT);
+        signal(self.regent, Signal::CONT);
     }
 }
 

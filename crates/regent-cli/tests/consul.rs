@@ -57,6 +57,38 @@ fn consul(sb: &Sandbox, args: &[&str]) {
     );
 }
 
+/// The sessions' lock delay: 0 unless `--consul-lock-delay` says
+/// otherwise (Consul reports it in nanoseconds).
+#[test]
+fn sessions_have_the_lock_delay_asked_and_none_by_default() {
+    for (flag, want_ns) in [(None, 0_u64), (Some("3s"), 3_000_000_000)] {
+        let mut sb = sandbox();
+        let ttl = sb.ttl();
+        let mut extra = vec!["--id", "c1", "--ttl", ttl.as_str()];
+        extra.extend(
+            flag.map(|f| ["--consul-lock-delay", f])
+                .into_iter()
+                .flatten(),
+        );
+        let args = run_args_on(&sb.store(), &extra, &["sleep", "1000"]);
+        sb.spawn("c1", &args);
+        let session = wait_for(
+            Duration::from_secs(10),
+            "c1's session to hold the key",
+            || holding_session(&sb),
+            || sb.report(),
+        );
+        let info = agent(&sb).with_agent(|c| {
+            c.http_get(&format!("/v1/session/info/{session}"))
+                .expect("the agent answers")
+        });
+        let info: serde_json::Value = serde_json::from_str(&info.body).expect("JSON");
+        assert_eq!(info[0]["LockDelay"], want_ns, "{flag:?}: {info}");
+        assert_eq!(info[0]["Behavior"], "release", "{info}");
+        assert_eq!(info[0]["TTL"], "10000ms", "{info}");
+    }
+}
+
 #[test]
 fn without_id_the_holder_is_the_agents_node_name() {
     let mut sb = sandbox();

@@ -153,6 +153,18 @@ fn bad_consul_settings() {
         ],
         &["--consul-cacert", "consuls://"],
     );
+    usage_error(
+        &[
+            "status",
+            "--store",
+            "consul://127.0.0.1:1",
+            "--consul-lock-delay",
+            "10",
+            "--election",
+            "e",
+        ],
+        &["--consul-lock-delay '10' is not a lock delay", "0s to 24h"],
+    );
 }
 
 /// Malformed etcd URLs and inconsistent `--etcd-*` settings are usage

@@ -18,7 +18,7 @@ use regent_core::target::{
 use regent_core::{BoxStore, ErrorKind, HolderId, StoreError};
 
 use crate::store::{
-    ConsulStore, ConsulStoreBuilder, DEFAULT_CALL_TIMEOUT, DEFAULT_PREFIX,
+    ConsulStore, ConsulStoreBuilder, DEFAULT_CALL_TIMEOUT, DEFAULT_PREFIX, MAX_TTL,
     default_restart_proofs_dir, normalize_prefix,
 };
 
@@ -58,6 +58,7 @@ const CONSUL_CLIENT_KEY: &str = "CONSUL_CLIENT_KEY";
 /// | `cacert` | path | `--consul-cacert` / `REGENT_CONSUL_CACERT` | `CONSUL_CACERT` |
 /// | `cert`, `key` | path | `--consul-cert`, `--consul-key` / `REGENT_CONSUL_CERT`, `REGENT_CONSUL_KEY` | `CONSUL_CLIENT_CERT`, `CONSUL_CLIENT_KEY` |
 /// | `dc` | text | `--consul-dc` / `REGENT_CONSUL_DC` | — |
+/// | `lock-delay` | text: a duration, `0s` to `24h` | `--consul-lock-delay` / `REGENT_CONSUL_LOCK_DELAY` | — (regent's default: 0, see the [crate docs](crate#lock-delay)) |
 ///
 /// Consul's variables are honoured so that regent finds the agent and the
 /// token the way `consul` does on the same host. They are the user's
@@ -114,6 +115,14 @@ pub static KIND: StoreKind = StoreKind {
             kind: OptionKind::Text,
             value_name: "DC",
             help: "Datacenter of the sessions and keys (default: the agent's); or ?dc= in the URL",
+        },
+        StoreOption {
+            name: "lock-delay",
+            kind: OptionKind::Text,
+            value_name: "DURATION",
+            help: "Lock delay of regent's sessions, e.g. 0s or 10s (default 0s: a leader steps \
+                   down on its own clock first; set the ttl to cover an operator destroying a \
+                   session too, at the cost of a ttl per crash failover)",
         },
     ],
     examples: &[
@@ -209,12 +218,59 @@ fn parse_with_env(
         }
         None
     };
+    let lock_delay = own("lock-delay")
+        .map(|v| {
+            let text = v.text()?;
+            parse_go_duration(text)
+                .filter(|d| *d <= MAX_TTL)
+                .ok_or_else(|| {
+                    TargetError::new(format!(
+                        "{} '{}' is not a lock delay: write a duration from 0s to 24h, such as \
+                         0s, 500ms, 10s or 1m30s",
+                        v.source,
+                        printable(text)
+                    ))
+                })
+        })
+        .transpose()?;
     Ok(ConsulTarget {
         url,
         dc,
         token,
         tls,
+        lock_delay,
     })
+}
+
+/// A duration as Consul writes them (Go's): one or more `NUMBER UNIT`
+/// with units `ms`, `s`, `m`, `h`, a fraction allowed (`1.5s`, `1m30s`,
+/// `0s`). `None` for anything else.
+fn parse_go_duration(text: &str) -> Option<Duration> {
+    let mut rest = text.trim();
+    if rest.is_empty() {
+        return None;
+    }
+    let mut total = Duration::ZERO;
+    while !rest.is_empty() {
+        let digits = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
+        let number: f64 = rest[..digits].parse().ok()?;
+        rest = &rest[digits..];
+        let unit = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let seconds = match &rest[..unit] {
+            "ms" => 0.001,
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            _ => return None,
+        };
+        rest = &rest[unit..];
+        total = total.checked_add(Duration::try_from_secs_f64(number * seconds).ok()?)?;
+    }
+    Some(total)
 }
 
 fn token_text(v: &OptionValue) -> Result<Secret, TargetError> {
@@ -319,6 +375,8 @@ pub struct ConsulTarget {
     token: Option<Secret>,
     /// `Some` exactly for `consuls://`.
     tls: Option<TlsPem>,
+    /// `--consul-lock-delay`, if given.
+    lock_delay: Option<Duration>,
 }
 
 impl fmt::Display for ConsulTarget {
@@ -349,6 +407,9 @@ impl ConsulTarget {
             .restart_proofs(default_restart_proofs_dir());
         if let Some(dc) = &self.dc {
             b = b.datacenter(dc.clone());
+        }
+        if let Some(delay) = self.lock_delay {
+            b = b.lock_delay(delay);
         }
         if let Some(token) = &self.token {
             b = b.token(String::from_utf8_lossy(&token.0).into_owned());
@@ -754,6 +815,42 @@ mod tests {
     }
 
     #[test]
+    fn lock_delays_as_consul_writes_durations() {
+        let s = Duration::from_secs;
+        for (text, want) in [
+            ("0s", Some(Duration::ZERO)),
+            ("15s", Some(s(15))),
+            ("500ms", Some(Duration::from_millis(500))),
+            ("1.5s", Some(Duration::from_millis(1500))),
+            ("1m30s", Some(s(90))),
+            ("24h", Some(s(24 * 3600))),
+            ("", None),
+            ("10", None),
+            ("s", None),
+            ("-1s", None),
+            ("1d", None),
+            ("1.2.3s", None),
+            ("NaNs", None),
+            ("1e400s", None),
+        ] {
+            assert_eq!(parse_go_duration(text), want, "{text:?}");
+        }
+        let target =
+            |v: &str| parse_with_env("consul://h:1", &options(&[("lock-delay", v)]), &no_env);
+        assert_eq!(target("10s").unwrap().lock_delay, Some(s(10)));
+        let err = target("25h").unwrap_err().to_string();
+        assert!(err.contains("'25h'") && err.contains("0s to 24h"), "{err}");
+        let err = target("soon").unwrap_err().to_string();
+        assert!(err.contains("'soon'"), "{err}");
+        assert_eq!(
+            parse_with_env("consul://h:1", &Options::new(), &no_env)
+                .unwrap()
+                .lock_delay,
+            None
+        );
+    }
+
+    #[test]
     fn datacenters_from_the_url_or_the_option_but_not_two() {
         let t = parse_with_env("consul://h?dc=a", &options(&[("dc", "a")]), &no_env).unwrap();
         assert_eq!(t.dc.as_deref(), Some("a"));
@@ -838,7 +935,8 @@ mod tests {
                 "consul-cacert",
                 "consul-cert",
                 "consul-key",
-                "consul-dc"
+                "consul-dc",
+                "consul-lock-delay",
             ]
         );
         assert_eq!(

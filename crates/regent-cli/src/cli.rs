@@ -265,9 +265,10 @@ pub(crate) struct DemoArgs {
     /// Upper bound on the whole demo.
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     pub(crate) duration: Duration,
-    /// Lease ttl of the candidates.
-    #[arg(long, default_value = "2s", value_parser = parse_duration)]
-    pub(crate) ttl: Duration,
+    /// Lease ttl of the candidates (default: 2s, or the store's minimum if
+    /// it is longer: Consul's 10s).
+    #[arg(long, value_parser = parse_duration)]
+    pub(crate) ttl: Option<Duration>,
 }
 
 /// Parses durations as people write them: `500ms`, `10s`, `1.5s`, `2m`,

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use clap::Args;
 use futures_util::StreamExt;
-use regent_core::{ElectionName, LeaderInfo, Observer};
+use regent_core::{ElectionName, LeaderInfo, LeaseStore as _, Observer};
 use rustix::process::{Pid, Signal};
 use tokio::process::{Child, Command};
 use tokio::time::Instant;
@@ -209,6 +209,10 @@ impl Demo {
     }
 }
 
+/// The candidates' ttl unless `--ttl` says otherwise or the store's
+/// minimum is longer.
+const DEFAULT_TTL: Duration = Duration::from_secs(2);
+
 pub(crate) async fn demo(args: DemoArgs) -> Result<u8, CliError> {
     if !(2..=20).contains(&args.candidates) {
         return Err(CliError::usage(format!(
@@ -231,13 +235,24 @@ pub(crate) async fn demo(args: DemoArgs) -> Result<u8, CliError> {
     };
     let election = store::election(&store_args)?;
     let store = store::open(&store::target(&store_args)?, &election, None).await?;
+    let info = store.info();
+    let ttl = match args.ttl {
+        None => DEFAULT_TTL.max(info.min_ttl),
+        Some(ttl) if ttl < info.min_ttl => {
+            return Err(CliError::usage(format!(
+                "--ttl {ttl:?} is below the {} store's minimum ttl, {:?}",
+                info.name, info.min_ttl
+            )));
+        }
+        Some(ttl) => ttl,
+    };
     let mut demo = Demo {
         exe: crate::run::own_exe()?,
         dir: tmp.path().to_owned(),
         url,
         election: election.clone(),
         store_args: args.options.to_args(),
-        ttl: args.ttl,
+        ttl,
         log: tmp.path().join("starts.log"),
         children: BTreeMap::new(),
         started: Instant::now(),
@@ -247,7 +262,7 @@ pub(crate) async fn demo(args: DemoArgs) -> Result<u8, CliError> {
         args.candidates,
         demo.url,
         demo.election,
-        args.ttl
+        ttl
     );
     for k in 1..=args.candidates {
         demo.spawn(&format!("demo-{k}"))?;
@@ -302,10 +317,16 @@ async fn scenario(
             }
         }};
     }
-    let first = demo
-        .next_start(0, within)
-        .await
-        .ok_or_else(|| CliError::failure("no candidate became leader"))?;
+    let Some(first) = demo.next_start(0, within).await else {
+        // Say why: what the first candidate said.
+        let said = std::fs::read_to_string(demo.dir.join("demo-1.log")).unwrap_or_default();
+        let tail: Vec<&str> = said.lines().rev().take(5).collect();
+        let tail: Vec<&str> = tail.into_iter().rev().collect();
+        return Err(CliError::failure(format!(
+            "no candidate became leader within {within:?}; demo-1 said:\n{}",
+            tail.join("\n")
+        )));
+    };
     follow_for!(Duration::from_millis(1500));
     let _ = first;
     let mut failovers = Vec::new();

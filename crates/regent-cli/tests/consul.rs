@@ -89,6 +89,33 @@ fn sessions_have_the_lock_delay_asked_and_none_by_default() {
     }
 }
 
+/// The demo takes Consul's minimum ttl by default and refuses a shorter
+/// one by name (it used to start candidates that all failed, then say
+/// only that nobody led).
+#[test]
+fn the_demo_refuses_a_ttl_below_consuls_minimum() {
+    let sb = sandbox();
+    let out = run_bounded(
+        &[
+            "demo",
+            "--store",
+            &sb.store(),
+            "--election",
+            "d",
+            "--ttl",
+            "2s",
+        ],
+        Duration::from_secs(20),
+    );
+    assert_eq!(out.code, Some(2), "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("--ttl 2s is below the consul store's minimum ttl, 10s"),
+        "{}",
+        out.stderr
+    );
+}
+
 #[test]
 fn without_id_the_holder_is_the_agents_node_name() {
     let mut sb = sandbox();

@@ -116,13 +116,16 @@ pub(crate) fn answer_error(what: String, answer: ConsulAnswer) -> StoreError {
 }
 
 /// The rustls error `e` is, or wraps: tokio-rustls reports handshake
-/// failures as an I/O error around it, whose `source()` skips it.
+/// failures as an I/O error around it, whose `source()` skips it, and
+/// reqwest's connector wraps that I/O error in another one (a server
+/// certificate that fails verification comes as `io::Error(Other,
+/// io::Error(InvalidData, rustls::Error))`).
 fn rustls_error<'a>(e: &'a (dyn StdError + 'static)) -> Option<&'a rustls::Error> {
-    e.downcast_ref::<rustls::Error>().or_else(|| {
-        e.downcast_ref::<std::io::Error>()?
-            .get_ref()?
-            .downcast_ref::<rustls::Error>()
-    })
+    if let Some(tls) = e.downcast_ref::<rustls::Error>() {
+        return Some(tls);
+    }
+    let inner: &(dyn StdError + 'static) = e.downcast_ref::<std::io::Error>()?.get_ref()?;
+    rustls_error(inner)
 }
 
 /// `e` and its sources, outermost first.
@@ -195,6 +198,27 @@ mod tests {
             Some(rustls::Error::AlertReceived(_))
         ));
         assert!(rustls_error(&std::io::Error::other("reset")).is_none());
+    }
+
+    /// Regression: a server certificate that fails verification reaches
+    /// the store as an I/O error around an I/O error around rustls' error
+    /// (reqwest's connector wraps tokio-rustls' error); only one layer was
+    /// looked through, so an untrusted CA was `Unavailable`, retried until
+    /// the start window closed, instead of the `Config` error the crate
+    /// docs promise.
+    #[test]
+    fn rustls_errors_are_found_inside_nested_io_errors_regression() {
+        let unknown_issuer =
+            || rustls::Error::InvalidCertificate(rustls::CertificateError::UnknownIssuer);
+        let nested = std::io::Error::other(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            unknown_issuer(),
+        ));
+        assert_eq!(rustls_error(&nested), Some(&unknown_issuer()));
+        let deeper = std::io::Error::other(nested);
+        assert_eq!(rustls_error(&deeper), Some(&unknown_issuer()));
+        let not_tls = std::io::Error::other(std::io::Error::other("reset"));
+        assert!(rustls_error(&not_tls).is_none());
     }
 
     #[test]

@@ -3,16 +3,19 @@
 //!
 //! Every agent binds free ports of its own for HTTP, serf LAN, serf WAN and
 //! server RPC, given in `-hcl 'ports { … }'`, so none takes Consul's
-//! defaults (8300–8302, 8500) and tests run in parallel. DNS, gRPC and HTTPS
-//! are off (`-1`): regent uses none of them, and a port nobody binds cannot
-//! be taken. The update check is off (`disable_update_check`): the agents
-//! call nobody. Each agent has its own temporary directory holding its data
-//! dir and its log (`consul.log`, whose last lines startup errors quote). If
-//! a port was taken between the kit finding it free and Consul binding it,
-//! the kit starts again on new ports.
+//! defaults (8300–8302, 8500) and tests run in parallel. DNS and gRPC are
+//! off (`-1`): regent uses neither, and a port nobody binds cannot be
+//! taken; so is HTTPS but on a [secured dev agent](#secured-dev-agents).
+//! The update check is off (`disable_update_check`): the agents call
+//! nobody. Each agent has its own temporary directory holding its data dir,
+//! its log (`consul.log`, whose last lines startup errors quote) and, on a
+//! secured agent, its certificates (`tls/`). If a port was taken between
+//! the kit finding it free and Consul binding it, the kit starts again on
+//! new ports.
 //!
 //! An agent is an [`Engine`]: its store URL is `consul://127.0.0.1:PORT`,
-//! that agent's HTTP API. It is **ready** ([`Consul::is_healthy`]) when
+//! that agent's HTTP API (`consuls://` its HTTPS port on an agent with
+//! TLS). It is **ready** ([`Consul::is_healthy`]) when
 //! `GET /v1/status/leader` names a Raft leader **and** its own node is in
 //! the catalog with its `serfHealth` check passing (`GET
 //! /v1/health/node/NAME`). Consul answers HTTP before either is true, and
@@ -28,6 +31,53 @@
 //! departs from the [`Engine`] contract (same data after a restart); to a
 //! candidate, a restart looks like a store that lost every lock, which is
 //! a fault worth testing too. A cluster's members keep their data dirs.
+//!
+//! # Secured dev agents
+//!
+//! [`Consul::builder`] starts a dev agent with HTTPS ([`ConsulTls`]), ACLs
+//! ([`ConsulBuilder::acl`]), or both. Clusters are never secured. The
+//! settings below go into `secured.hcl` in the agent's directory, given by
+//! `-config-file` (so `ps` shows no token).
+//!
+//! * **HTTPS**: the kit makes the test PKI of [`crate::pki`] in the
+//!   agent's temporary directory ([`Consul::tls_files`]: a CA, a server
+//!   certificate for `127.0.0.1` and `localhost`, a client certificate, and
+//!   an unrelated second CA and client certificate for negative tests) and
+//!   gives Consul `ca_file`, `cert_file` and `key_file`, and
+//!   `verify_incoming_https = true` for [`ConsulTls::ClientCert`]. HTTPS
+//!   listens on a free port of its own ([`Consul::https_address`]);
+//!   [`Engine::store_url`] is then `consuls://127.0.0.1:PORT` of that port.
+//! * **ACLs**: `acl { enabled = true, default_policy = "deny", tokens {
+//!   master = M, agent = M } }`, `M` a random UUID. Once the agent is
+//!   ready the kit creates, through the HTTP API, two policies and a token
+//!   with each ([`ConsulAcl`]): [`ConsulAcl::token`] may run elections
+//!   under the builder's key prefix (`key_prefix` write, `session_prefix
+//!   ""` write, `agent_prefix ""` read, as regent needs), and
+//!   [`ConsulAcl::read_only_token`] may only read the same. Token ids are
+//!   random UUIDs of the kit's, so that [`Consul::restart`], which empties
+//!   a dev agent, creates the same tokens again.
+//!
+//! The plain HTTP port stays open beside HTTPS, for the kit alone: its
+//! readiness checks, [`Consul::http_get`], [`Consul::http_put`] and
+//! [`Consul::consul_command`] talk there, carrying the master token on an
+//! agent with ACLs (the helpers as `?token=`, which Consul logs as
+//! `<hidden>`; the command as `CONSUL_HTTP_TOKEN`), so tests that use them
+//! work unchanged on a secured agent. Clients under test take
+//! [`Consul::https_address`] and the tokens of [`Consul::acl`].
+//!
+//! ```no_run
+//! use regent_testkit::engines::{Consul, ConsulTls};
+//!
+//! let consul = Consul::builder()
+//!     .tls(ConsulTls::ClientCert)
+//!     .acl("regent-tls/")
+//!     .start()?;
+//! let files = consul.tls_files().expect("an agent with TLS");
+//! let token = consul.acl().expect("an agent with ACLs").token();
+//! let https = consul.https_address().expect("an HTTPS port");
+//! # let _ = (files, token, https);
+//! # Ok::<(), regent_testkit::engines::EngineError>(())
+//! ```
 //!
 //! # A cluster
 //!
@@ -85,9 +135,13 @@ use super::{Engine, EngineError, Signaled};
 pub use super::{START_TIMEOUT, STOP_TIMEOUT};
 
 mod cluster;
+mod secured;
 mod shared;
 
 pub use cluster::ConsulCluster;
+pub use secured::{
+    ConsulAcl, ConsulBuilder, ConsulTls, ConsulTlsFiles, ELECTION_POLICY, READ_ONLY_POLICY,
+};
 pub use shared::SharedConsul;
 
 /// `-retry-interval` of every cluster agent: how soon an agent tries
@@ -133,17 +187,19 @@ impl fmt::Display for ConsulRole {
     }
 }
 
-/// The ports an agent binds; DNS, gRPC and HTTPS stay off.
+/// The ports an agent binds; DNS and gRPC stay off, and HTTPS unless the
+/// agent is [secured with TLS](self#secured-dev-agents).
 #[derive(Debug, Clone, Copy)]
 struct Ports {
     http: u16,
     serf_lan: u16,
     serf_wan: u16,
     server: u16,
+    https: Option<u16>,
 }
 
 impl Ports {
-    /// How many free ports one agent takes.
+    /// How many free ports one agent takes (without HTTPS).
     const PER_AGENT: usize = 4;
 
     /// Ports from [`Self::PER_AGENT`] free ports.
@@ -153,14 +209,16 @@ impl Ports {
             serf_lan: ports[1],
             serf_wan: ports[2],
             server: ports[3],
+            https: None,
         }
     }
 
     /// The `-hcl` setting them.
     fn hcl(&self) -> String {
+        let https = self.https.map_or(-1, i32::from);
         format!(
             "ports {{ http = {}, serf_lan = {}, serf_wan = {}, server = {}, \
-             dns = -1, grpc = -1, https = -1 }}",
+             dns = -1, grpc = -1, https = {https} }}",
             self.http, self.serf_lan, self.serf_wan, self.server
         )
     }
@@ -184,6 +242,9 @@ pub struct Consul {
     ports: Ports,
     /// `None` for the dev agent.
     membership: Option<Membership>,
+    /// TLS and ACLs of a dev agent from [`Consul::builder`]; none
+    /// otherwise.
+    security: secured::Security,
     /// Consul itself, in a temporary directory holding `data/` and
     /// `consul.log`; stopped (SIGINT) and removed on drop.
     process: EngineProcess,
@@ -211,6 +272,42 @@ impl Consul {
         })
     }
 
+    /// Starts building a secured dev agent: HTTPS, ACLs or both (see
+    /// [Secured dev agents](self#secured-dev-agents)). With no setter
+    /// called it starts a dev agent as [`Consul::start`] does.
+    pub fn builder() -> ConsulBuilder {
+        ConsulBuilder::default()
+    }
+
+    /// The TLS mode of the HTTPS port, `None` without one.
+    pub fn tls(&self) -> Option<ConsulTls> {
+        self.security.tls.as_ref().map(|(mode, _)| *mode)
+    }
+
+    /// The certificates and keys of an agent with TLS.
+    pub fn tls_files(&self) -> Option<&ConsulTlsFiles> {
+        self.security.tls.as_ref().map(|(_, files)| files)
+    }
+
+    /// The ACL tokens of an agent with ACLs.
+    pub fn acl(&self) -> Option<&ConsulAcl> {
+        self.security.acl.as_ref()
+    }
+
+    /// The HTTPS address of an agent with TLS, as `127.0.0.1:PORT`: the
+    /// one clients under test talk to (its store URL is
+    /// `consuls://` this).
+    pub fn https_address(&self) -> Option<String> {
+        self.https_addr().map(|addr| addr.to_string())
+    }
+
+    /// The HTTPS address of an agent with TLS.
+    pub fn https_addr(&self) -> Option<SocketAddr> {
+        self.ports
+            .https
+            .map(|port| SocketAddr::from((Ipv4Addr::LOCALHOST, port)))
+    }
+
     /// The node name (`-node`): `dev`, or `s0`, `a1`, … in a cluster.
     pub fn node(&self) -> &str {
         &self.node
@@ -230,7 +327,10 @@ impl Consul {
     }
 
     /// The HTTP address as `127.0.0.1:PORT`, the form `CONSUL_HTTP_ADDR`
-    /// and Consul's clients take.
+    /// and Consul's clients take. On an agent with TLS this plain HTTP port
+    /// is the kit's own (its health checks, [`Consul::http_get`],
+    /// [`Consul::consul_command`]); clients under test take
+    /// [`Consul::https_address`].
     pub fn address(&self) -> String {
         self.http_addr().to_string()
     }
@@ -298,33 +398,40 @@ impl Consul {
     }
 
     /// `GET PATH` on this agent's HTTP API, such as `/v1/kv/k` or
-    /// `/v1/session/info/ID`, every step bounded by [`API_TIMEOUT`].
+    /// `/v1/session/info/ID`, every step bounded by [`API_TIMEOUT`]. On an
+    /// agent with ACLs the request carries the master token (`?token=`).
     ///
     /// # Errors
     ///
     /// When the request could not be sent or the response not read; an
     /// HTTP error status is a response.
     pub fn http_get(&self, path: &str) -> io::Result<HttpResponse> {
-        http::get(self.http_addr(), path, API_TIMEOUT)
+        http::get(self.http_addr(), &self.authorized(path), API_TIMEOUT)
     }
 
     /// `PUT PATH` on this agent's HTTP API, with `body` (JSON, or a KV
     /// value) if given, such as `/v1/session/create` or
-    /// `/v1/kv/k?acquire=ID`; every step bounded by [`API_TIMEOUT`].
+    /// `/v1/kv/k?acquire=ID`; every step bounded by [`API_TIMEOUT`]. On an
+    /// agent with ACLs the request carries the master token (`?token=`).
     ///
     /// # Errors
     ///
     /// As [`Consul::http_get`].
     pub fn http_put(&self, path: &str, body: Option<&str>) -> io::Result<HttpResponse> {
-        http::put(self.http_addr(), path, body, API_TIMEOUT)
+        http::put(self.http_addr(), &self.authorized(path), body, API_TIMEOUT)
     }
 
     /// A `Command` for the `consul` CLI pointed at this agent
-    /// (`CONSUL_HTTP_ADDR`); add the arguments and run or spawn it, for
-    /// example `consul kv get K` or `consul lock PREFIX CHILD…`.
+    /// (`CONSUL_HTTP_ADDR`, the plain HTTP port); add the arguments and run
+    /// or spawn it, for example `consul kv get K` or `consul lock PREFIX
+    /// CHILD…`. On an agent with ACLs it gets the master token
+    /// (`CONSUL_HTTP_TOKEN`).
     pub fn consul_command(&self) -> Command {
         let mut command = self.process.program().command("CONSUL_");
         command.env("CONSUL_HTTP_ADDR", self.address());
+        if let Some(token) = self.security.master_token() {
+            command.env("CONSUL_HTTP_TOKEN", token);
+        }
         command
     }
 
@@ -393,7 +500,8 @@ impl Consul {
     /// in a cluster, the same data dir), and waits until it is ready: for a
     /// cluster member, until it has rejoined and the leader has marked its
     /// node passing again. A dev agent comes back empty (see [the
-    /// module](self#the-dev-agent)).
+    /// module](self#the-dev-agent)) but for its ACL policies and tokens,
+    /// which the kit creates again with the same secrets.
     ///
     /// # Errors
     ///
@@ -403,7 +511,8 @@ impl Consul {
     pub fn restart(&mut self) -> Result<(), EngineError> {
         self.stop();
         self.spawn()?;
-        self.wait_healthy(Instant::now() + START_TIMEOUT)
+        self.wait_healthy(Instant::now() + START_TIMEOUT)?;
+        self.security.set_up_acl(self.http_addr())
     }
 
     fn new(
@@ -419,6 +528,7 @@ impl Consul {
             role,
             ports,
             membership,
+            security: secured::Security::default(),
             process,
         })
     }
@@ -461,7 +571,8 @@ impl Consul {
                 "-advertise=127.0.0.1",
             ])
             .arg("-hcl=disable_update_check = true")
-            .arg(format!("-hcl={}", self.ports.hcl()));
+            .arg(format!("-hcl={}", self.ports.hcl()))
+            .args(self.security.args());
         self.process.spawn(command)
     }
 
@@ -469,8 +580,9 @@ impl Consul {
     /// `deadline` passes.
     fn wait_healthy(&mut self, deadline: Instant) -> Result<(), EngineError> {
         let (instance, addr, node) = (self.instance(), self.http_addr(), self.node.clone());
+        let token = self.security.master_token().map(str::to_owned);
         self.process.wait_ready(deadline, &instance, || {
-            leader_at(addr).is_some() && node_is_passing_at(addr, &node)
+            leader_at(addr).is_some() && node_is_passing_at(addr, &node, token.as_deref())
         })
     }
 
@@ -481,7 +593,12 @@ impl Consul {
     }
 
     fn node_is_passing(&self) -> bool {
-        node_is_passing_at(self.http_addr(), &self.node)
+        node_is_passing_at(self.http_addr(), &self.node, self.security.master_token())
+    }
+
+    /// `path` with the master token of an agent with ACLs.
+    fn authorized(&self, path: &str) -> String {
+        secured::with_token(path, self.security.master_token())
     }
 
     fn instance(&self) -> String {
@@ -518,9 +635,14 @@ impl Engine for Consul {
         ExpirySlack::proportional(100)
     }
 
-    /// `consul://127.0.0.1:PORT`, this agent's HTTP API.
+    /// `consul://127.0.0.1:PORT`, this agent's HTTP API, or
+    /// `consuls://127.0.0.1:PORT`, its HTTPS port, for an agent with TLS
+    /// (its certificates and token are for the caller to pass as options).
     fn store_url(&self) -> String {
-        format!("consul://{}", self.address())
+        match self.https_address() {
+            Some(https) => format!("consuls://{https}"),
+            None => format!("consul://{}", self.address()),
+        }
     }
 
     fn pid(&self) -> Option<u32> {
@@ -570,9 +692,11 @@ fn leader_at(addr: SocketAddr) -> Option<String> {
 
 /// Whether `GET /v1/health/node/NODE` on `addr` shows the node registered
 /// with its `serfHealth` check passing (the check exists only once the
-/// leader registered the node).
-fn node_is_passing_at(addr: SocketAddr, node: &str) -> bool {
-    let Ok(response) = http::get(addr, &format!("/v1/health/node/{node}"), STATUS_TIMEOUT) else {
+/// leader registered the node). With ACLs, `token` must be one that may
+/// read the node (without one the agent hides the check).
+fn node_is_passing_at(addr: SocketAddr, node: &str, token: Option<&str>) -> bool {
+    let path = secured::with_token(&format!("/v1/health/node/{node}"), token);
+    let Ok(response) = http::get(addr, &path, STATUS_TIMEOUT) else {
         return false;
     };
     response.status == 200 && serf_health_passes(&response.body)

@@ -55,7 +55,10 @@ mod http;
 mod process;
 pub mod sqlite;
 
-pub use consul::{Consul, ConsulCluster, ConsulRole, SharedConsul};
+pub use consul::{
+    Consul, ConsulAcl, ConsulBuilder, ConsulCluster, ConsulRole, ConsulTls, ConsulTlsFiles,
+    SharedConsul,
+};
 pub use engine::{Engine, Signaled};
 pub use etcd::{Etcd, EtcdBuilder, EtcdCluster, EtcdTls, EtcdTlsFiles};
 pub use http::Response as HttpResponse;

@@ -383,6 +383,12 @@ fn an_untrusted_ca_is_exit_2_at_once() {
         "{}",
         out.stderr
     );
+    assert!(
+        out.stderr
+            .contains("hint: regent trusts only the CA of --consul-cacert"),
+        "{}",
+        out.stderr
+    );
     assert!(out.took < Duration::from_secs(5), "{:?}", out.took);
     assert!(out.stdout.is_empty(), "{}", out.stdout);
     assert_no_secret(&share, "regent's stderr", &out.stderr);
@@ -401,7 +407,10 @@ fn no_client_certificate_is_exit_2_saying_the_agent_refused_it() {
     assert_eq!(out.code, Some(2), "{}", out.stderr);
     assert!(
         out.stderr
-            .contains("the agent refused the client's TLS certificate"),
+            .contains("the agent refused the client's TLS certificate")
+            && out
+                .stderr
+                .contains("hint: regent presented no client certificate"),
         "{}",
         out.stderr
     );
@@ -447,13 +456,20 @@ fn a_token_without_permission_is_exit_2_naming_what_to_grant() {
         "{}",
         out.stderr
     );
+    let grant = format!(
+        "hint: the token needs a policy with key_prefix \"{}/\" {{ policy = \"write\" }}",
+        share.prefix
+    );
+    assert!(out.stderr.contains(&grant), "{grant}\n{}", out.stderr);
     assert_no_secret(&share, "regent's stderr", &out.stderr);
     assert_no_secret(&share, "regent's stdout", &out.stdout);
 
     let out = status(&store, &flags, &[]);
     assert_eq!(out.code, Some(2), "{}", out.stderr);
     assert!(
-        out.stderr.contains("the ACL token") && out.stderr.contains("Permission denied"),
+        out.stderr.contains("the ACL token")
+            && out.stderr.contains("Permission denied")
+            && out.stderr.contains("hint: no ACL token was given"),
         "{}",
         out.stderr
     );

@@ -115,6 +115,36 @@ pub(crate) fn answer_error(what: String, answer: ConsulAnswer) -> StoreError {
     StoreError::new(kind, what).with_source(answer)
 }
 
+/// What the TLS layer said about a [`StoreError`] of this store, if it
+/// failed there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TlsFailure {
+    /// The agent's certificate did not verify (an unknown CA, another
+    /// name).
+    ServerCertificate,
+    /// The agent refused the client's certificate, or its absence.
+    ClientCertificate,
+}
+
+/// Whether `e` failed in TLS, and on which side, decided from the error
+/// types in its sources.
+pub(crate) fn tls_failure(e: &StoreError) -> Option<TlsFailure> {
+    let e: &(dyn StdError + 'static) = e;
+    causes(e).find_map(rustls_error).map(|tls| match tls {
+        rustls::Error::AlertReceived(_) => TlsFailure::ClientCertificate,
+        _ => TlsFailure::ServerCertificate,
+    })
+}
+
+/// Whether `e` is Consul refusing the ACL token (an answer of kind
+/// `Auth`).
+pub(crate) fn is_token_refusal(e: &StoreError) -> bool {
+    let e: &(dyn StdError + 'static) = e;
+    causes(e)
+        .filter_map(|c| c.downcast_ref::<ConsulAnswer>())
+        .any(|a| a.kind() == ErrorKind::Auth)
+}
+
 /// The rustls error `e` is, or wraps: tokio-rustls reports handshake
 /// failures as an I/O error around it, whose `source()` skips it, and
 /// reqwest's connector wraps that I/O error in another one (a server

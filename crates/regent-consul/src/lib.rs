@@ -296,6 +296,17 @@
 //! | [`Config`](regent_core::ErrorKind::Config) | a ttl outside 10 s ..= 24 h, a bad address, prefix, datacenter or token at `build()`, TLS settings that cannot be used or a server certificate that fails verification, HTTP 400, a 500 naming an invalid request or an unknown datacenter |
 //! | [`Corrupt`](regent_core::ErrorKind::Corrupt) | the key holds a record regent did not write (other flags, a value that is not a holder id or regent's record, or not base64) |
 //! | [`Protocol`](regent_core::ErrorKind::Protocol) | an answer that cannot be (JSON of another shape, a transaction without the key) |
+//!
+//! Under TLS 1.3 an agent refuses a client certificate (or its absence)
+//! with an alert sent after the handshake; now and then the connection
+//! closes before the client reads it (2–8 calls in 100 here), and the call
+//! fails as [`Unavailable`](regent_core::ErrorKind::Unavailable). A retry
+//! sees the refusal: `regent run` and `regent status` retry at start and
+//! report [`Auth`](regent_core::ErrorKind::Auth). Front ends get advice in
+//! terms of their settings from [`ConsulTarget`]'s
+//! [`hint`](regent_core::Target::hint): which CA option to check, which
+//! client certificate options to pass, and the ACL policy a refused token
+//! needs, with the target's key prefix.
 
 mod error;
 mod proof;

@@ -17,6 +17,7 @@ use regent_core::target::{
 
 use regent_core::{BoxStore, ErrorKind, HolderId, StoreError};
 
+use crate::error::{TlsFailure, is_token_refusal, tls_failure};
 use crate::store::{
     ConsulStore, ConsulStoreBuilder, DEFAULT_CALL_TIMEOUT, DEFAULT_PREFIX, MAX_TTL,
     default_restart_proofs_dir, normalize_prefix,
@@ -434,6 +435,57 @@ impl Target for ConsulTarget {
 
     fn connect(&self, call_timeout: Duration) -> ConnectFuture<'_> {
         Box::pin(async move { Ok(BoxStore::new(self.builder(call_timeout).build()?)) })
+    }
+
+    /// Which of the user's settings an error is about: the CA for an agent
+    /// certificate that did not verify, the client certificate the agent
+    /// refused, the ACL policy a refused token needs (with this target's
+    /// key prefix).
+    fn hint(&self, e: &StoreError) -> Option<String> {
+        if let Some(tls) = tls_failure(e) {
+            let pem = self.tls.as_ref()?;
+            return Some(match (tls, &pem.ca, &pem.identity) {
+                (TlsFailure::ServerCertificate, Some(_), _) => {
+                    "regent trusts only the CA of --consul-cacert (or REGENT_CONSUL_CACERT, \
+                     CONSUL_CACERT): it must have signed the agent's HTTPS certificate, which \
+                     must name the URL's host"
+                        .to_owned()
+                }
+                (TlsFailure::ServerCertificate, None, _) => {
+                    "regent trusts the system's CA store: pass the CA of the agent's HTTPS \
+                     certificate with --consul-cacert FILE (or CONSUL_CACERT)"
+                        .to_owned()
+                }
+                (TlsFailure::ClientCertificate, _, None) => {
+                    "regent presented no client certificate; if the agent has \
+                     verify_incoming, pass one with --consul-cert FILE and --consul-key FILE \
+                     (or CONSUL_CLIENT_CERT and CONSUL_CLIENT_KEY)"
+                        .to_owned()
+                }
+                (TlsFailure::ClientCertificate, _, Some(_)) => {
+                    "regent presented the client certificate of --consul-cert (or \
+                     CONSUL_CLIENT_CERT); the agent must trust the CA that signed it"
+                        .to_owned()
+                }
+            });
+        }
+        if !is_token_refusal(e) {
+            return None;
+        }
+        let prefix = &self.url.prefix;
+        let policy = format!(
+            "the token needs a policy with key_prefix \"{prefix}\" {{ policy = \"write\" }} \
+             and session_prefix \"\" {{ policy = \"write\" }} (and agent_prefix \"\" {{ \
+             policy = \"read\" }} for regent run without --id, which reads the agent's node \
+             name)"
+        );
+        Some(match self.token {
+            Some(_) => policy,
+            None => format!(
+                "no ACL token was given: set REGENT_CONSUL_TOKEN, --consul-token-file or \
+                 CONSUL_HTTP_TOKEN; {policy}"
+            ),
+        })
     }
 
     /// The agent's node name: the recipe's ClientID.

@@ -6,7 +6,9 @@
 //!   believed it led, and the test then checks the whole history at once for
 //!   the election's safety properties.
 //! * [`engines`]: real store engines (SQLite's file; etcd: one member, a
-//!   cluster, or a member secured by TLS and authentication) started on free
+//!   cluster, or a member secured by TLS and authentication; Consul: a dev
+//!   agent, shared or not, one secured by TLS and ACLs, or three servers
+//!   with client agents) started on free
 //!   ports of `127.0.0.1` for the end-to-end tests and the store crates'
 //!   integration tests, stopped by PID when dropped. Every engine has one
 //!   shape, [`engines::Engine`], and [`for_every_engine!`] runs a test on

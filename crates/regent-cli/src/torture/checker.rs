@@ -19,6 +19,16 @@
 //! * **shared-token**: one token used by two leader ids.
 //! * **write-after-exit**: a write received after every candidate exited.
 //! * **survivor**: a writer process alive after every candidate exited.
+//!
+//! # Gaps
+//!
+//! A fault that found a leader (its term's token) is followed by a gap:
+//! the time from the fault to the first accepted write of a newer term. A
+//! fault the term outlived causes none: when a later fault found the same
+//! term still leading (a store process the leader did not need, such as a
+//! follower server of a cluster, or a delay the leader rode out), the
+//! fault is counted as **survived**, and the newer term that came later
+//! (caused by another fault) is not its gap.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -133,8 +143,12 @@ fn group<'a, T>(
 pub(crate) struct Gaps {
     /// Faults of this kind that found a leader.
     pub(crate) faults: u64,
-    /// Of those, how many were followed by a newer term.
+    /// Of those, how many were followed by a newer term (the gaps
+    /// measured).
     pub(crate) new_terms: u64,
+    /// Of those, how many the term outlived: a later fault found it still
+    /// leading.
+    pub(crate) survived: u64,
     pub(crate) median_ms: Option<f64>,
     pub(crate) p90_ms: Option<f64>,
     pub(crate) max_ms: Option<f64>,
@@ -153,6 +167,9 @@ pub(crate) struct Findings {
     pub(crate) faults: BTreeMap<String, u64>,
     /// Per fault kind that hits the leader.
     pub(crate) gaps: BTreeMap<String, Gaps>,
+    /// What followed each fault, in the order of the input's faults.
+    #[serde(skip)]
+    pub(crate) after: Vec<After>,
     pub(crate) violations: Vec<Violation>,
 }
 
@@ -270,25 +287,43 @@ pub(crate) fn check(input: &Input<'_>) -> Findings {
     }
 
     // Faults per kind, and the leaderless gaps of those that hit a leader.
-    let mut gaps: BTreeMap<&str, Vec<Option<u64>>> = BTreeMap::new();
+    let mut gaps: BTreeMap<&str, Vec<After>> = BTreeMap::new();
     for f in input.faults {
         *out.faults.entry(f.kind.name().to_owned()).or_default() += 1;
         if let Some(token) = f.leader_token {
-            let next = writes
+            let survived = input
+                .faults
                 .iter()
-                .find(|w| w.accepted && w.token > token && w.at_ns >= f.at_ns)
-                .map(|w| w.at_ns - f.at_ns);
-            gaps.entry(f.kind.name()).or_default().push(next);
+                .any(|g| g.at_ns > f.at_ns && g.leader_token == Some(token));
+            let after = if survived {
+                After::Survived
+            } else {
+                writes
+                    .iter()
+                    .find(|w| w.accepted && w.token > token && w.at_ns >= f.at_ns)
+                    .map_or(After::Nothing, |w| After::NewTerm(w.at_ns - f.at_ns))
+            };
+            gaps.entry(f.kind.name()).or_default().push(after);
+            out.after.push(after);
+        } else {
+            out.after.push(After::Nothing);
         }
     }
     for (kind, list) in gaps {
-        let mut ms: Vec<f64> = list.iter().flatten().map(|&ns| ns as f64 / 1e6).collect();
+        let mut ms: Vec<f64> = list
+            .iter()
+            .filter_map(|a| match a {
+                After::NewTerm(ns) => Some(*ns as f64 / 1e6),
+                _ => None,
+            })
+            .collect();
         ms.sort_by(f64::total_cmp);
         out.gaps.insert(
             kind.to_owned(),
             Gaps {
                 faults: list.len() as u64,
                 new_terms: ms.len() as u64,
+                survived: list.iter().filter(|a| **a == After::Survived).count() as u64,
                 median_ms: percentile(&ms, 0.5),
                 p90_ms: percentile(&ms, 0.9),
                 max_ms: ms.last().copied(),
@@ -296,6 +331,17 @@ pub(crate) fn check(input: &Input<'_>) -> Findings {
         );
     }
     out
+}
+
+/// What followed a fault.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum After {
+    /// A newer term, this long (ns) after the fault.
+    NewTerm(u64),
+    /// A later fault found the same term leading.
+    Survived,
+    /// Neither before the campaign ended, or the fault found no leader.
+    Nothing,
 }
 
 /// The nearest-rank percentile of sorted values.
@@ -332,7 +378,9 @@ mod tests {
             end_ns: end_s * S,
             leader_id: leader.map(|(id, _)| id.to_owned()),
             leader_token: leader.map(|(_, t)| t),
+            leader_url: None,
             target: leader.map(|(id, _)| id.to_owned()),
+            store_process: None,
             pids: vec![],
             detail: String::new(),
         }
@@ -485,6 +533,33 @@ mod tests {
         assert_eq!(g.max_ms, Some(2000.0));
         assert_eq!(f.faults["kill-follower"], 1);
         assert!(!f.gaps.contains_key("kill-follower"));
+    }
+
+    /// A fault the term outlived (a later fault found the same term
+    /// leading) has no gap of its own: the newer term came from the later
+    /// fault. Before, it took the later fault's gap as its own.
+    #[test]
+    fn a_fault_the_term_outlived_is_survived_not_a_gap() {
+        let writes = [
+            w(1.0, 1, "a", 10, true),
+            w(9.0, 1, "a", 10, true),
+            w(11.0, 2, "b", 20, true),
+        ];
+        let faults = [
+            fault(FaultKind::StoreStop, 2, 5, Some(("a", 1))),
+            fault(FaultKind::KillLeader, 10, 10, Some(("a", 1))),
+            fault(FaultKind::StoreKill, 12, 13, Some(("b", 2))),
+        ];
+        let f = run(&writes, &faults);
+        let stop = &f.gaps["store-stop"];
+        assert_eq!((stop.faults, stop.new_terms, stop.survived), (1, 0, 1));
+        assert_eq!(stop.max_ms, None);
+        let kill = &f.gaps["kill-leader"];
+        assert_eq!((kill.faults, kill.new_terms, kill.survived), (1, 1, 0));
+        assert_eq!(kill.max_ms, Some(1000.0));
+        // The last fault: neither a newer term nor a later fault.
+        let last = &f.gaps["store-kill"];
+        assert_eq!((last.faults, last.new_terms, last.survived), (1, 0, 0));
     }
 
     /// The report's violations are flat objects named by their rule.

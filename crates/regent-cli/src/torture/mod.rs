@@ -3,8 +3,8 @@
 //! ([`fence`]) served by this process, while a seeded nemesis
 //! ([`nemesis`]) injects one fault every 0.5–3 s: kills, terminations and
 //! stops of the leader, of its whole process tree, of its shim or its
-//! command, of followers, and of the store's own process where torture
-//! started it (`--store-command`) or was told its pid (`--store-pid`).
+//! command, of followers, and of the store's own processes where torture
+//! started them (`--store-command`) or was told their pids (`--store-pid`).
 //! Killed candidates are replaced, so N stay alive. On a store reached over
 //! the network (a clock of its own), `clock-fast` and `clock-slow` replace a
 //! follower by one started under libfaketime (`LD_PRELOAD`, `FAKETIME="+0
@@ -17,21 +17,52 @@
 //! rules allow for: beyond it no lease can be kept safe by time, and the
 //! fence would be all that is left.
 //!
+//! # A store of several processes
+//!
+//! A store may be a cluster reached through several endpoints, as Consul
+//! is: servers holding the data, and an agent on each candidate's host
+//! that the candidate talks to. `--store` given several times names the
+//! endpoints: each new candidate takes the URL the fewest live candidates
+//! use (the first of those), so N candidates on N agents keep one each.
+//! `--store-command` and `--store-pid` given several times name the
+//! processes: each `store-stop` or `store-kill` hits one of them, in a
+//! seeded order that hits every one once before any twice (`store-kill`
+//! passes over the processes torture did not start: it could not restart
+//! them). The report's fault log names the process hit by its index: the
+//! `--store-command`s in the order given, then the `--store-pid`s. torture
+//! knows no store's roles (which server leads its cluster): it hits
+//! processes, not roles. `store-kill` restarts a process on what it left
+//! on disk, so the store must keep its data across a restart: a Consul dev
+//! agent keeps none, its indices start again, and the checker would
+//! rightly see the tokens go back.
+//!
+//! # The ttl
+//!
+//! `--ttl` defaults to 2 s, or to the store's shortest ttl when that is
+//! longer (Consul's sessions: 10 s). A ttl the store refuses is a usage
+//! error before any candidate starts. Every pause the nemesis makes
+//! scales with the ttl (a stop lasts 1–3 ttl), and a leader fault waits up
+//! to a failover (`2 × ttl` plus the store's expiry slack: on Consul, a
+//! session ends between one and two ttls after its last renewal) for a
+//! leader to hit; so at a 10 s ttl a campaign injects a fault every 10–20
+//! s, not every 2 s.
+//!
 //! At the end every candidate is stopped (SIGTERM, then SIGKILL), the fence
 //! listens two ttls more, and the [`checker`] judges the records: stale
 //! writes the fence refused (expected only from a frozen tree), token
 //! regressions, tokens shared by two ids, writes and writer processes that
 //! outlived the campaign; and it measures the leaderless gap each kind of
-//! fault caused. A table goes to stdout and a JSON report to `--report`.
+//! fault caused (a fault the leader's term outlived causes none). A table
+//! goes to stdout and a JSON report to `--report`.
 //!
 //! The seed is printed at the start and kept in the report. `--seed`
-//! replays the same choices (kinds, pauses, targets among followers), but
-//! not the same timing: which candidate leads when a fault falls depends on
-//! the scheduler and the store.
+//! replays the same choices (kinds, pauses, targets among followers and
+//! store processes), but not the same timing: which candidate leads when
+//! a fault falls depends on the scheduler and the store.
 //!
-//! Exit codes: 0 no violation; 4 at least one violation; 2 usage errors;
-//! 1 runtime failure (no leader ever, a fence that cannot listen, a
-//! report that cannot be written).
+//! Exit codes: 0 no violation; 4 at least one violation; 2 usage errors
+//! (a ttl the store refuses included); 1 runtime failure (no leader ever,
+//! a fence that cannot listen, a report that cannot be written).
 
 mod checker;
 mod fence;
@@ -42,17 +73,18 @@ pub(crate) mod writer;
 
 use std::ffi::OsString;
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
 
 use clap::Args;
+use regent_core::{ElectionName, HolderId, LeaseStore};
 use rustix::process::{Pid, Signal};
 use serde::Serialize;
 use tokio::process::{Child, Command};
 use tokio::time::Instant;
 
-use self::checker::{Findings, Survivor, Violation, WriteRun};
+use self::checker::{After, Findings, Survivor, Violation, WriteRun};
 use self::fence::Shared;
 use self::nemesis::{Fault, FaultKind, FaultList, parse_faults};
 use crate::cli::{StoreArgs, StoreFlags, parse_duration};
@@ -79,8 +111,11 @@ pub(crate) const AFTER_HELP: &str = "Faults (--faults, comma-separated; default:
                          regent (seeded)
   kill-cmd               SIGKILL the leader's command (not its background job)
   kill-follower          SIGKILL a candidate that does not lead
-  store-stop             SIGSTOP the store for 1-3 ttl (--store-command or --store-pid)
-  store-kill             SIGKILL the store, restart it after 1s (--store-command)
+  store-stop             SIGSTOP a store process for 1-3 ttl (--store-command or
+                         --store-pid)
+  store-kill             SIGKILL a store process torture started, restart it after
+                         1s (--store-command); the store must keep its data across
+                         a restart (a Consul dev agent does not)
   store-cut              hold the leader's store traffic for 1-3 ttl (a proxy per
                          candidate; the --store URL's endpoints need explicit ports)
   store-delay            delay the leader's store traffic by 1/4-1 ttl per chunk for
@@ -91,9 +126,22 @@ pub(crate) const AFTER_HELP: &str = "Faults (--faults, comma-separated; default:
   clock-slow             as clock-fast, 0.1-0.9% slow: within the 1% drift
                          regent's timing allows for
 
+A store of several processes: give --store-command (or --store-pid) once per
+process; each store fault hits one, every one in turn in a seeded order. Give
+--store once per endpoint (a Consul agent per candidate): each new candidate
+takes the URL the fewest live candidates use. The report's fault log names the
+store process hit by its index: the --store-commands in order, then the
+--store-pids.
+
 Examples:
   regent torture --duration 5m
   regent torture --candidates 3 --ttl 1s --faults kill-leader,stop-tree --seed 42
+  regent torture --store consul://127.0.0.1:8500 --store consul://127.0.0.1:8510 \\
+      --candidates 2 --ttl 10s --faults store-stop,store-kill,kill-leader \\
+      --store-command 'exec consul agent -server -bootstrap-expect=3 -node=s0 …' \\
+      --store-command '…s1…' --store-command '…s2…' \\
+      --store-command 'exec consul agent -node=a0 -retry-join=… …' \\
+      --store-command '…a1…'
 
 Exit codes:
   0  the campaign ended with no violation
@@ -105,8 +153,11 @@ Exit codes:
 #[derive(Debug, Args)]
 pub(crate) struct TortureArgs {
     /// Store URL (default: a fresh SQLite file in a temporary directory).
-    #[arg(long, value_name = "URL")]
-    pub(crate) store: Option<String>,
+    /// Repeat it for a store reached through several endpoints (a Consul
+    /// agent per candidate): each new candidate takes the URL the fewest
+    /// live candidates use. Every URL must reach the same store.
+    #[arg(long = "store", value_name = "URL")]
+    pub(crate) stores: Vec<String>,
     /// Election name.
     #[arg(long, value_name = "NAME", default_value = "torture")]
     pub(crate) election: String,
@@ -116,9 +167,10 @@ pub(crate) struct TortureArgs {
     #[arg(long, value_name = "N", default_value_t = 5,
           value_parser = clap::value_parser!(u8).range(2..=20))]
     pub(crate) candidates: u8,
-    /// Lease ttl of the candidates.
-    #[arg(long, default_value = "2s", value_parser = parse_duration)]
-    pub(crate) ttl: Duration,
+    /// Lease ttl of the candidates [default: 2s, or the store's shortest
+    /// ttl if longer (Consul: 10s)].
+    #[arg(long, value_parser = parse_duration)]
+    pub(crate) ttl: Option<Duration>,
     /// How long to inject faults.
     #[arg(long, default_value = "10m", value_parser = parse_duration)]
     pub(crate) duration: Duration,
@@ -133,11 +185,23 @@ pub(crate) struct TortureArgs {
     pub(crate) report: PathBuf,
     /// Start the store with `sh -c CMD` (in its own process group), wait
     /// until it answers, and allow store-stop and store-kill. Needs --store.
-    #[arg(long, value_name = "CMD", conflicts_with = "store_pid")]
-    pub(crate) store_command: Option<String>,
-    /// The pid of a store started by someone else: allows store-stop.
-    #[arg(long, value_name = "PID")]
-    pub(crate) store_pid: Option<i32>,
+    /// Repeat it for a store of several processes (a cluster's servers and
+    /// agents), one each: they start in the order given.
+    #[arg(long = "store-command", value_name = "CMD")]
+    pub(crate) store_commands: Vec<String>,
+    /// The pid of a store process started by someone else: allows
+    /// store-stop. Repeat it for several processes.
+    #[arg(long = "store-pid", value_name = "PID")]
+    pub(crate) store_pids: Vec<i32>,
+}
+
+/// `--ttl`'s default, unless the store's shortest ttl is longer.
+const DEFAULT_TTL: Duration = Duration::from_secs(2);
+
+/// The ttl of the campaign: `--ttl`, else [`DEFAULT_TTL`] raised to the
+/// store's shortest ttl.
+fn campaign_ttl(given: Option<Duration>, store_min: Duration) -> Duration {
+    given.unwrap_or(DEFAULT_TTL.max(store_min))
 }
 
 /// A candidate: one `regent run` in its own process group.
@@ -145,6 +209,8 @@ struct Candidate {
     id: String,
     pid: i32,
     child: Child,
+    /// The index of its `--store` URL.
+    url: usize,
     /// Its proxies to the store's endpoints (`store-cut`, `store-delay`).
     proxies: Vec<proxy::Proxy>,
 }
@@ -172,6 +238,8 @@ enum StoreProcess {
     /// Started by torture: `sh -c CMD`, leading its own process group.
     Ours {
         command: String,
+        /// Its standard output and error, every run's.
+        log: PathBuf,
         child: Box<Child>,
         pid: i32,
     },
@@ -180,11 +248,11 @@ enum StoreProcess {
 }
 
 impl StoreProcess {
-    fn spawn(command: &str, dir: &Path) -> Result<Self, CliError> {
+    fn spawn(command: &str, log_path: PathBuf) -> Result<Self, CliError> {
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
-            .open(dir.join("store.log"))
+            .open(&log_path)
             .map_err(|e| CliError::failure(format!("store log: {e}")))?;
         let err = log
             .try_clone()
@@ -205,6 +273,7 @@ impl StoreProcess {
             .ok_or_else(|| CliError::failure("--store-command exited at once"))?;
         Ok(Self::Ours {
             command: command.to_owned(),
+            log: log_path,
             child: Box::new(child),
             pid,
         })
@@ -233,62 +302,82 @@ impl StoreProcess {
 
     /// If our store exited (not by the nemesis: it waits for the restart),
     /// the error that says so, with the store's last output.
-    fn exited(&mut self, dir: &Path) -> Option<CliError> {
-        let Self::Ours { child, .. } = self else {
+    fn exited(&mut self) -> Option<CliError> {
+        let Self::Ours {
+            child,
+            log,
+            command,
+            ..
+        } = self
+        else {
             return None;
         };
         let status = child.try_wait().ok()??;
-        let log = std::fs::read_to_string(dir.join("store.log")).unwrap_or_default();
+        let log = std::fs::read_to_string(log).unwrap_or_default();
         let tail: Vec<&str> = log.lines().rev().take(5).collect();
         let tail: Vec<&str> = tail.into_iter().rev().collect();
         Some(CliError::failure(format!(
-            "the store (--store-command) exited by itself ({status}); its last output:\n{}",
+            "the store (--store-command {command:?}) exited by itself ({status}); its last \
+             output:\n{}",
             tail.join("\n")
         )))
     }
 
-    /// Completes when our store has exited (never for theirs), with the
-    /// error of [`Self::exited`].
-    async fn until_exited(&mut self, dir: &Path) -> CliError {
-        loop {
-            if let Some(e) = self.exited(dir) {
-                return e;
-            }
-            if matches!(self, Self::Theirs { .. }) {
-                std::future::pending::<()>().await;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+    /// Whether torture started it (and can restart it).
+    fn is_ours(&self) -> bool {
+        matches!(self, Self::Ours { .. })
     }
 
     /// SIGKILLs our store, waits a second, starts it again; the new pid.
-    async fn kill_and_restart(&mut self, dir: &Path) -> Result<i32, CliError> {
+    async fn kill_and_restart(&mut self) -> Result<i32, CliError> {
         self.signal(Signal::KILL);
-        if let Self::Ours { child, command, .. } = self {
+        if let Self::Ours {
+            child,
+            command,
+            log,
+            ..
+        } = self
+        {
             let _ = child.wait().await;
             tokio::time::sleep(Duration::from_secs(1)).await;
-            let command = command.clone();
-            *self = Self::spawn(&command, dir)?;
+            let (command, log) = (command.clone(), log.clone());
+            *self = Self::spawn(&command, log)?;
         }
         Ok(self.pid())
     }
+}
 
-    /// Stops our store (SIGTERM, 5 s, SIGKILL); theirs is left alone but
-    /// thawed.
-    async fn stop(self) {
-        self.signal(Signal::CONT);
-        if let Self::Ours { mut child, pid, .. } = self {
-            if let Some(p) = Pid::from_raw(pid) {
-                let _ = rustix::process::kill_process_group(p, Signal::TERM);
-            }
-            if tokio::time::timeout(Duration::from_secs(5), child.wait())
-                .await
-                .is_err()
-                && let Some(p) = Pid::from_raw(pid)
-            {
-                let _ = rustix::process::kill_process_group(p, Signal::KILL);
-                let _ = child.wait().await;
-            }
+/// The first of our store processes that exited by itself, as the error
+/// of [`StoreProcess::exited`], once one has: never if none is ours.
+async fn until_a_store_exits(stores: &mut [StoreProcess]) -> CliError {
+    if !stores.iter().any(StoreProcess::is_ours) {
+        return std::future::pending().await;
+    }
+    loop {
+        if let Some(e) = stores.iter_mut().find_map(StoreProcess::exited) {
+            return e;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Stops our store processes, all at once (SIGTERM to each group, SIGKILL
+/// to those still running 5 s later); theirs are left alone but thawed.
+async fn stop_stores(stores: Vec<StoreProcess>) {
+    for s in &stores {
+        s.signal(Signal::CONT);
+        if s.is_ours() {
+            s.signal(Signal::TERM);
+        }
+    }
+    let until = Instant::now() + Duration::from_secs(5);
+    for s in stores {
+        if let StoreProcess::Ours { mut child, pid, .. } = s
+            && tokio::time::timeout_at(until, child.wait()).await.is_err()
+            && let Some(p) = Pid::from_raw(pid)
+        {
+            let _ = rustix::process::kill_process_group(p, Signal::KILL);
+            let _ = child.wait().await;
         }
     }
 }
@@ -297,10 +386,15 @@ impl StoreProcess {
 struct Campaign {
     exe: PathBuf,
     dir: PathBuf,
-    url: String,
+    /// The `--store` URLs (at least one).
+    urls: Vec<String>,
     election: String,
     store_args: Vec<OsString>,
     ttl: Duration,
+    /// How long a failover may take after a leader dies: its lease's ttl,
+    /// the store's expiry slack (one more ttl on Consul), and the time a
+    /// follower's acquire may take (one more ttl).
+    failover: Duration,
     fence: Shared,
     fence_addr: std::net::SocketAddr,
     /// Unique to this campaign: its writers carry it in their arguments.
@@ -308,10 +402,14 @@ struct Campaign {
     candidates: Vec<Candidate>,
     /// The number in the last candidate id given.
     last_number: usize,
-    store_process: Option<StoreProcess>,
-    /// The store URL split around its endpoints, when candidates talk to
+    /// The `--store-command` processes, then the `--store-pid` ones.
+    store_processes: Vec<StoreProcess>,
+    /// The store processes not yet hit in this round of store faults, in
+    /// the order they will be.
+    store_turns: Vec<usize>,
+    /// Each store URL split around its endpoints, when candidates talk to
     /// the store through proxies.
-    proxied: Option<(String, Vec<String>, String)>,
+    proxied: Option<Vec<(String, Vec<String>, String)>>,
     rng: fastrand::Rng,
     /// libfaketime, when the clock faults are on.
     faketime: Option<PathBuf>,
@@ -344,8 +442,17 @@ impl Campaign {
     pub(super) fn spawn_on(&mut self, clock: Option<f64>) -> Result<String, CliError> {
         self.last_number += 1;
         let id = format!("torture-{}", self.last_number);
+        // The URL the fewest live candidates use, the first of those.
+        let index = (0..self.urls.len())
+            .min_by_key(|&i| {
+                self.candidates
+                    .iter()
+                    .filter(|c| c.url == i && procfs::alive(c.pid))
+                    .count()
+            })
+            .unwrap_or(0);
         let mut proxies = Vec::new();
-        let url = match &self.proxied {
+        let url = match self.proxied.as_ref().map(|p| &p[index]) {
             Some((before, endpoints, after)) => {
                 let mut local = Vec::new();
                 for e in endpoints {
@@ -356,7 +463,7 @@ impl Campaign {
                 }
                 format!("{before}{}{after}", local.join(","))
             }
-            None => self.url.clone(),
+            None => self.urls[index].clone(),
         };
         let log = std::fs::File::create(self.dir.join(format!("{id}.log")))
             .map_err(|e| CliError::failure(format!("candidate log: {e}")))?;
@@ -408,6 +515,7 @@ impl Campaign {
             id: id.clone(),
             pid,
             child,
+            url: index,
             proxies,
         });
         Ok(id)
@@ -437,11 +545,13 @@ impl Campaign {
             .map_err(|e| CliError::failure(format!("lifeline pipe: {e}")))
     }
 
-    /// Replaces candidates that exited; fails when the store torture
+    /// Replaces candidates that exited; fails when a store process torture
     /// started has exited without the nemesis (its log says why).
     fn replenish(&mut self, n: usize) -> Result<(), CliError> {
-        if let Some(store) = &mut self.store_process
-            && let Some(e) = store.exited(&self.dir)
+        if let Some(e) = self
+            .store_processes
+            .iter_mut()
+            .find_map(StoreProcess::exited)
         {
             return Err(e);
         }
@@ -536,14 +646,17 @@ impl Campaign {
 /// The parameters, as the report keeps them.
 #[derive(Debug, Serialize)]
 struct Parameters {
-    store: String,
+    /// The `--store` URLs (the default SQLite file's if none was given).
+    stores: Vec<String>,
     election: String,
     candidates: u8,
     ttl_ms: u128,
     duration_ms: u128,
     faults: Vec<FaultKind>,
-    store_command: Option<String>,
-    store_pid: Option<i32>,
+    /// The store processes, in the order of the fault log's
+    /// `store_process` indices: the commands, then the pids.
+    store_commands: Vec<String>,
+    store_pids: Vec<i32>,
 }
 
 #[derive(Debug, Serialize)]
@@ -561,19 +674,50 @@ struct Report<'a> {
     ok: bool,
     #[serde(flatten)]
     findings: &'a Findings,
-    fault_log: &'a [Fault],
+    fault_log: Vec<LoggedFault<'a>>,
+}
+
+/// A fault as the report logs it: what was done, and what followed.
+#[derive(Debug, Serialize)]
+struct LoggedFault<'a> {
+    #[serde(flatten)]
+    fault: &'a Fault,
+    /// From the fault to the first accepted write of a newer term, if the
+    /// fault found a leader and its term did not outlive the fault.
+    gap_ms: Option<f64>,
+    /// A later fault found the same term leading.
+    survived: bool,
+}
+
+impl<'a> LoggedFault<'a> {
+    fn new(fault: &'a Fault, after: Option<&After>) -> Self {
+        Self {
+            fault,
+            gap_ms: match after {
+                Some(After::NewTerm(ns)) => Some(*ns as f64 / 1e6),
+                _ => None,
+            },
+            survived: after == Some(&After::Survived),
+        }
+    }
 }
 
 pub(crate) async fn torture(args: TortureArgs) -> Result<u8, CliError> {
-    let has_process = args.store_command.is_some() || args.store_pid.is_some();
+    let has_process = !args.store_commands.is_empty() || !args.store_pids.is_empty();
+    let has_command = !args.store_commands.is_empty();
     let faketime = libfaketime();
-    let proxiable = args.store.as_deref().and_then(proxy::split_url);
+    // Every URL's endpoints, or none if one cannot be proxied.
+    let proxiable: Option<Vec<_>> = if args.stores.is_empty() {
+        None
+    } else {
+        args.stores.iter().map(|u| proxy::split_url(u)).collect()
+    };
     let kinds: Vec<FaultKind> = match &args.faults {
         Some(FaultList(kinds)) => {
             for k in kinds {
                 if k.needs_proxies() && proxiable.is_none() {
                     return Err(CliError::usage(format!(
-                        "--faults {k}: needs a --store URL of the form scheme://HOST:PORT[,HOST:PORT]… \
+                        "--faults {k}: needs --store URLs of the form scheme://HOST:PORT[,HOST:PORT]… \
                          (explicit ports) to put a proxy between each candidate and the store; a \
                          file store such as the default SQLite file has no connection to {}",
                         if *k == FaultKind::StoreCut {
@@ -597,7 +741,7 @@ pub(crate) async fn torture(args: TortureArgs) -> Result<u8, CliError> {
                          libfaketimeMT.so.1)"
                     )));
                 }
-                if !k.offered(has_process, args.store_command.is_some(), true, true) {
+                if !k.offered(has_process, has_command, true, true) {
                     return Err(CliError::usage(format!(
                         "--faults {k}: needs {}; a store without a server process (such as the \
                          default SQLite file) cannot be {}",
@@ -621,26 +765,26 @@ pub(crate) async fn torture(args: TortureArgs) -> Result<u8, CliError> {
             .filter(|k| {
                 k.offered(
                     has_process,
-                    args.store_command.is_some(),
+                    has_command,
                     proxiable.is_some(),
                     faketime.is_some(),
                 )
             })
             .collect(),
     };
-    if args.store_command.is_some() && args.store.is_none() {
+    if has_command && args.stores.is_empty() {
         return Err(CliError::usage(
             "--store-command needs --store: the URL of the store the command starts",
         ));
     }
-    if let Some(pid) = args.store_pid
-        && !procfs::alive(pid)
-    {
-        return Err(CliError::usage(format!(
-            "--store-pid {pid}: no such process"
-        )));
+    for &pid in &args.store_pids {
+        if !procfs::alive(pid) {
+            return Err(CliError::usage(format!(
+                "--store-pid {pid}: no such process"
+            )));
+        }
     }
-    if args.ttl.is_zero() {
+    if args.ttl.is_some_and(|t| t.is_zero()) {
         return Err(CliError::usage("--ttl must be above zero"));
     }
     let seed = args.seed.unwrap_or_else(|| fastrand::u64(..));
@@ -648,53 +792,71 @@ pub(crate) async fn torture(args: TortureArgs) -> Result<u8, CliError> {
         .prefix("regent-torture-")
         .tempdir()
         .map_err(|e| CliError::failure(format!("temporary directory: {e}")))?;
-    let url = args
-        .store
-        .clone()
-        .unwrap_or_else(|| format!("sqlite:{}", tmp.path().join("torture.db").display()));
-    let store_args = StoreArgs {
+    let urls = if args.stores.is_empty() {
+        vec![format!(
+            "sqlite:{}",
+            tmp.path().join("torture.db").display()
+        )]
+    } else {
+        args.stores.clone()
+    };
+    let store_args = |url: &String| StoreArgs {
         store: Some(url.clone()),
         election: args.election.clone(),
         options: args.options.clone(),
     };
-    let election = store::election(&store_args)?;
-    let target = store::target(&store_args)?;
-    let mut store_process = match (&args.store_command, args.store_pid) {
-        (Some(command), _) => Some(StoreProcess::spawn(command, tmp.path())?),
-        (None, Some(pid)) => Some(StoreProcess::Theirs { pid }),
-        (None, None) => None,
-    };
-    // Answers (the open retries while it starts), and the flags are right;
-    // a store command that exits meanwhile (a taken port) is the error.
-    let opened = match &mut store_process {
-        Some(p) => tokio::select! {
-            r = store::open(&target, &election, None) => r.map(drop),
-            e = p.until_exited(tmp.path()) => Err(e),
-        },
-        None => store::open(&target, &election, None).await.map(drop),
-    };
-    if let Err(e) = opened {
-        if let Some(p) = store_process.take() {
-            p.stop().await;
+    let election = store::election(&store_args(&urls[0]))?;
+    let targets = urls
+        .iter()
+        .map(|url| store::target(&store_args(url)))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut store_processes = Vec::new();
+    for (i, command) in args.store_commands.iter().enumerate() {
+        match StoreProcess::spawn(command, tmp.path().join(format!("store-{i}.log"))) {
+            Ok(p) => store_processes.push(p),
+            Err(e) => {
+                stop_stores(store_processes).await;
+                return Err(e);
+            }
         }
-        return Err(e);
     }
+    store_processes.extend(
+        args.store_pids
+            .iter()
+            .map(|&pid| StoreProcess::Theirs { pid }),
+    );
+    // Every URL answers (the open retries while the store starts), the
+    // flags are right and the store takes the ttl; a store command that
+    // exits meanwhile (a taken port) is the error.
+    let opened = tokio::select! {
+        r = check_stores(&targets, &election, args.ttl) => r,
+        e = until_a_store_exits(&mut store_processes) => Err(e),
+    };
+    let (ttl, expiry_slack) = match opened {
+        Ok(timing) => timing,
+        Err(e) => {
+            stop_stores(store_processes).await;
+            return Err(e);
+        }
+    };
     let server = fence::Server::start()
         .await
         .map_err(|e| CliError::failure(format!("the fence cannot listen: {e}")))?;
     let mut campaign = Campaign {
         exe: crate::run::own_exe()?,
         dir: tmp.path().to_owned(),
-        url,
+        urls,
         election: election.to_string(),
         store_args: args.options.to_args(),
-        ttl: args.ttl,
+        ttl,
+        failover: ttl * 2 + expiry_slack,
         fence: server.fence.clone(),
         fence_addr: server.addr,
         campaign_id: format!("{}-{}", std::process::id(), server.addr.port()),
         candidates: Vec::new(),
         last_number: 0,
-        store_process,
+        store_processes,
+        store_turns: Vec::new(),
         proxied: proxiable.filter(|_| kinds.iter().any(|k| k.needs_proxies())),
         rng: fastrand::Rng::with_seed(seed),
         lifeline: lifeline_pipe()?,
@@ -707,9 +869,9 @@ pub(crate) async fn torture(args: TortureArgs) -> Result<u8, CliError> {
     say!(
         "regent torture: seed {seed}; {} candidates on {}, election '{}', ttl {:?}, faults for {:?}: {}",
         args.candidates,
-        campaign.url,
+        campaign.urls.join(" "),
         campaign.election,
-        args.ttl,
+        campaign.ttl,
         args.duration,
         names.join(",")
     );
@@ -745,9 +907,7 @@ pub(crate) async fn torture(args: TortureArgs) -> Result<u8, CliError> {
     for s in &survivors {
         procfs::signal(s.pid, Signal::KILL);
     }
-    if let Some(p) = campaign.store_process.take() {
-        p.stop().await;
-    }
+    stop_stores(std::mem::take(&mut campaign.store_processes)).await;
     server.stop().await;
     outcome?;
 
@@ -768,14 +928,14 @@ pub(crate) async fn torture(args: TortureArgs) -> Result<u8, CliError> {
         seed,
         campaign: &campaign.campaign_id,
         parameters: Parameters {
-            store: campaign.url.clone(),
+            stores: campaign.urls.clone(),
             election: campaign.election.clone(),
             candidates: args.candidates,
-            ttl_ms: args.ttl.as_millis(),
+            ttl_ms: campaign.ttl.as_millis(),
             duration_ms: args.duration.as_millis(),
             faults: kinds,
-            store_command: args.store_command.clone(),
-            store_pid: args.store_pid,
+            store_commands: args.store_commands.clone(),
+            store_pids: args.store_pids.clone(),
         },
         started_ns,
         ended_ns: mono_ns(),
@@ -783,7 +943,11 @@ pub(crate) async fn torture(args: TortureArgs) -> Result<u8, CliError> {
         garbage_lines: garbage,
         ok,
         findings: &findings,
-        fault_log: &faults,
+        fault_log: faults
+            .iter()
+            .enumerate()
+            .map(|(i, f)| LoggedFault::new(f, findings.after.get(i)))
+            .collect(),
     };
     let written = serde_json::to_vec_pretty(&report)
         .map_err(|e| e.to_string())
@@ -808,6 +972,44 @@ pub(crate) async fn torture(args: TortureArgs) -> Result<u8, CliError> {
             args.report.display()
         ))),
     }
+}
+
+/// Opens the store at every URL and checks that it takes the campaign's
+/// ttl (`--ttl`, or the default for this store) as `regent run` will;
+/// returns that ttl and the store's expiry slack for it.
+async fn check_stores(
+    targets: &[store::Target],
+    election: &ElectionName,
+    given: Option<Duration>,
+) -> Result<(Duration, Duration), CliError> {
+    let mut timing = None;
+    let mut name = None;
+    for target in targets {
+        let store = store::open(target, election, None).await?;
+        let info = store.info();
+        if let Some(first) = name
+            && first != info.name
+        {
+            return Err(CliError::usage(format!(
+                "--store: every URL must reach the same store; {target} is a {} store, not {first}",
+                info.name
+            )));
+        }
+        name = Some(info.name);
+        let ttl = campaign_ttl(given, info.min_ttl);
+        let flag = match given {
+            Some(t) => format!("--ttl {t:?}"),
+            None => format!("--ttl (default {ttl:?})"),
+        };
+        let holder = HolderId::new("torture-check")
+            .map_err(|e| CliError::failure(format!("holder id: {e}")))?;
+        regent_core::Candidate::builder(store, election.clone(), holder)
+            .ttl(ttl)
+            .build()
+            .map_err(|e| CliError::usage(format!("{flag}: {e}")))?;
+        timing = Some((ttl, info.expiry_slack_for(ttl)));
+    }
+    timing.ok_or_else(|| CliError::failure("no store to open"))
 }
 
 async fn nemesis_loop(
@@ -886,11 +1088,12 @@ fn print_table(f: &Findings, garbage: u64, origin: u64) {
     let ms = |v: Option<f64>| v.map_or("-".to_owned(), |v| format!("{:.2}s", v / 1000.0));
     say!();
     say!(
-        "{:<22} {:>6} {:>10} {:>8} {:>8} {:>8} {:>8}",
+        "{:<22} {:>6} {:>10} {:>8} {:>8} {:>8} {:>8} {:>8}",
         "fault",
         "count",
         "hit leader",
         "new term",
+        "survived",
         "median",
         "p90",
         "max"
@@ -898,17 +1101,21 @@ fn print_table(f: &Findings, garbage: u64, origin: u64) {
     for (kind, count) in &f.faults {
         let g = f.gaps.get(kind).cloned().unwrap_or_default();
         say!(
-            "{:<22} {:>6} {:>10} {:>8} {:>8} {:>8} {:>8}",
+            "{:<22} {:>6} {:>10} {:>8} {:>8} {:>8} {:>8} {:>8}",
             kind,
             count,
             g.faults,
             g.new_terms,
+            g.survived,
             ms(g.median_ms),
             ms(g.p90_ms),
             ms(g.max_ms)
         );
     }
-    say!("(gap: from the fault to the first accepted write of a newer term)");
+    say!(
+        "(gap: from the fault to the first accepted write of a newer term; survived: a later \
+         fault found the same term leading)"
+    );
     say!(
         "writes: {} accepted, {} refused ({} expected, from frozen trees); {} terms; {} garbage lines",
         f.accepted_writes,
@@ -985,5 +1192,21 @@ fn print_table(f: &Findings, garbage: u64, origin: u64) {
             ),
         };
         say!("  {line}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Consul refuses session TTLs under 10 s: the default follows the
+    /// store's floor; a ttl given is kept (and checked against the store).
+    #[test]
+    fn the_default_ttl_is_raised_to_the_stores_shortest() {
+        let s = Duration::from_secs;
+        assert_eq!(campaign_ttl(None, Duration::from_millis(1)), s(2));
+        assert_eq!(campaign_ttl(None, s(10)), s(10));
+        assert_eq!(campaign_ttl(Some(s(1)), s(10)), s(1));
+        assert_eq!(campaign_ttl(Some(s(30)), s(10)), s(30));
     }
 }

@@ -150,8 +150,15 @@ pub(crate) struct Fault {
     /// faults, which hit it too).
     pub(crate) leader_id: Option<String>,
     pub(crate) leader_token: Option<u64>,
+    /// The index of the `--store` URL that leader talked to (with several
+    /// URLs, such as an agent per candidate: whether a store process hit
+    /// was the leader's own agent).
+    pub(crate) leader_url: Option<usize>,
     /// The candidate hit, if one.
     pub(crate) target: Option<String>,
+    /// The store process hit (`store-stop`, `store-kill`), by its index:
+    /// the `--store-command`s in the order given, then the `--store-pid`s.
+    pub(crate) store_process: Option<usize>,
     /// The processes signalled.
     pub(crate) pids: Vec<i32>,
     /// What was done, in words.
@@ -163,6 +170,29 @@ pub(super) struct Leader {
     pub(super) id: String,
     pub(super) token: u64,
     pub(super) pid: i32,
+    /// The index of the `--store` URL it talks to.
+    pub(super) url: usize,
+}
+
+/// The next of `n` processes to hit, among those that `qualify`: the next
+/// in this round's seeded order (`turns`, the processes not yet hit),
+/// each once per round. The processes a choice passes over stay in the
+/// round for a later choice they qualify for; a new round, shuffled by
+/// `rng`, begins when none left qualifies, after them. `None` if no
+/// process qualifies.
+fn next_turn(
+    turns: &mut Vec<usize>,
+    n: usize,
+    qualify: impl Fn(usize) -> bool,
+    rng: &mut fastrand::Rng,
+) -> Option<usize> {
+    if !turns.iter().any(|&i| qualify(i)) {
+        let mut round: Vec<usize> = (0..n).filter(|i| !turns.contains(i)).collect();
+        rng.shuffle(&mut round);
+        turns.extend(round);
+    }
+    let at = turns.iter().position(|&i| qualify(i))?;
+    Some(turns.remove(at))
 }
 
 fn stop_all(pids: &[i32]) {
@@ -179,15 +209,19 @@ fn cont_all(pids: &[i32]) {
 
 impl Campaign {
     /// The candidate whose id wrote the largest accepted token most
-    /// recently, if that write is fresh and its regent is alive.
+    /// recently, if that write is fresh (within a ttl, at least 0.5 s and
+    /// at most 2 s: a writer writes every 50 ms) and its regent is alive.
+    /// A longer window would name a leader frozen or cut off for seconds.
     pub(super) fn leader(&self) -> Option<Leader> {
         let (id, token, at) = {
             let fence = super::fence::lock(&self.fence);
             let w = fence.writes().iter().rev().find(|w| w.accepted)?;
             (w.id.clone(), w.token, w.at_ns)
         };
-        let fresh =
-            u64::try_from(self.ttl.max(Duration::from_millis(500)).as_nanos()).unwrap_or(u64::MAX);
+        let fresh = self
+            .ttl
+            .clamp(Duration::from_millis(500), Duration::from_secs(2));
+        let fresh = u64::try_from(fresh.as_nanos()).unwrap_or(u64::MAX);
         if mono_ns().saturating_sub(at) > fresh {
             return None;
         }
@@ -196,12 +230,13 @@ impl Campaign {
             id,
             token,
             pid: c.pid,
+            url: c.url,
         })
     }
 
-    /// Waits up to two ttls (and a second) for a leader.
+    /// Waits up to a failover (and a second) for a leader.
     async fn wait_leader(&self) -> Option<Leader> {
-        let until = tokio::time::Instant::now() + self.ttl * 2 + Duration::from_secs(1);
+        let until = tokio::time::Instant::now() + self.failover + Duration::from_secs(1);
         loop {
             if let Some(l) = self.leader() {
                 return Some(l);
@@ -227,7 +262,9 @@ impl Campaign {
             end_ns: 0,
             leader_id: None,
             leader_token: None,
+            leader_url: None,
             target: None,
+            store_process: None,
             pids: Vec::new(),
             detail: String::new(),
         };
@@ -274,22 +311,34 @@ impl Campaign {
                 if let Some(l) = self.leader() {
                     fault.leader_id = Some(l.id);
                     fault.leader_token = Some(l.token);
+                    fault.leader_url = Some(l.url);
                 }
                 let pause = self.ttls(1.0, 3.0);
-                let store = self.store_process.as_mut()?;
+                let i = self.next_store_process(kind == FaultKind::StoreKill)?;
+                let several = self.store_processes.len() > 1;
+                let store = &mut self.store_processes[i];
                 fault.at_ns = mono_ns();
+                fault.store_process = Some(i);
                 fault.pids = vec![store.pid()];
+                let what = if several {
+                    format!("process {i} (pid {}): ", store.pid())
+                } else {
+                    String::new()
+                };
                 if kind == FaultKind::StoreStop {
                     store.signal(Signal::STOP);
                     tokio::time::sleep(pause).await;
                     store.signal(Signal::CONT);
-                    fault.detail = format!("SIGSTOP for {:.2}s, then SIGCONT", pause.as_secs_f64());
+                    fault.detail = format!(
+                        "{what}SIGSTOP for {:.2}s, then SIGCONT",
+                        pause.as_secs_f64()
+                    );
                 } else {
-                    match store.kill_and_restart(&self.dir).await {
-                        Ok(pid) => fault.detail = format!("SIGKILL, restarted as pid {pid}"),
+                    match store.kill_and_restart().await {
+                        Ok(pid) => fault.detail = format!("{what}SIGKILL, restarted as pid {pid}"),
                         Err(e) => {
                             warn_user!("regent torture: cannot restart the store: {e}");
-                            fault.detail = format!("SIGKILL; restart failed: {e}");
+                            fault.detail = format!("{what}SIGKILL; restart failed: {e}");
                         }
                     }
                 }
@@ -298,6 +347,7 @@ impl Campaign {
                 let leader = self.wait_leader().await?;
                 fault.leader_id = Some(leader.id.clone());
                 fault.leader_token = Some(leader.token);
+                fault.leader_url = Some(leader.url);
                 fault.target = Some(leader.id.clone());
                 self.hit_leader(kind, &leader, &mut fault).await?;
             }
@@ -306,6 +356,23 @@ impl Campaign {
             fault.end_ns = mono_ns();
         }
         Some(fault)
+    }
+
+    /// The store process the next store fault hits ([`next_turn`]);
+    /// `ours` passes over the processes torture did not start (it could
+    /// not restart them).
+    fn next_store_process(&mut self, ours: bool) -> Option<usize> {
+        let is_ours: Vec<bool> = self
+            .store_processes
+            .iter()
+            .map(super::StoreProcess::is_ours)
+            .collect();
+        next_turn(
+            &mut self.store_turns,
+            is_ours.len(),
+            |i| !ours || is_ours[i],
+            &mut self.rng,
+        )
     }
 
     async fn hit_leader(&mut self, kind: FaultKind, leader: &Leader, f: &mut Fault) -> Option<()> {
@@ -452,5 +519,53 @@ impl Campaign {
         }
         f.end_ns = mono_ns();
         Some(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every store process is hit once before any is hit twice, in an
+    /// order the seed decides.
+    #[test]
+    fn store_processes_take_turns_each_once_per_round() {
+        let mut rng = fastrand::Rng::with_seed(7);
+        let mut turns = Vec::new();
+        let picks: Vec<usize> = (0..12)
+            .map(|_| next_turn(&mut turns, 4, |_| true, &mut rng).unwrap())
+            .collect();
+        for round in picks.chunks(4) {
+            let mut sorted = round.to_vec();
+            sorted.sort_unstable();
+            assert_eq!(sorted, [0, 1, 2, 3], "{picks:?}");
+        }
+        let mut again = fastrand::Rng::with_seed(7);
+        let mut turns = Vec::new();
+        let replay: Vec<usize> = (0..12)
+            .map(|_| next_turn(&mut turns, 4, |_| true, &mut again).unwrap())
+            .collect();
+        assert_eq!(picks, replay);
+    }
+
+    /// A kill passes over the processes torture did not start (here 2 and
+    /// 3); they stay for the next stop. With none that qualifies, none.
+    #[test]
+    fn kills_pass_over_processes_torture_did_not_start() {
+        let mut rng = fastrand::Rng::with_seed(1);
+        let mut turns = Vec::new();
+        let ours = |i: usize| i < 2;
+        let mut kills: Vec<usize> = (0..2)
+            .map(|_| next_turn(&mut turns, 4, ours, &mut rng).unwrap())
+            .collect();
+        kills.sort_unstable();
+        assert_eq!(kills, [0, 1]);
+        let mut stops: Vec<usize> = (0..2)
+            .map(|_| next_turn(&mut turns, 4, |_| true, &mut rng).unwrap())
+            .collect();
+        stops.sort_unstable();
+        assert_eq!(stops, [2, 3], "the ones passed over come first");
+        assert_eq!(next_turn(&mut Vec::new(), 2, |_| false, &mut rng), None);
+        assert_eq!(next_turn(&mut Vec::new(), 0, |_| true, &mut rng), None);
     }
 }

@@ -1,6 +1,6 @@
 //! The [`Engine`] contract, on every engine of the kit's one list
-//! (`for_every_engine!`): each test runs as `sqlite::NAME`, `etcd::NAME`, …
-//! against the real engine. An engine without a process (SQLite) must say
+//! (`for_every_engine!`, each test with an engine of its own): each test
+//! runs as `sqlite::NAME`, `etcd::NAME`, … against the real engine. An engine without a process (SQLite) must say
 //! so ([`Signaled::NoProcess`], no PID) and stay available.
 
 use std::path::Path;
@@ -103,7 +103,7 @@ fn dropping_the_engine_stops_its_process(engine: Box<dyn Engine>) {
 }
 
 regent_testkit::for_every_engine!(
-    std::convert::identity,
+    own: std::convert::identity,
     [
         starts_healthy_with_a_store_url_of_its_kind,
         kill_reaps_the_process_and_restart_comes_back_on_the_same_url,

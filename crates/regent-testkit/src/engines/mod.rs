@@ -94,10 +94,10 @@ pub const STOP_TIMEOUT: Duration = Duration::from_secs(5);
 /// Every engine has a ttl floor ([`Engine::min_ttl`]: Consul's 10 s) and
 /// an expiry slack ([`Engine::expiry_slack`]) that tests running on all of
 /// them take their timing from. A test that kills, pauses or restarts its
-/// engine cannot run on a shared one: it belongs in an engine's own test
-/// file, with an engine of its own.
+/// engine cannot run on a shared one (see [below](#engines-of-the-tests-own)).
 ///
-/// Adding a store to every end-to-end test is one line here.
+/// Adding a store to every end-to-end test is one line in each of the
+/// macro's two lists.
 ///
 /// ```
 /// use regent_testkit::engines::Engine;
@@ -109,11 +109,27 @@ pub const STOP_TIMEOUT: Duration = Duration::from_secs(5);
 /// regent_testkit::for_every_engine!(std::convert::identity, [has_a_store_url]);
 /// # fn main() {}
 /// ```
+///
+/// # Engines of the test's own
+///
+/// A test that kills, pauses, stops or restarts its engine, or checks what
+/// dropping it does, cannot run on a shared one. `for_every_engine!(own:
+/// FIXTURE, [TEST, …])` gives every test an engine of its own: the same
+/// list, with a dev agent of its own ([`Consul`]) for `consul`.
 #[macro_export]
 macro_rules! for_every_engine {
+    (own: $fixture:path, [$($test:ident),+ $(,)?] $(,)?) => {
+        $crate::for_every_engine!(@engines $fixture; [$($test),+];
+            // The list of engines, each test with its own.
+            sqlite => $crate::engines::Sqlite,
+            etcd => $crate::engines::Etcd,
+            consul => $crate::engines::Consul,
+        );
+    };
     ($fixture:path, [$($test:ident),+ $(,)?] $(,)?) => {
         $crate::for_every_engine!(@engines $fixture; [$($test),+];
-            // The list of engines: `module => type`.
+            // The list of engines: `module => type`. Keep it in step with
+            // the `own:` list above.
             sqlite => $crate::engines::Sqlite,
             etcd => $crate::engines::Etcd,
             consul => $crate::engines::SharedConsul,

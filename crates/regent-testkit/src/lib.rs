@@ -8,11 +8,12 @@
 //! * [`engines`]: real store engines (SQLite's file; etcd: one member, a
 //!   cluster, or a member secured by TLS and authentication; Consul: a dev
 //!   agent, shared or not, one secured by TLS and ACLs, or three servers
-//!   with client agents) started on free
-//!   ports of `127.0.0.1` for the end-to-end tests and the store crates'
-//!   integration tests, stopped by PID when dropped. Every engine has one
-//!   shape, [`engines::Engine`], and [`for_every_engine!`] runs a test on
-//!   every one. A missing engine is an error naming
+//!   with client agents; Azurite, the Azure Storage emulator, shared or
+//!   not) started on free ports of `127.0.0.1` for the end-to-end tests and
+//!   the store crates' integration tests, stopped by PID when dropped.
+//!   Every engine has one shape, [`engines::Engine`], and
+//!   [`for_every_engine!`] runs a test on every engine with a store. A
+//!   missing engine is an error naming
 //!   `scripts/install-engines`, never a skipped test.
 //! * [`pki`]: test certificates for engines with TLS, made at test time.
 //!

@@ -14,7 +14,8 @@
 //! check, and starts again on new ports if one was taken meanwhile.
 //!
 //! The engines come from Debian packages installed by `scripts/install-engines`
-//! (Consul from Debian 11's package: Debian 12 has none).
+//! (Consul from Debian 11's package: Debian 12 has none; Azurite from the
+//! npm registry).
 //! An engine that is not installed is an error naming that script
 //! ([`EngineError::NotInstalled`]): a test that needs an engine fails without
 //! it, it never passes by skipping.
@@ -29,6 +30,7 @@
 //! | SQLite | [`Sqlite`]: a file in a temporary directory, no process | none (compiled into regent) |
 //! | etcd 3.4 | [`etcd::Etcd`], [`etcd::EtcdCluster`]; secured (TLS, authentication) by [`etcd::Etcd::builder`] | `etcd` (`REGENT_ETCD_BIN`), `etcdctl` (`REGENT_ETCDCTL_BIN`) |
 //! | Consul 1.8 | [`consul::Consul`] (a dev agent; secured (TLS, ACLs) by [`consul::Consul::builder`]), [`consul::ConsulCluster`] (three servers and client agents), [`consul::SharedConsul`] (a key prefix on one dev agent per test process) | `consul` (`REGENT_CONSUL_BIN`) |
+//! | Azurite 3.35 (Azure Blob Storage) | [`azurite::Azurite`] (the Blob service, data on disk), [`azurite::SharedAzurite`] (a container on one Azurite per test process); not in [`for_every_engine!`](crate::for_every_engine) until there is a store for it | `azurite-blob` (`REGENT_AZURITE_BIN`) |
 //!
 //! # Adding an engine
 //!
@@ -48,13 +50,16 @@ use std::path::PathBuf;
 use std::process::ExitStatus;
 use std::time::Duration;
 
+pub mod azurite;
 pub mod consul;
 mod engine;
 pub mod etcd;
 mod http;
 mod process;
+mod shared;
 pub mod sqlite;
 
+pub use azurite::{Azurite, SharedAzurite};
 pub use consul::{
     Consul, ConsulAcl, ConsulBuilder, ConsulCluster, ConsulRole, ConsulTls, ConsulTlsFiles,
     SharedConsul,
@@ -239,7 +244,7 @@ pub enum EngineError {
     /// later share fails with that first error.
     #[error("the shared {engine} did not start earlier in this test process: {first}")]
     SharedFailed {
-        /// The engine, such as `consul dev agent`.
+        /// The engine, such as `consul dev agent` or `azurite`.
         engine: &'static str,
         /// The first error, as text.
         first: String,

@@ -141,6 +141,11 @@ impl EngineProcess {
         self
     }
 
+    /// What [`stop`](Self::stop) sends first.
+    pub(crate) fn stop_signal(&self) -> Signal {
+        self.stop_signal
+    }
+
     /// The program this process runs.
     pub(crate) fn program(&self) -> &Program {
         &self.program

@@ -1,15 +1,11 @@
 //! One dev agent per test process, shared by every test that needs only a
 //! store: [`SharedConsul`].
 
-use std::io::Write as _;
-use std::os::unix::process::CommandExt as _;
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use regent_core::store::ExpirySlack;
 
+use super::super::shared::{self, Shared, SharedCell};
 use super::super::{Engine, EngineError, Signaled};
 use super::Consul;
 
@@ -49,29 +45,14 @@ use super::Consul;
 /// # Ok::<(), regent_testkit::engines::EngineError>(())
 /// ```
 pub struct SharedConsul {
+    agent: &'static Shared<Consul>,
     address: String,
     pid: Option<u32>,
     prefix: String,
 }
 
-/// The agent and the pipe to its watchman; never dropped.
-struct Agent {
-    consul: Mutex<Consul>,
-    _watchman: Watchman,
-}
-
-struct Watchman {
-    _child: Child,
-    _lifeline: ChildStdin,
-}
-
-/// The agent, or why it could not start (every later share fails with the
-/// same message).
-static AGENT: OnceLock<Result<Agent, String>> = OnceLock::new();
-
-/// Numbers the shares: prefixes stay unique even for two shares of one
-/// test.
-static NEXT: AtomicU64 = AtomicU64::new(1);
+/// The agent (with its watchman), or why it could not start.
+static AGENT: SharedCell<Consul> = SharedCell::new();
 
 impl SharedConsul {
     /// A share of the process's dev agent, started (and waited for) if no
@@ -86,16 +67,11 @@ impl SharedConsul {
     /// not start; later calls fail the same way without trying again
     /// ([`EngineError::SharedFailed`] quoting the first error).
     pub fn get() -> Result<Self, EngineError> {
-        let agent = AGENT.get_or_init(|| Agent::start().map_err(|e| e.to_string()));
-        let agent = agent.as_ref().map_err(|first| EngineError::SharedFailed {
-            engine: "consul dev agent",
-            first: first.clone(),
-        })?;
-        let consul = agent.consul.lock().unwrap_or_else(|p| p.into_inner());
-        let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let name: String = std::thread::current()
-            .name()
-            .unwrap_or("test")
+        let agent =
+            Shared::get_or_start(&AGENT, "consul dev agent", Consul::start, |c| &c.process)?;
+        let consul = agent.lock();
+        let (n, name) = shared::next_share();
+        let name: String = name
             .chars()
             .map(|c| {
                 if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
@@ -107,6 +83,7 @@ impl SharedConsul {
             .take(80)
             .collect();
         Ok(Self {
+            agent,
             address: consul.address(),
             pid: consul.pid(),
             prefix: format!("t{n}-{name}/"),
@@ -125,15 +102,8 @@ impl SharedConsul {
 
     /// Runs `f` on the shared agent (its HTTP helpers, its `consul`
     /// command), the other tests' shares waiting meanwhile.
-    ///
-    /// # Panics
-    ///
-    /// If no agent was started, which a share cannot be without.
     pub fn with_agent<T>(&self, f: impl FnOnce(&Consul) -> T) -> T {
-        let Some(Ok(agent)) = AGENT.get() else {
-            unreachable!("a share exists only once the agent started");
-        };
-        f(&agent.consul.lock().unwrap_or_else(|p| p.into_inner()))
+        f(&self.agent.lock())
     }
 
     fn refuse(&self, what: &str) -> ! {
@@ -141,54 +111,6 @@ impl SharedConsul {
             "cannot {what} the shared Consul agent (other tests use it): start one of the \
              test's own with Consul::start()"
         )
-    }
-}
-
-impl Agent {
-    fn start() -> Result<Self, EngineError> {
-        let consul = Consul::start()?;
-        let pid = consul.pid().expect("a started agent has a pid");
-        let dir = consul.process.dir().to_owned();
-        let mut child = Command::new("sh")
-            .arg("-c")
-            .arg(
-                // $1 the agent's pid, $2 its directory (its cwd), $3 the
-                // stop timeout in tenths of a second.
-                r#"read -r _
-                alive() { [ "$(readlink "/proc/$1/cwd" 2>/dev/null)" = "$2" ]; }
-                if alive "$1" "$2"; then
-                    kill -INT "$1"
-                    i=0
-                    while alive "$1" "$2" && [ "$i" -lt "$3" ]; do sleep 0.1; i=$((i + 1)); done
-                    alive "$1" "$2" && kill -KILL "$1"
-                fi
-                rm -rf "$2""#,
-            )
-            .arg("regent-consul-watchman")
-            .arg(pid.to_string())
-            .arg(&dir)
-            .arg((super::STOP_TIMEOUT.as_millis() / 100).to_string())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            // Out of the test's process group: a ^C that kills the tests
-            // leaves it to clean up.
-            .process_group(0)
-            .spawn()
-            .map_err(|source| EngineError::Spawn {
-                program: "sh",
-                source,
-            })?;
-        let mut lifeline = child.stdin.take().expect("piped stdin");
-        // Nothing is ever written but this: the watchman waits for EOF.
-        let _ = lifeline.flush();
-        Ok(Self {
-            consul: Mutex::new(consul),
-            _watchman: Watchman {
-                _child: child,
-                _lifeline: lifeline,
-            },
-        })
     }
 }
 

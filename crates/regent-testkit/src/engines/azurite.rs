@@ -1,0 +1,436 @@
+//! Azurite 3.35, Microsoft's Azure Storage emulator, on `127.0.0.1`: its
+//! Blob service ([`Azurite`]), for the Azure Blob lease store, and one
+//! shared by the tests of a process ([`SharedAzurite`]).
+//!
+//! [`Azurite::start`] runs `azurite-blob` on a free port, working in a
+//! temporary directory of its own, with its metadata
+//! (`__azurite_db_*.json`) and blobs on disk in `data/` (`--location`) and
+//! its output in `azurite-blob.log`; anything else Azurite might write
+//! lands in that directory too. The flags: `--skipApiVersionCheck` (SDKs send newer
+//! API versions than Azurite knows), `--loose` (ignore headers and
+//! parameters Azurite does not support), `--disableTelemetry` (Azurite
+//! calls nobody) and `--silent` (no access log). Variables `AZURITE_*` of
+//! the test's environment are not passed to it (Azurite reads
+//! `AZURITE_ACCOUNTS` and `AZURITE_DB`). If the port was taken between the
+//! kit finding it free and Azurite binding it, the kit starts again on a
+//! new one.
+//!
+//! Azurite is **ready** ([`Azurite::is_healthy`]) when `GET
+//! /devstoreaccount1?comp=list` gets any HTTP answer: without a signature
+//! that is 403, which proves the service listens and dispatches. The kit
+//! signs nothing: every request to Azurite needs shared-key authentication
+//! (even with `--loose`), which is the store's (or the test's) business,
+//! with the development account [`ACCOUNT`] and its well-known key
+//! [`ACCOUNT_KEY`] ([`Azurite::connection_string`]).
+//!
+//! An instance is an [`Engine`] of kind `azblob`. Its store URL names the
+//! container only, `azblob://CONTAINER` ([`CONTAINER`] for an Azurite of
+//! a test's own, one per share of a [`SharedAzurite`]); where the service
+//! is and how to sign for it is the connection string's. The container
+//! does not exist until a client creates it.
+//!
+//! # Data across restarts
+//!
+//! The data is on disk, not in memory: `--inMemoryPersistence` would lose
+//! every container and blob on every restart, which the [`Engine`]
+//! contract forbids, and starting on disk is as fast (under a second).
+//! [`Azurite::stop`] (SIGTERM) makes Azurite save its metadata before it
+//! exits, so [`Azurite::restart`] comes back with every container and blob,
+//! their ETags and metadata, and every infinite lease. Two departures from
+//! the contract remain, both Azurite's (3.35.0):
+//!
+//! * **A finite lease does not survive a restart.** Azurite reads the
+//!   lease's expiry instant back from disk as a string, which its
+//!   comparison with the request's arrival (a `Date`) never finds later:
+//!   after the restart every finite lease is `expired` and any client may
+//!   acquire the blob at once, while its holder still counts on up to a
+//!   minute of its lease. To a candidate, a restart of Azurite looks like a
+//!   store that dropped every lease early. Infinite leases (`-1`) are
+//!   kept.
+//! * **A kill loses recent writes.** Azurite keeps its metadata in memory
+//!   and writes it to disk every [`AUTOSAVE_INTERVAL`] (LokiJS's autosave),
+//!   so after [`Azurite::kill`] (SIGKILL) what was acknowledged in the
+//!   last five seconds or so is gone (measured: a blob leased just before
+//!   SIGKILL was gone after the restart, one leased six seconds before was
+//!   there); Azure never loses an acknowledged write. A test that needs a
+//!   crash without that loss waits [`AUTOSAVE_INTERVAL`] (and a margin)
+//!   after its last write.
+//!
+//! # Leases
+//!
+//! A blob lease lasts [`MIN_TTL`] to [`MAX_TTL`] or is infinite; Azurite
+//! answers 400 for other durations, 409 `LeaseAlreadyPresent` to an acquire
+//! of a leased blob, 412 to a write without the lease id. A lease expires
+//! on the service's clock (the host's wall clock), exactly its duration
+//! after the request that acquired or renewed it arrived
+//! ([`EXPIRY_SLACK`]); a paused Azurite's leases expire meanwhile.
+//!
+//! Program: `azurite-blob` from `PATH` (`scripts/install-engines` installs
+//! Azurite with npm into `/opt/regent-engines/azurite` and links
+//! `/usr/local/bin/azurite-blob` to it), or the path in
+//! `REGENT_AZURITE_BIN`. It runs on node, as node: the PID the kit records
+//! and signals is node's. Azurite stops by that PID with SIGTERM, then
+//! SIGKILL after [`STOP_TIMEOUT`].
+//!
+//! ```no_run
+//! use regent_testkit::engines::{Azurite, Engine};
+//!
+//! let azurite = Azurite::start()?;
+//! assert_eq!(azurite.store_url(), "azblob://regent");
+//! let connection = azurite.connection_string(); // for the store's options
+//! let unsigned = azurite.http_get("/devstoreaccount1?comp=list").expect("it answers");
+//! assert_eq!(unsigned.status, 403); // Azurite wants a signature
+//! // Dropping `azurite` stops node (SIGTERM, then SIGKILL) and removes its
+//! // directory.
+//! # let _ = connection;
+//! # Ok::<(), regent_testkit::engines::EngineError>(())
+//! ```
+
+use std::io;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use regent_core::store::ExpirySlack;
+
+use super::http::{self, Response as HttpResponse};
+use super::process::{self, EngineProcess, Program};
+use super::{Engine, EngineError, Signaled};
+
+pub use super::{START_TIMEOUT, STOP_TIMEOUT};
+
+mod shared;
+
+pub use shared::SharedAzurite;
+
+/// Azurite's development storage account.
+pub const ACCOUNT: &str = "devstoreaccount1";
+
+/// The well-known key of [`ACCOUNT`], base64, as Azurite's documentation
+/// publishes it: it protects nothing.
+pub const ACCOUNT_KEY: &str =
+    "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==";
+
+/// The container the store URL of an [`Azurite`] of a test's own names.
+pub const CONTAINER: &str = "regent";
+
+/// The shortest finite blob lease: 15 s (a shorter one is refused, 400).
+pub const MIN_TTL: Duration = Duration::from_secs(15);
+
+/// The longest finite blob lease: 60 s (longer ones are infinite or
+/// refused).
+pub const MAX_TTL: Duration = Duration::from_secs(60);
+
+/// How much later than its duration Azurite frees an expired lease.
+///
+/// Azurite decides on every request whether a lease has expired, comparing
+/// the request's arrival with the expiry instant it stored (the arrival of
+/// the acquire or renew plus the duration), to the millisecond. Measured
+/// here (Azurite 3.35.0, 9 leases of 15 s, probed every 1–5 ms): a second
+/// acquire succeeded between 14.999 s and 15.004 s after the first was
+/// sent, and was refused up to 15.000 s; the 4 ms are the probes' own
+/// interval and round trip. Rounded up: 10 ms.
+pub const EXPIRY_SLACK: ExpirySlack = ExpirySlack::fixed(Duration::from_millis(10));
+
+/// How often Azurite writes its metadata to disk (LokiJS's autosave): a
+/// [`Azurite::kill`] loses what was acknowledged since (see [Data across
+/// restarts](self#data-across-restarts)).
+pub const AUTOSAVE_INTERVAL: Duration = Duration::from_secs(5);
+
+/// Bound on each step of [`Azurite::http_get`].
+pub const API_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Bound on each readiness or status request.
+const STATUS_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// The readiness probe: listing the account's containers, which Azurite
+/// answers (403 without a signature) once it serves.
+const READY_PATH: &str = "/devstoreaccount1?comp=list";
+
+/// Azurite's Blob service on `127.0.0.1`, its data on disk in a temporary
+/// directory; stopped (SIGTERM) and removed when dropped.
+#[derive(Debug)]
+pub struct Azurite {
+    port: u16,
+    /// node running `azurite-blob`, its working directory the temporary
+    /// directory holding `data/` and `azurite-blob.log`.
+    process: EngineProcess,
+}
+
+impl Azurite {
+    /// Starts Azurite's Blob service on a free port and waits until it
+    /// answers (under a second).
+    ///
+    /// # Errors
+    ///
+    /// [`EngineError::NotInstalled`] (or [`EngineError::NotInstalledAt`]
+    /// with `REGENT_AZURITE_BIN`) when there is no `azurite-blob` to run:
+    /// the message names `scripts/install-engines`. [`EngineError::Exited`]
+    /// or [`EngineError::NotReady`] when it did not answer within
+    /// [`START_TIMEOUT`], quoting its log; [`EngineError::Io`] or
+    /// [`EngineError::Spawn`] when setting up failed.
+    pub fn start() -> Result<Self, EngineError> {
+        process::retry_on_port_collision(|| {
+            let port = process::free_ports(1)?[0];
+            let process =
+                EngineProcess::new(Program::from_env("azurite-blob", "REGENT_AZURITE_BIN"))?;
+            let mut azurite = Self { port, process };
+            azurite.spawn()?;
+            azurite.wait_healthy(Instant::now() + START_TIMEOUT)?;
+            Ok(azurite)
+        })
+    }
+
+    /// The address of the Blob service.
+    pub fn addr(&self) -> SocketAddr {
+        SocketAddr::from((Ipv4Addr::LOCALHOST, self.port))
+    }
+
+    /// The Blob service endpoint of the development account,
+    /// `http://127.0.0.1:PORT/devstoreaccount1` (path-style, as for every
+    /// emulator).
+    pub fn blob_endpoint(&self) -> String {
+        blob_endpoint(self.addr())
+    }
+
+    /// The connection string of the development account on this instance:
+    /// `DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=…;BlobEndpoint=http://127.0.0.1:PORT/devstoreaccount1;`.
+    pub fn connection_string(&self) -> String {
+        connection_string(self.addr())
+    }
+
+    /// The storage account: [`ACCOUNT`].
+    pub fn account(&self) -> &'static str {
+        ACCOUNT
+    }
+
+    /// The account's key, base64: [`ACCOUNT_KEY`].
+    pub fn key(&self) -> &'static str {
+        ACCOUNT_KEY
+    }
+
+    /// The container the store URL names: [`CONTAINER`].
+    pub fn container(&self) -> &'static str {
+        CONTAINER
+    }
+
+    /// The PID of node running Azurite, or `None` once the kit has stopped
+    /// or killed it.
+    pub fn pid(&self) -> Option<u32> {
+        self.process.pid()
+    }
+
+    /// Whether the kit started the process and has not stopped or killed it
+    /// since.
+    pub fn is_running(&self) -> bool {
+        self.process.is_running()
+    }
+
+    /// Whether Azurite answers now (any status to `GET
+    /// /devstoreaccount1?comp=list` within half a second). A paused or
+    /// stopped instance does not.
+    pub fn is_healthy(&self) -> bool {
+        answers(self.addr())
+    }
+
+    /// Azurite's data (`--location`): its metadata
+    /// (`__azurite_db_blob__.json`, `__azurite_db_blob_extent__.json`) and
+    /// blob contents (`__blobstorage__/`). It survives [`Azurite::stop`]
+    /// and [`Azurite::kill`] and is removed on drop.
+    pub fn data_dir(&self) -> PathBuf {
+        self.process.data_dir()
+    }
+
+    /// Azurite's log: standard output and error of every run (start and
+    /// stop messages and errors; the access log is off).
+    pub fn log_path(&self) -> PathBuf {
+        self.process.log_path()
+    }
+
+    /// `GET PATH` on the Blob service, unsigned, every step bounded by
+    /// [`API_TIMEOUT`]. Azurite refuses every unsigned request to the
+    /// account (403) except to public containers, so this is for status
+    /// checks and those.
+    ///
+    /// # Errors
+    ///
+    /// When the request could not be sent or the response not read; an
+    /// HTTP error status is a response.
+    pub fn http_get(&self, path: &str) -> io::Result<HttpResponse> {
+        http::get(self.addr(), path, API_TIMEOUT)
+    }
+
+    /// Stops Azurite: SIGTERM to its PID (Azurite saves its metadata and
+    /// exits, in a few tens of milliseconds), then SIGKILL if it has not
+    /// exited after [`STOP_TIMEOUT`]. Returns once it is reaped; the data
+    /// stays until drop, but for finite leases, which a restart ends (see
+    /// [Data across restarts](self#data-across-restarts)).
+    pub fn stop(&mut self) -> Signaled {
+        self.process.stop()
+    }
+
+    /// Kills Azurite at once (SIGKILL to its PID) and reaps it. Writes of
+    /// the last [`AUTOSAVE_INTERVAL`] may be lost (see [Data across
+    /// restarts](self#data-across-restarts)).
+    pub fn kill(&mut self) -> Signaled {
+        self.process.kill()
+    }
+
+    /// Pauses Azurite (SIGSTOP): it keeps its socket and its clients'
+    /// connections but answers nothing, and its leases expire meanwhile
+    /// (their expiry is an instant on the host's clock).
+    pub fn pause(&mut self) -> Signaled {
+        self.process.pause()
+    }
+
+    /// Lets a paused Azurite go on (SIGCONT).
+    pub fn resume(&mut self) -> Signaled {
+        self.process.resume()
+    }
+
+    /// Stops Azurite if it runs, starts it again on the same port and data,
+    /// and waits until it answers. Every finite lease has ended then (see
+    /// [Data across restarts](self#data-across-restarts)).
+    ///
+    /// # Errors
+    ///
+    /// As [`Azurite::start`]; a port taken meanwhile is an error here.
+    pub fn restart(&mut self) -> Result<(), EngineError> {
+        self.stop();
+        self.spawn()?;
+        self.wait_healthy(Instant::now() + START_TIMEOUT)
+    }
+
+    /// Azurite's command line; everything else of starting it is
+    /// [`EngineProcess`]'s.
+    fn spawn(&mut self) -> Result<(), EngineError> {
+        let mut command = self.process.program().command("AZURITE_");
+        command
+            .current_dir(self.process.dir())
+            .args(["--blobHost", "127.0.0.1", "--blobPort"])
+            .arg(self.port.to_string())
+            .arg("--location")
+            .arg(self.process.data_dir())
+            .args([
+                "--skipApiVersionCheck",
+                "--loose",
+                "--disableTelemetry",
+                "--silent",
+            ]);
+        self.process.spawn(command)
+    }
+
+    fn wait_healthy(&mut self, deadline: Instant) -> Result<(), EngineError> {
+        let (instance, addr) = (self.instance(), self.addr());
+        self.process
+            .wait_ready(deadline, &instance, || answers(addr))
+    }
+
+    fn instance(&self) -> String {
+        format!("azurite blob service ({})", self.addr())
+    }
+}
+
+/// Azurite's Blob service as one of the [engines](super): kind `azblob`,
+/// store URL `azblob://regent`, the connection from
+/// [`Azurite::connection_string`]. [`Engine::restart`] keeps the
+/// containers and blobs but ends every finite lease, and [`Engine::kill`]
+/// may lose the last seconds of writes (see [Data across
+/// restarts](self#data-across-restarts)).
+impl Engine for Azurite {
+    /// As [`Azurite::start`].
+    fn start() -> Result<Self, EngineError> {
+        Azurite::start()
+    }
+
+    fn kind(&self) -> &'static str {
+        "azblob"
+    }
+
+    /// `azblob://regent`: the container; the service and its key are in
+    /// [`Azurite::connection_string`].
+    fn store_url(&self) -> String {
+        store_url(CONTAINER)
+    }
+
+    fn pid(&self) -> Option<u32> {
+        self.process.pid()
+    }
+
+    fn is_healthy(&self) -> bool {
+        Azurite::is_healthy(self)
+    }
+
+    fn kill(&mut self) -> Signaled {
+        Azurite::kill(self)
+    }
+
+    fn pause(&mut self) -> Signaled {
+        Azurite::pause(self)
+    }
+
+    fn resume(&mut self) -> Signaled {
+        Azurite::resume(self)
+    }
+
+    fn stop(&mut self) -> Signaled {
+        Azurite::stop(self)
+    }
+
+    fn restart(&mut self) -> Result<(), EngineError> {
+        Azurite::restart(self)
+    }
+
+    fn log_tail(&self, lines: usize) -> String {
+        self.process.log_tail(lines)
+    }
+
+    /// The blob lease floor: 15 s.
+    fn min_ttl(&self) -> Duration {
+        MIN_TTL
+    }
+
+    /// [`EXPIRY_SLACK`]: 10 ms.
+    fn expiry_slack(&self) -> ExpirySlack {
+        EXPIRY_SLACK
+    }
+}
+
+fn store_url(container: &str) -> String {
+    format!("azblob://{container}")
+}
+
+fn blob_endpoint(addr: SocketAddr) -> String {
+    format!("http://{addr}/{ACCOUNT}")
+}
+
+fn connection_string(addr: SocketAddr) -> String {
+    format!(
+        "DefaultEndpointsProtocol=http;AccountName={ACCOUNT};AccountKey={ACCOUNT_KEY};\
+         BlobEndpoint={};",
+        blob_endpoint(addr)
+    )
+}
+
+/// Whether the Blob service on `addr` answers the readiness probe with any
+/// status.
+fn answers(addr: SocketAddr) -> bool {
+    http::get(addr, READY_PATH, STATUS_TIMEOUT).is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_connection_string_names_the_dev_account_and_the_endpoint() {
+        let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, 10123));
+        assert_eq!(
+            connection_string(addr),
+            "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;\
+             AccountKey=Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==;\
+             BlobEndpoint=http://127.0.0.1:10123/devstoreaccount1;"
+        );
+        assert_eq!(store_url("t7-x"), "azblob://t7-x");
+    }
+}

@@ -33,6 +33,11 @@ impl ConsulAnswer {
             400 | 405 | 413 => ErrorKind::Config,
             429 | 502 | 503 | 504 => ErrorKind::Unavailable,
             500 if is_acl_refusal(body) => ErrorKind::Auth,
+            // A session asked for on a node not in the catalog yet: an
+            // agent that just started (its registration follows within a
+            // second or so) or that rejoins after its node was reaped.
+            // Transient, though "Missing" reads like a bad request.
+            500 if body.contains("Missing node registration") => ErrorKind::Unavailable,
             500 if is_permanent_500(body) => ErrorKind::Config,
             // "No cluster leader", "rpc error making call: EOF", "rpc
             // error: … connection refused", "Raft leader changed": a server
@@ -196,6 +201,11 @@ mod tests {
             answer(500, "No path to datacenter").kind(),
             ErrorKind::Config
         );
+        // Regression: a candidate whose fresh agent had not registered its
+        // node yet exited 2 ("Missing" looked like a bad request).
+        let unregistered = answer(500, "Missing node registration");
+        assert_eq!(unregistered.kind(), ErrorKind::Unavailable);
+        assert!(unregistered.is_retryable());
         assert_eq!(answer(403, "Permission denied").kind(), ErrorKind::Auth);
         assert_eq!(answer(500, "ACL not found").kind(), ErrorKind::Auth);
         assert_eq!(

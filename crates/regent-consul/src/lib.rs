@@ -181,6 +181,17 @@
 //! `2 × ttl` more (the cluster tests saw 23.5–24.8 s instead of 20 s). The
 //! old holder has stepped down by its own deadline all the same.
 //!
+//! ## Servers that hang
+//!
+//! A Consul server that hangs (SIGSTOP in the fault campaigns, a stalled
+//! disk) is worse for a leader than one that dies: requests its agent
+//! routes to it hang instead of failing over, so the leader cannot renew
+//! and steps down at its renew deadline, and the election waits for the
+//! session to end (the torture campaigns saw it each time a hung server
+//! was on the leader's path; a killed server or agent never cost a term).
+//! Safe, and bounded by the crash figures above; the call timeout keeps
+//! every request shorter than the deadline.
+//!
 //! ## Lock delay
 //!
 //! After Consul invalidates a session, the keys it held cannot be acquired

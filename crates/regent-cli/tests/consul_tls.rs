@@ -149,7 +149,7 @@ impl Engine for Share {
     }
 
     fn expiry_slack(&self) -> ExpirySlack {
-        ExpirySlack::proportional(100)
+        ExpirySlack::proportional(100).at_least(Duration::from_secs(20))
     }
 }
 

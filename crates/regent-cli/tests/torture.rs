@@ -7,7 +7,7 @@
 //! errors naming the flag.
 //!
 //! Consul refuses session TTLs under 10 s, and at 10 s a failover takes
-//! 10–20 s and a stop 10–30 s: its campaigns run at that ttl, longer, and
+//! about 30 s (two session TTLs, then the lock delay) and a stop 10–30 s: its campaigns run at that ttl, longer, and
 //! expect fewer faults (see [`Timing`]).
 //!
 //! Every fault kind runs, `stop-leader-kill-shim` included: a frozen
@@ -55,7 +55,7 @@ const FAST: Timing = Timing {
 };
 
 /// Consul's shortest session TTL, 10 s: a fault every 10–20 s (a kill
-/// fails over in 10–20 s, a stop lasts 10–30 s), so 50 s bring a few
+/// fails over in about 30 s, a stop lasts 10–30 s), so 50 s bring a few
 /// failovers, and the teardown listens 20 s more: about 75 s in all.
 const CONSUL: Timing = Timing {
     ttl: "10s",
@@ -211,10 +211,11 @@ fn short_campaign_has_no_violation(sandbox: Sandbox) {
     let json = campaign(&sandbox, &store, FAULTS, timing, &["--election", &election]);
     if kind == "consul" {
         let max_gap_ms = |k: &str| json["gaps"][k]["max_ms"].as_f64();
-        // A killed leader's session ends 10–20 s after its last renewal;
-        // a failover is one more acquire.
+        // A killed leader's session ends 10–20 s after its last renewal,
+        // then its lock delay (the ttl) keeps the key; a failover is one
+        // more acquire, at the next retry.
         if let Some(gap) = max_gap_ms("kill-leader") {
-            assert!(gap < 25_000.0, "kill-leader gap {gap} ms: {json}");
+            assert!(gap < 36_000.0, "kill-leader gap {gap} ms: {json}");
         }
         // A graceful SIGTERM releases at once.
         if let Some(gap) = max_gap_ms("term-leader") {

@@ -150,6 +150,15 @@ pub(crate) fn is_token_refusal(e: &StoreError) -> bool {
         .any(|a| a.kind() == ErrorKind::Auth)
 }
 
+/// Whether `e` is Consul saying the session's node is not in the catalog
+/// ("Missing node registration").
+pub(crate) fn is_missing_node(e: &StoreError) -> bool {
+    let e: &(dyn StdError + 'static) = e;
+    causes(e)
+        .filter_map(|c| c.downcast_ref::<ConsulAnswer>())
+        .any(|a| a.body.contains("Missing node registration"))
+}
+
 /// The rustls error `e` is, or wraps: tokio-rustls reports handshake
 /// failures as an I/O error around it, whose `source()` skips it, and
 /// reqwest's connector wraps that I/O error in another one (a server

@@ -53,7 +53,7 @@
 //! | the key | `PREFIX` + the election name ([`ConsulStoreBuilder::prefix`], default `regent/`): election `jobs` is the key `regent/jobs` ([`ConsulStore::election_key`]) |
 //! | the ClientID in the value | the [`HolderId`](regent_core::HolderId) alone; a JSON object `{"holder": …, "metadata": {…}}` when the holder publishes metadata. The CLI's default is the agent's node name ([`ConsulStore::agent_node_name`], `GET /v1/agent/self`), as the recipe's; `--id` overrides it |
 //! | "the key holds our ClientID: we were restarted, we lead" | taken only when proven safe: [the restart shortcut](#the-restart-shortcut) |
-//! | a session | one per term: `Name` = the key, `TTL` = the candidate's ttl, `Behavior` = `release`, `LockDelay` set ([below](#lock-delay)), `Checks` = none ([below](#no-health-checks)); the session id is the [`Lease`](regent_core::Lease)'s handle |
+//! | a session | one per term: `Name` = the key, `TTL` = `max(10 s, ttl/2)`, `LockDelay` = the ttl ([below](#lock-delay)), `Behavior` = `release`, `Checks` = none ([below](#no-health-checks)); the session id is the [`Lease`](regent_core::Lease)'s handle |
 //! | acquire | **try_acquire**: a `?consistent` read of the key; locked → [`Held`](regent_core::Acquire::Held) by the holder it names; free → a new session, then one transaction `[check-index (or check-not-exists), lock]` so that the lock is taken only on the key exactly as read (never on a record that changed meanwhile); the lock's `ModifyIndex` is the fencing token |
 //! | renew the session at TTL/2 | **renew**, every `renew_every` of the candidate (regent's default: ttl/5, [below](#renew-interval)): a `?consistent` read (the key must still be locked by our session, with our value and our token), then `PUT /v1/session/renew/ID`; a key deleted, overwritten or taken over, or a session Consul no longer knows (404) is [`Renewal::Lost`](regent_core::Renewal::Lost) |
 //! | release | **release**: if the key is still ours, one transaction `[check-index, unlock]` (an explicit unlock has no lock delay, so a follower takes over at once), then `PUT /v1/session/destroy/ID`. Someone else's lock is never touched; twice is harmless |
@@ -96,28 +96,41 @@
 //!   leads inherits: in the CLI, its shim, the namespace's init, the
 //!   command and the command's children;
 //! * a restarted instance that finds the key locked by session `S` under
-//!   its own id tries to lock `S`'s file. The file exists only on the host
-//!   (and for the user) that won with `S`, and its lock is free only once
-//!   every process holding the descriptor has exited, however it exited.
-//!   Then, and only then, the instance ends `S` and acquires as usual, with
-//!   a new, larger fencing token;
-//! * otherwise (no file: another host, user or private `/tmp`; the lock
-//!   held: something of the old term still runs) it waits like any
-//!   follower, until Consul invalidates `S` (one to two TTLs).
+//!   its own id tries to lock `S`'s file. The file holds the kernel's boot
+//!   id and must name this boot; it must lie on a local filesystem (on
+//!   NFS or FUSE another host's locks are not seen) in a directory only
+//!   this user may write; and its lock is free only once every process
+//!   holding the descriptor has exited, however it exited. Then, and only
+//!   then, the instance takes `S` over: it renews `S` and, in one
+//!   transaction, unlocks and locks the key again under it — a new
+//!   acquisition at a new Raft index, so a new, larger fencing token, with
+//!   no lock delay to wait and no follower able to slip in;
+//! * otherwise (no file: another host, user or private `/tmp`; another
+//!   boot; the lock held: something of the old term still runs) it waits
+//!   like any follower, until Consul invalidates `S` and its lock delay
+//!   runs out.
 //!
 //! So a `regent run` killed by SIGKILL and restarted at once by its service
-//! manager leads again as soon as its shim has stopped the old command
-//! (within the grace), not 10–20 s later; a frozen one does not. The files
-//! live in [`default_restart_proofs_dir`] and are removed on release; a
-//! crashed holder's file is removed by the restart that proves it gone.
+//! manager leads again at its first retry after its shim has stopped the
+//! old command (within the grace, then up to a renew interval: 1.1–1.9 s
+//! in the tests), not 30 s later; a frozen one does not. The files live in
+//! [`default_restart_proofs_dir`]; each goes when its term's lease is
+//! released, and a crashed holder's file when the restart that proves it
+//! gone takes it over. Limits: a process of the term that closes the
+//! descriptors it inherited and keeps running (a daemon that escaped the
+//! PID namespace; Python's `subprocess` closes them by default), or that
+//! unlocks the descriptor, frees the proof early: without a PID namespace,
+//! `--pid-namespace never` or a library task that starts such children,
+//! the proof covers the processes that keep it.
 //!
 //! ## Operators
 //!
 //! * **Destroying the leader's session** (the UI, `PUT
 //!   /v1/session/destroy/ID`): the leader learns at its next renewal
 //!   (within `renew_every`), stops leading, and campaigns again with a new
-//!   session. Consul applies the lock delay (0 by default) before anyone
-//!   may take the key.
+//!   session. Consul applies the session's lock delay (the ttl by default)
+//!   before anyone, the old leader included, may take the key: the new
+//!   term begins only after the old one is over.
 //! * **Deleting the key** (`consul kv delete`): the leader learns at its
 //!   next renewal and stops; the next acquire creates the key again. The
 //!   fencing token still grows (see below), though Consul's `LockIndex`
@@ -130,10 +143,9 @@
 //!   naming the key, and `regent run` exits 1, until the operator deletes
 //!   the key.
 //!
-//! Between the operator's act and the leader's next renewal the old leader
-//! may still act while a new one begins: fencing tokens protect the
-//! resources in that window (a lock delay of one ttl closes it for a
-//! destroyed session, [below](#lock-delay)).
+//! After a deleted key, a follower may begin before the old leader's next
+//! renewal: fencing tokens protect the resources in that window (the lock
+//! delay covers a destroyed session, not a deleted key).
 //!
 //! ## The fencing token
 //!
@@ -166,20 +178,26 @@
 //! The ttl is sent in whole milliseconds, rounded up.
 //!
 //! Consul invalidates a session that is not renewed between one and two
-//! TTLs after its last renewal (its timers run at twice the TTL). The
-//! store's [expiry slack](regent_core::store::ExpirySlack) says so: one
-//! more ttl, plus the lock delay. So what a **crash of the leader costs**,
-//! in the worst case: `2 × ttl + lock delay`, plus the blocking query that
-//! wakes the followers (immediate: Consul answers it as the key changes)
-//! and one acquire (three round trips: read, session, transaction).
-//! With the defaults (ttl 10 s, lock delay 0) that is **at most about
-//! 20 s**, and about 10–20 s in practice; a graceful shutdown releases at
-//! once and a follower leads within a few round trips. `explain()` of a
-//! candidate on this store shows the same numbers. One exception costs
-//! time, never safety: a new Raft leader restarts every session's timer, so
-//! a Consul server failover in that window adds its election and up to
-//! `2 × ttl` more (the cluster tests saw 23.5–24.8 s instead of 20 s). The
-//! old holder has stepped down by its own deadline all the same.
+//! of its TTLs after its last renewal (its timers run at twice the TTL,
+//! and in practice fire then), and nobody may take the key for the
+//! session's lock delay after that. regent sets both from the ttl
+//! ([below](#lock-delay)): a lock delay of the ttl, and sessions of
+//! `max(10 s, ttl/2)`, which renewals every ttl/5 keep alive with room to
+//! spare. The store's [expiry slack](regent_core::store::ExpirySlack) says
+//! so: `max(20 s, ttl)` beyond the ttl. So what a **crash of the leader
+//! costs**, at most: `2 × max(10 s, ttl/2) + ttl` after its last renewal,
+//! plus one retry of a follower (Consul tells no one when a lock delay
+//! ends; followers retry every renew interval) and one acquire. With the
+//! default ttl of 10 s that is **about 30 s** (28–32 s measured, see the
+//! README's benchmark); at ttl 15 s, about 33–36 s. A graceful shutdown
+//! releases at once (an explicit unlock has no lock delay) and a follower
+//! leads within a few round trips. `explain()` of a candidate on this
+//! store shows the same numbers. One exception costs time, never safety: a
+//! new Raft leader restarts every session's timer, so each Consul server
+//! failover in that window adds its election and up to two session TTLs
+//! more; under repeated server faults the torture campaigns saw a crash
+//! failover take 39–51 s. The old holder has stepped down by its own
+//! deadline all the same.
 //!
 //! ## Servers that hang
 //!
@@ -189,44 +207,45 @@
 //! and steps down at its renew deadline, and the election waits for the
 //! session to end (the torture campaigns saw it each time a hung server
 //! was on the leader's path; a killed server or agent never cost a term).
-//! Safe, and bounded by the crash figures above; the call timeout keeps
-//! every request shorter than the deadline.
+//! Safe, and bounded like a crash; the call timeout keeps every request
+//! shorter than the deadline.
 //!
 //! ## Lock delay
 //!
 //! After Consul invalidates a session, the keys it held cannot be acquired
 //! for the session's lock delay (Consul's default: 15 s). The delay exists
-//! for clients that cannot tell when they stopped holding the lock. regent's
-//! holder can: it steps down at its own renew deadline, measured on its
-//! monotonic clock from the instant its last successful renewal was
-//! *sent*, strictly before `ttl` has passed; Consul's TTL timer restarts
-//! only when a renewal *arrives*, later, and never fires before the ttl.
-//! So when Consul invalidates a session by its TTL — with no health
-//! checks, the only way it ends one on its own — the holder has already
-//! stepped down, and a lock delay would only lengthen every failover.
-//! regent therefore sets it explicitly to **0** ([`DEFAULT_LOCK_DELAY`]).
+//! for holders that do not know yet that their session ended. regent's
+//! holder steps down on its own clock, strictly before a ttl has passed
+//! since its last successful renewal was *sent*; but a session can end
+//! long before its TTL runs out, without its holder knowing:
 //!
-//! What a lock delay would still cover are sessions ended *by an
-//! operator* (`consul session destroy`, an agent's `consul leave`, which
-//! deregisters its node and its sessions): the holder learns at its next
-//! renewal (every `renew_every`, a fifth of the ttl by default), or at its
-//! renew deadline if it cannot reach Consul. Fencing tokens protect the
-//! resources in that window. To close it too, set
-//! [`ConsulStoreBuilder::lock_delay`] to the ttl: every invalidation is
-//! then at least a ttl after the holder's last confirmed renewal was sent,
-//! past its deadline, at the cost of one more ttl for every crash
-//! failover (the expiry slack grows by the lock delay). Deleting or
-//! overwriting the key is never covered by a lock delay: the holder
-//! learns at its next renewal.
+//! * its **agent leaves the cluster** — what a client agent does by default
+//!   when it stops (`leave_on_terminate`), so a plain `systemctl restart
+//!   consul` on the leader's host, or `consul leave` for maintenance:
+//!   the servers deregister the node, and every session of the node ends
+//!   at once;
+//! * an **operator destroys it** (the UI, `PUT /v1/session/destroy`).
+//!
+//! The holder learns at its next renewal, or at its deadline if it cannot
+//! reach Consul. So regent's default lock delay is **the ttl**: after any
+//! invalidation nobody takes the key until a ttl has passed, and by then
+//! the old holder's term, its task's grace included, is over. (A lock
+//! delay shorter than the ttl, [`ConsulStoreBuilder::lock_delay`] or
+//! `--consul-lock-delay`, leaves those cases to fencing tokens.) The price,
+//! a ttl more on every crash failover, is mostly won back by the session
+//! TTL: with a lock delay of `d`, regent gives Consul sessions of
+//! `max(10 s, ttl/2, ttl - d)`, since the lock delay, not the session TTL,
+//! now keeps the key for the rest of the ttl. Deleting or overwriting the
+//! key is never covered by a lock delay: the holder learns at its next
+//! renewal.
 //!
 //! ## No health checks
 //!
 //! Consul ties a session to its node's `serfHealth` check unless told
 //! otherwise. regent's sessions have none (`"Checks": []`): their TTL,
-//! renewed by the holder, is the holder's liveness. A node check can end
-//! the session of a holder that still renews (its agent restarting, a
-//! gossip hiccup), earlier than its deadline, which is exactly the case
-//! the lock delay would then have to cover.
+//! renewed by the holder, is the holder's liveness. A node check would end
+//! the session of a holder that still renews at every gossip hiccup; the
+//! lock delay would keep that safe, but each would cost a term.
 //!
 //! ## Session behavior
 //!
@@ -263,7 +282,8 @@
 //!
 //! * The ACL token ([`ConsulStoreBuilder::token`]) is sent as
 //!   `X-Consul-Token`, marked sensitive in the HTTP client; it appears in
-//!   no `Debug` output, log or error message. It needs `session:write` on
+//!   no `Debug` output, log or error message. It needs `agent:read` (for
+//!   [`ConsulStore::agent_node_name`], the CLI's default id) and `session:write` on
 //!   the agent's node and `key:write` on the election keys; Consul's
 //!   refusal is [`Auth`](regent_core::ErrorKind::Auth) and says so.
 //! * TLS (rustls with ring): [`tls_ca_pem`](ConsulStoreBuilder::tls_ca_pem)
@@ -273,13 +293,17 @@
 //!   presents a client certificate (`CONSUL_CLIENT_CERT`,
 //!   `CONSUL_CLIENT_KEY`).
 //! * [`datacenter`](ConsulStoreBuilder::datacenter) adds `?dc=` to every
-//!   request.
+//!   request. Consul makes a session on the agent's own node, which only
+//!   the agent's own datacenter knows: `?dc=` must name that one (as a
+//!   guard where several are federated); another is a
+//!   [`Config`](regent_core::ErrorKind::Config) error at the first
+//!   acquire, after the call timeout.
 //!
 //! # URLs and options (the store kind)
 //!
 //! [`KIND`] describes this store to front ends that know no store by
 //! name: `consul://` / `consuls://` URLs, the options `token` (secret:
-//! `REGENT_CONSUL_TOKEN`), `token-file`, `cacert`, `cert`, `key`, `dc`
+//! `REGENT_CONSUL_TOKEN`), `token-file`, `cacert`, `cert`, `key`, `dc`, `lock-delay`
 //! (flags `--consul-*`, variables `REGENT_CONSUL_*`), and Consul's own
 //! variables (`CONSUL_HTTP_ADDR`, `CONSUL_HTTP_TOKEN`,
 //! `CONSUL_HTTP_TOKEN_FILE`, `CONSUL_CACERT`, `CONSUL_CLIENT_CERT`,
@@ -328,8 +352,8 @@ mod tls;
 
 pub use record::RECORD_FLAGS;
 pub use store::{
-    ConsulStore, ConsulStoreBuilder, DEFAULT_ADDRESS, DEFAULT_CALL_TIMEOUT, DEFAULT_LOCK_DELAY,
-    DEFAULT_PREFIX, MAX_TTL, MIN_TTL, WATCH_MIN_INTERVAL, WATCH_WAIT, default_restart_proofs_dir,
+    ConsulStore, ConsulStoreBuilder, DEFAULT_ADDRESS, DEFAULT_CALL_TIMEOUT, DEFAULT_PREFIX,
+    MAX_TTL, MIN_TTL, WATCH_MIN_INTERVAL, WATCH_WAIT, default_restart_proofs_dir,
 };
 pub use target::{ConsulTarget, DEFAULT_PORT, DEFAULT_TLS_PORT, KIND};
 

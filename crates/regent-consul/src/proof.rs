@@ -20,26 +20,36 @@
 //!   it exited (SIGKILL, OOM kill, a crash).
 //! * A restarted instance that finds the key locked by session `S'` under
 //!   its own ClientID tries `flock(LOCK_EX | LOCK_NB)` on `DIR/S'.lock`.
-//!   Only if the file exists **and** the lock is free is the previous
-//!   holder proven gone: the instance ends `S'` (`PUT
-//!   /v1/session/destroy`), removes the file and acquires as usual, with a
-//!   new, larger fencing token. A missing file (another host, another
-//!   user, a private `/tmp`, a crash before the file was made) or a held
-//!   lock proves nothing, and the instance waits the session out like any
-//!   follower.
+//!   Only if the file exists, names this host's boot (the kernel's
+//!   `boot_id`, written into it by the holder), lies on a local
+//!   filesystem, **and** its lock is free is the previous holder proven
+//!   gone: the instance takes `S'` over (renews it and locks the key again
+//!   under it, which gives a new, larger fencing token) and holds the
+//!   proof itself. Anything else (no file: another host, another user, a
+//!   private `/tmp`; another boot; a network filesystem, whose locks
+//!   another host's kernel cannot see; a held lock) proves nothing, and the
+//!   instance waits the session out like any follower.
 //!
-//! The proof holds where the lock directory is one directory for every
-//! process that could be the previous holder: the same host (or the same
-//! container filesystem) and the same user. It is never wrong in the other
-//! direction: a process that cannot see the file takes no shortcut.
+//! The directory must be this user's own: every component that is not a
+//! root-owned system directory (`/tmp`, `/run/user`) must belong to the
+//! effective user and be writable by nobody else, and none may be a
+//! symbolic link; otherwise another user could plant a file that proves
+//! anything, and the shortcut is off.
+//!
+//! Limits, stated in the crate docs too: a process of the term that closes
+//! its inherited descriptors and keeps running (a daemon that escaped a
+//! PID namespace; Python's `subprocess` closes them by default), or that
+//! unlocks the descriptor, frees the proof early.
 
 use std::collections::HashMap;
 use std::io;
 use std::os::fd::OwnedFd;
+use std::os::unix::fs::MetadataExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use rustix::fs::{FlockOperation, Mode, OFlags};
+use rustix::io::FdFlags;
 
 /// The proofs of one store: its directory and the locks this process holds.
 #[derive(Debug)]
@@ -54,7 +64,7 @@ pub(crate) struct Proofs {
 #[derive(Debug)]
 pub(crate) struct Gone {
     path: PathBuf,
-    _lock: OwnedFd,
+    lock: OwnedFd,
 }
 
 impl Gone {
@@ -103,6 +113,8 @@ impl Proofs {
             .recursive(true)
             .mode_0700()
             .create(&self.dir)?;
+        check_private(&self.dir)?;
+        let boot = boot_id()?;
         let tmp = self
             .dir
             .join(format!(".{session}.{}.tmp", std::process::id()));
@@ -114,6 +126,7 @@ impl Proofs {
             Mode::RUSR | Mode::WUSR,
         )?;
         let locked = rustix::fs::flock(&fd, FlockOperation::NonBlockingLockExclusive)
+            .and_then(|()| write_all(&fd, boot.as_bytes()))
             .and_then(|()| rustix::fs::rename(&tmp, self.path(session)));
         if let Err(e) = locked {
             let _ = std::fs::remove_file(&tmp);
@@ -141,6 +154,7 @@ impl Proofs {
         if !is_session_id(session) || self.held().contains_key(session) {
             return None;
         }
+        check_private(&self.dir).ok()?;
         let path = self.path(session);
         let fd = rustix::fs::open(
             &path,
@@ -148,8 +162,27 @@ impl Proofs {
             Mode::empty(),
         )
         .ok()?;
+        if !is_local(&fd) {
+            return None;
+        }
         rustix::fs::flock(&fd, FlockOperation::NonBlockingLockExclusive).ok()?;
-        Some(Gone { path, _lock: fd })
+        let mut written = [0_u8; 64];
+        let n = rustix::io::pread(&fd, &mut written, 0).ok()?;
+        if written.get(..n)? != boot_id().ok()?.as_bytes() {
+            return None;
+        }
+        Some(Gone { path, lock: fd })
+    }
+
+    /// Makes `gone`'s proof this process's own, for `session`, which it
+    /// took over: the descriptor becomes inheritable, as [`Proofs::hold`]'s.
+    pub(crate) fn adopt(&self, gone: Gone, session: &str) {
+        match rustix::io::fcntl_setfd(&gone.lock, FdFlags::empty()) {
+            Ok(()) => {
+                self.held().insert(session.to_owned(), gone.lock);
+            }
+            Err(_) => gone.finish(),
+        }
     }
 }
 
@@ -161,6 +194,67 @@ impl DirBuilderExt for std::fs::DirBuilder {
     fn mode_0700(&mut self) -> &mut Self {
         std::os::unix::fs::DirBuilderExt::mode(self, 0o700)
     }
+}
+
+/// The kernel's id of this boot: a proof from another boot proves
+/// nothing here.
+fn boot_id() -> io::Result<String> {
+    Ok(std::fs::read_to_string("/proc/sys/kernel/random/boot_id")?
+        .trim()
+        .to_owned())
+}
+
+fn write_all(fd: &OwnedFd, mut bytes: &[u8]) -> rustix::io::Result<()> {
+    while !bytes.is_empty() {
+        let n = rustix::io::write(fd, bytes)?;
+        bytes = &bytes[n..];
+    }
+    Ok(())
+}
+
+/// Whether `fd`'s file lies on a filesystem whose `flock`s this kernel
+/// alone decides (tmpfs, ext4, xfs, btrfs, overlayfs, f2fs, zfs): not on
+/// NFS, CIFS, FUSE or a cluster filesystem, where another host's locks
+/// are not seen or a lock may be dropped under a live holder.
+fn is_local(fd: &OwnedFd) -> bool {
+    const LOCAL: [u64; 7] = [
+        0x0102_1994, // tmpfs
+        0xEF53,      // ext2, ext3, ext4
+        0x5846_5342, // xfs
+        0x9123_683E, // btrfs
+        0x794C_7630, // overlayfs
+        0xF2F5_2010, // f2fs
+        0x2FC1_2FC1, // zfs
+    ];
+    rustix::fs::fstatfs(fd)
+        .is_ok_and(|fs| u64::try_from(fs.f_type).is_ok_and(|t| LOCAL.contains(&t)))
+}
+
+/// Checks that `dir` is this user's own: every component up to `/` is a
+/// directory (not a symbolic link) owned by the effective user or by root,
+/// that nobody else may write, unless it is root's and sticky (`/tmp`).
+fn check_private(dir: &Path) -> io::Result<()> {
+    let me = rustix::process::geteuid().as_raw();
+    let mut at = Some(dir);
+    while let Some(path) = at {
+        let meta = std::fs::symlink_metadata(path)?;
+        let mode = meta.mode();
+        let sticky_root = meta.uid() == 0 && mode & 0o1000 != 0;
+        let others_write = mode & 0o022 != 0;
+        if !meta.file_type().is_dir()
+            || (meta.uid() != me && meta.uid() != 0)
+            || (others_write && !sticky_root)
+        {
+            return Err(io::Error::other(format!(
+                "{} is not this user's own directory (owner {}, mode {:o})",
+                path.display(),
+                meta.uid(),
+                mode & 0o7777
+            )));
+        }
+        at = path.parent().filter(|p| !p.as_os_str().is_empty());
+    }
+    Ok(())
 }
 
 /// Where the CLI keeps its proofs: `$XDG_RUNTIME_DIR/regent/consul`, else
@@ -178,10 +272,19 @@ pub(crate) fn default_dir() -> PathBuf {
 mod tests {
     use super::*;
 
+    /// The tests hold inheritable descriptors and one starts a child: run
+    /// them one at a time, so that no child inherits another test's lock.
+    static SERIAL: Mutex<()> = Mutex::new(());
+
+    fn serial() -> std::sync::MutexGuard<'static, ()> {
+        SERIAL.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     const S1: &str = "0f3c6a2e-1b7d-4c55-9a0e-5d1f2b3c4d5e";
 
     #[test]
     fn a_held_proof_proves_nothing_a_released_one_proves_the_holder_gone() {
+        let _serial = serial();
         let dir = tempfile::tempdir().unwrap();
         let holder = Proofs::new(dir.path().join("p"));
         let restarted = Proofs::new(dir.path().join("p"));
@@ -205,7 +308,52 @@ mod tests {
     }
 
     #[test]
+    fn a_directory_others_may_write_or_a_link_proves_nothing() {
+        let _serial = serial();
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        let open = dir.path().join("open");
+        std::fs::create_dir(&open).unwrap();
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let proofs = Proofs::new(open.join("p"));
+        assert!(proofs.hold(S1).is_err(), "a world-writable parent");
+        let link = dir.path().join("link");
+        std::fs::create_dir(dir.path().join("real")).unwrap();
+        std::os::unix::fs::symlink(dir.path().join("real"), &link).unwrap();
+        assert!(Proofs::new(link).hold(S1).is_err(), "a symbolic link");
+        // A proof planted where only the owner may write is still checked.
+        let good = Proofs::new(dir.path().join("good"));
+        good.hold(S1).unwrap();
+        drop(good.held().remove(S1));
+        std::fs::set_permissions(
+            dir.path().join("good"),
+            std::fs::Permissions::from_mode(0o733),
+        )
+        .unwrap();
+        assert!(
+            Proofs::new(dir.path().join("good")).prove_gone(S1).is_none(),
+            "others may write the directory now"
+        );
+    }
+
+    #[test]
+    fn a_proof_of_another_boot_proves_nothing() {
+        let _serial = serial();
+        let dir = tempfile::tempdir().unwrap();
+        let proofs = Proofs::new(dir.path().to_owned());
+        proofs.hold(S1).unwrap();
+        drop(proofs.held().remove(S1));
+        std::fs::write(
+            dir.path().join(format!("{S1}.lock")),
+            "00000000-0000-0000-0000-000000000000",
+        )
+        .unwrap();
+        assert!(Proofs::new(dir.path().to_owned()).prove_gone(S1).is_none());
+    }
+
+    #[test]
     fn a_forgotten_proof_leaves_no_file() {
+        let _serial = serial();
         let dir = tempfile::tempdir().unwrap();
         let proofs = Proofs::new(dir.path().to_owned());
         proofs.hold(S1).unwrap();
@@ -217,6 +365,7 @@ mod tests {
 
     #[test]
     fn session_ids_from_the_store_never_name_other_files() {
+        let _serial = serial();
         for bad in ["", "../x", "a/b", "x.lock", &"a".repeat(65)] {
             assert!(!is_session_id(bad), "{bad}");
             assert!(
@@ -230,6 +379,7 @@ mod tests {
 
     #[test]
     fn a_child_started_while_leading_keeps_the_proof_held_until_it_exits() {
+        let _serial = serial();
         let dir = tempfile::tempdir().unwrap();
         let holder = Proofs::new(dir.path().to_owned());
         holder.hold(S1).unwrap();

@@ -17,7 +17,7 @@ use serde::Deserialize;
 use serde_json::json;
 use tokio::time::Instant;
 
-use crate::error::{ConsulAnswer, answer_error, http_error};
+use crate::error::{ConsulAnswer, answer_error, http_error, is_missing_node};
 use crate::proof::{Proofs, is_session_id};
 use crate::record::{KvEntry, RECORD_FLAGS, base64, encode};
 
@@ -32,10 +32,9 @@ pub const MAX_TTL: Duration = Duration::from_secs(24 * 3600);
 /// included, unless set with [`ConsulStoreBuilder::call_timeout`].
 pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// The lock delay of the sessions regent creates unless set with
-/// [`ConsulStoreBuilder::lock_delay`]: none. See the
-/// [crate docs](crate#lock-delay) for why this is safe.
-pub const DEFAULT_LOCK_DELAY: Duration = Duration::ZERO;
+/// The shortest session TTL regent gives Consul when the lock delay is the
+/// ttl (the default): two of them are the least slack of such a store.
+const SESSION_TTL_FLOOR: Duration = MIN_TTL;
 
 /// The key prefix unless set with [`ConsulStoreBuilder::prefix`]: election
 /// `jobs` lives at the key `regent/jobs`.
@@ -81,7 +80,8 @@ struct Inner {
     prefix: String,
     datacenter: Option<String>,
     call_timeout: Duration,
-    lock_delay: Duration,
+    /// `None`: each session's lock delay is its lease's ttl.
+    lock_delay: Option<Duration>,
     has_token: bool,
 }
 
@@ -93,7 +93,11 @@ impl fmt::Debug for ConsulStore {
             .field("prefix", &i.prefix)
             .field("datacenter", &i.datacenter)
             .field("call_timeout", &i.call_timeout)
-            .field("lock_delay", &i.lock_delay)
+            .field(
+                "lock_delay",
+                &i.lock_delay
+                    .map_or("the ttl".to_owned(), |d| format!("{d:?}")),
+            )
             .field("restart_proofs", &i.proofs.as_ref().map(Proofs::dir))
             .field("token", &if i.has_token { "***" } else { "none" })
             .finish()
@@ -120,7 +124,7 @@ pub struct ConsulStoreBuilder {
     datacenter: Option<String>,
     prefix: String,
     call_timeout: Duration,
-    lock_delay: Duration,
+    lock_delay: Option<Duration>,
     tls: bool,
     ca_pem: Option<Vec<u8>>,
     identity: Option<(Vec<u8>, Secret)>,
@@ -177,13 +181,14 @@ impl ConsulStoreBuilder {
         self
     }
 
-    /// The lock delay of every session (default [`DEFAULT_LOCK_DELAY`]):
-    /// after Consul invalidates a session, the keys it held cannot be
-    /// acquired for this long. Followers wait it out after a crash, so it
-    /// adds to the failover time (it is part of the store's expiry slack).
-    /// See the [crate docs](crate#lock-delay).
+    /// The lock delay of every session: after Consul invalidates a
+    /// session, the keys it held cannot be acquired for this long. By
+    /// default it is each lease's ttl, which covers every way a session can
+    /// end while its holder still leads (an agent that leaves the cluster
+    /// as it stops, an operator); a fixed delay shorter than the ttl leaves
+    /// those to fencing tokens alone. See the [crate docs](crate#lock-delay).
     pub fn lock_delay(mut self, delay: Duration) -> Self {
-        self.lock_delay = delay;
+        self.lock_delay = Some(delay);
         self
     }
 
@@ -260,10 +265,11 @@ impl ConsulStoreBuilder {
         if self.call_timeout.is_zero() {
             return Err(config("the call timeout must be greater than zero".into()));
         }
-        if self.lock_delay > MAX_LOCK_DELAY {
+        if let Some(delay) = self.lock_delay
+            && delay > MAX_LOCK_DELAY
+        {
             return Err(config(format!(
-                "the lock delay {:?} is longer than a day",
-                self.lock_delay
+                "the lock delay {delay:?} is longer than a day"
             )));
         }
         let base = parse_address(&self.address, self.tls).map_err(config)?;
@@ -447,7 +453,7 @@ impl ConsulStore {
             datacenter: None,
             prefix: DEFAULT_PREFIX.to_owned(),
             call_timeout: DEFAULT_CALL_TIMEOUT,
-            lock_delay: DEFAULT_LOCK_DELAY,
+            lock_delay: None,
             tls: false,
             ca_pem: None,
             identity: None,
@@ -500,9 +506,28 @@ impl ConsulStore {
         format!("{}{election}", self.inner.prefix)
     }
 
-    /// The lock delay of the sessions this store creates.
-    pub fn lock_delay(&self) -> Duration {
-        self.inner.lock_delay
+    /// The lock delay of the sessions this store creates for leases of
+    /// `ttl`: the ttl itself unless [`ConsulStoreBuilder::lock_delay`] set
+    /// one.
+    pub fn lock_delay(&self, ttl: Duration) -> Duration {
+        self.inner.lock_delay.unwrap_or(ttl)
+    }
+
+    /// The TTL of the Consul sessions this store creates for leases of
+    /// `ttl`. Consul may end a session one to two of its TTLs after its last
+    /// renewal, and nobody may take its key for the lock delay after that:
+    /// so a session TTL of `ttl - lock delay`, at least Consul's 10 s,
+    /// already keeps the key until the holder's term is over. With the
+    /// default lock delay (the ttl) that is 10 s, or half the ttl for ttls
+    /// over 20 s, which keeps two and a half renewals of the default
+    /// interval (ttl/5) within one session TTL.
+    pub fn session_ttl(&self, ttl: Duration) -> Duration {
+        match self.inner.lock_delay {
+            None => SESSION_TTL_FLOOR.max(ttl / 2),
+            Some(delay) => SESSION_TTL_FLOOR
+                .max(ttl.saturating_sub(delay))
+                .max(ttl / 2),
+        }
     }
 
     /// A URL of the agent's own endpoints (`/v1/agent/…`), which take no
@@ -662,8 +687,8 @@ impl ConsulStore {
     ) -> Result<String, StoreError> {
         let body = json!({
             "Name": key,
-            "TTL": go_duration(ttl),
-            "LockDelay": go_duration(self.inner.lock_delay),
+            "TTL": go_duration(self.session_ttl(ttl)),
+            "LockDelay": go_duration(self.lock_delay(ttl)),
             "Behavior": "release",
             // No health checks: the TTL alone ends the session, so that
             // every automatic invalidation comes after the holder's own
@@ -671,7 +696,7 @@ impl ConsulStore {
             "Checks": [],
         });
         let url = self.url(&["session", "create"], &[]);
-        let answer = self
+        let answer = match self
             .call(
                 Method::PUT,
                 url,
@@ -680,7 +705,25 @@ impl ConsulStore {
                 Duration::ZERO,
                 what,
             )
-            .await?;
+            .await
+        {
+            // Consul makes a session on the agent's own node, which another
+            // datacenter's catalog does not hold: no retry helps.
+            Err(e) if is_missing_node(&e) && self.inner.datacenter.is_some() => {
+                return Err(StoreError::new(
+                    ErrorKind::Config,
+                    format!(
+                        "{}: datacenter '{}' does not know this agent's node, and Consul makes \
+                         a session on the agent's own node: elections need the agent's own \
+                         datacenter (drop ?dc= or --consul-dc)",
+                        what(),
+                        self.inner.datacenter.as_deref().unwrap_or_default()
+                    ),
+                )
+                .with_source(e));
+            }
+            r => r?,
+        };
         let created: Created = answer.json(&what())?;
         if created.id.is_empty()
             || created.id.len() > 64
@@ -787,6 +830,72 @@ impl ConsulStore {
             proofs.prove_gone(session)
         } else {
             None
+        })
+    }
+
+    /// Takes over `session`, which holds `key` as `entry` under `req`'s
+    /// holder id and whose process is proven gone: if Consul still knows it
+    /// with the TTL and lock delay this store would give `req`'s lease,
+    /// renews it and locks the key again under it (a transaction checking
+    /// the key is still `entry`). The lock's new `ModifyIndex` is the new
+    /// term's token, above the old term's. `None` when any step finds
+    /// things otherwise.
+    async fn adopt(
+        &self,
+        key: &str,
+        entry: &KvEntry,
+        session: &str,
+        req: &AcquireRequest,
+        what: &(dyn Fn() -> String + Sync),
+    ) -> Result<Option<u64>, StoreError> {
+        #[derive(Deserialize)]
+        struct SessionInfo {
+            #[serde(rename = "TTL")]
+            ttl: String,
+            #[serde(rename = "LockDelay")]
+            lock_delay: u64,
+        }
+        let url = self.url(&["session", "info", session], &[("consistent", "")]);
+        let answer = self
+            .call(Method::GET, url, None, &[404], Duration::ZERO, what)
+            .await?;
+        if answer.status == 404 {
+            return Ok(None);
+        }
+        let infos: Option<Vec<SessionInfo>> = answer.json(&what())?;
+        let Some(info) = infos.unwrap_or_default().into_iter().next() else {
+            return Ok(None);
+        };
+        let delay_ns = u64::try_from(self.lock_delay(req.ttl).as_nanos()).unwrap_or(u64::MAX);
+        if info.ttl != go_duration(self.session_ttl(req.ttl)) || info.lock_delay != delay_ns {
+            return Ok(None);
+        }
+        let url = self.url(&["session", "renew", session], &[]);
+        let renewed = self
+            .call(Method::PUT, url, None, &[404], Duration::ZERO, what)
+            .await?;
+        if renewed.status == 404 {
+            return Ok(None);
+        }
+        let value = base64(&encode(&req.holder, &req.metadata));
+        // Unlock and lock again in one transaction: a lock by the holding
+        // session with the same value changes nothing (the index stays),
+        // while an unlock and a new lock are a new acquisition at a new
+        // Raft index; nobody else can take the key in between, and an
+        // explicit unlock has no lock delay.
+        let ops = json!([
+            {"KV": {"Verb": "check-index", "Key": key, "Index": entry.modify_index}},
+            {"KV": {"Verb": "unlock", "Key": key, "Value": value, "Flags": RECORD_FLAGS, "Session": session}},
+            {"KV": {"Verb": "lock", "Key": key, "Value": value, "Flags": RECORD_FLAGS, "Session": session}},
+        ]);
+        Ok(match self.txn(ops, what).await? {
+            TxnOutcome::Applied(entries) => entries
+                .into_iter()
+                .rev()
+                .find(|e| e.key == key && e.holder_session() == Some(session))
+                .map(|e| e.modify_index)
+                .filter(|&t| t > entry.modify_index),
+            TxnOutcome::RolledBack => None,
         })
     }
 
@@ -928,7 +1037,15 @@ impl LeaseStore for ConsulStore {
         // Consul invalidates a session up to twice its TTL after the
         // last renewal, then the lock delay keeps the key from being
         // acquired.
-        .with_expiry_slack(ExpirySlack::new(self.inner.lock_delay, 100))
+        .with_expiry_slack(match self.inner.lock_delay {
+            // Up to two session TTLs (`max(10 s, ttl/2)`) plus the ttl,
+            // less the ttl itself.
+            None => ExpirySlack::proportional(100).at_least(SESSION_TTL_FLOOR * 2),
+            // Up to two session TTLs plus the delay, less the ttl: never
+            // more than `ttl + delay`, whichever of 10 s, `ttl - delay` and
+            // ttl/2 the session TTL is (see `session_ttl`).
+            Some(delay) => ExpirySlack::new(delay, 100),
+        })
     }
 
     async fn try_acquire(
@@ -940,18 +1057,31 @@ impl LeaseStore for ConsulStore {
         self.check_ttl(req.ttl, &what)?;
         let key = self.election_key(&req.election);
         let (mut current, _) = self.read_key(&key, &what).await?;
-        if let Some(gone) = self.previous_self_gone(current.as_ref(), req, &key, &what)? {
-            let previous = current
-                .as_ref()
-                .and_then(KvEntry::holder_session)
-                .unwrap_or("");
-            tracing::info!(
-                election = %req.election, holder = %req.holder, session = previous,
-                "consul: the key holds our id under a session whose process is gone \
-                 (its restart proof is free); ending that session"
-            );
-            self.destroy_session(previous, &what).await?;
-            gone.finish();
+        if let Some((gone, entry)) = self
+            .previous_self_gone(current.as_ref(), req, &key, &what)?
+            .zip(current.clone())
+        {
+            let session = entry.holder_session().unwrap_or_default().to_owned();
+            if let Some(token) = self.adopt(&key, &entry, &session, req, &what).await? {
+                tracing::info!(
+                    election = %req.election, holder = %req.holder, session, token,
+                    "consul: the key holds our id under a session whose process is gone \
+                     (its restart proof is free); took that session over"
+                );
+                if let Some(proofs) = &self.inner.proofs {
+                    proofs.adopt(gone, &session);
+                }
+                return Ok(Acquire::Won(Lease {
+                    election: req.election.clone(),
+                    holder: req.holder.clone(),
+                    token: FencingToken::new(token),
+                    ttl: granted_ttl(req.ttl),
+                    handle: LeaseHandle::new(session),
+                }));
+            }
+            // The session changed, ended or was made otherwise meanwhile:
+            // on as usual.
+            drop(gone);
             current = self.read_key(&key, &what).await?.0;
         }
         let check = match &current {
@@ -1085,6 +1215,10 @@ impl LeaseStore for ConsulStore {
         };
         let key = self.election_key(&lease.election);
         let session = lease.handle.as_str();
+        // The term is over when its lease is released, whether or not the
+        // release gets through: the proof goes now (the term's processes
+        // that inherited it, if any are left, keep its lock).
+        self.forget_proof(session);
         let (entry, _) = self.read_key(&key, &what).await?;
         match entry {
             Some(e) if e.is_held_by(session, &lease.holder, lease.token) => {
@@ -1102,9 +1236,7 @@ impl LeaseStore for ConsulStore {
             Some(e) if e.holder_session() == Some(session) => return Ok(()),
             _ => {}
         }
-        self.destroy_session(session, &what).await?;
-        self.forget_proof(session);
-        Ok(())
+        self.destroy_session(session, &what).await
     }
 
     async fn current_leader(

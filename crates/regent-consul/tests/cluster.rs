@@ -44,8 +44,9 @@ const RENEW_DEADLINE: Duration = Duration::from_secs(6);
 /// Below the renew deadline, above a Raft election with
 /// `raft_multiplier = 1`.
 const CALL_TIMEOUT: Duration = Duration::from_secs(2);
-/// How late a timer may fire on a busy two-core machine.
-const SCHEDULING: Duration = Duration::from_millis(250);
+/// How late a timer may fire on a busy two-core machine (three servers
+/// and eleven agents run beside the tests).
+const SCHEDULING: Duration = Duration::from_secs(1);
 /// Bound on a Raft election among the surviving servers.
 const RAFT_ELECTION: Duration = Duration::from_secs(15);
 

@@ -142,8 +142,14 @@ async fn info_declares_consuls_ttl_range_and_slack() {
         (info.min_ttl, info.max_ttl),
         (TTL, Duration::from_secs(86_400))
     );
-    // Up to twice the TTL, plus the lock delay.
-    assert_eq!(info.expiry_slack_for(TTL), TTL);
+    // By default the lock delay is the ttl and sessions last max(10 s,
+    // ttl/2): freed up to two session TTLs plus the ttl after the last
+    // renewal.
+    assert_eq!(info.expiry_slack_for(TTL), Duration::from_secs(20));
+    assert_eq!(
+        info.expiry_slack_for(Duration::from_secs(60)),
+        Duration::from_secs(60)
+    );
     let delayed = ConsulStore::builder(agent.address())
         .lock_delay(Duration::from_secs(3))
         .build()

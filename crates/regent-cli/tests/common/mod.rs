@@ -624,10 +624,11 @@ impl Timing {
 
     /// The latest a follower may take over after the leader's crash: the
     /// lease frees at most `ttl + expiry slack` after the last renewal,
-    /// which was at most a renew interval before the crash, plus 1 s for
-    /// the follower to notice and acquire and for a loaded machine.
+    /// which was at most a renew interval before the crash, plus 3 s for
+    /// the follower to notice and acquire (a follower kept out by Consul's
+    /// lock delay retries every renew interval) and for a loaded machine.
     pub fn crash_failover(&self) -> Duration {
-        self.ttl + self.expiry_slack + self.renew_every + Duration::from_secs(1)
+        self.ttl + self.expiry_slack + self.renew_every + Duration::from_secs(3)
     }
 
     /// `d`, given for the base ttl of 2 s, scaled to this ttl: a wait for
@@ -663,6 +664,9 @@ impl Regent {
         let child = Command::new(program)
             .args(args)
             .env("REGENT_LOG", "info")
+            // Consul's restart proofs go to the sandbox, not the user's
+            // runtime directory.
+            .env("XDG_RUNTIME_DIR", dir)
             .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(out)

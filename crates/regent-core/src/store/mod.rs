@@ -198,7 +198,8 @@ pub enum SafetyClass {
 }
 
 /// How much later than its ttl a store may free a dead holder's lease:
-/// `fixed + ttl × ttl_percent / 100`. See [`ExpirySlack::for_ttl`].
+/// `fixed + ttl × ttl_percent / 100`, and at least `floor`. See
+/// [`ExpirySlack::for_ttl`].
 ///
 /// The proportional part is a whole percentage rather than a float so that
 /// [`StoreInfo`] stays `Eq` and the slack is exact (Consul: 100 %).
@@ -209,6 +210,9 @@ pub struct ExpirySlack {
     pub fixed: Duration,
     /// The part proportional to the ttl, in percent of it (Consul: 100).
     pub ttl_percent: u32,
+    /// The least slack whatever the ttl (Consul: 20 s, two of its shortest
+    /// session TTLs).
+    pub floor: Duration,
 }
 
 impl ExpirySlack {
@@ -218,7 +222,18 @@ impl ExpirySlack {
 
     /// `fixed + ttl × ttl_percent / 100`.
     pub const fn new(fixed: Duration, ttl_percent: u32) -> Self {
-        Self { fixed, ttl_percent }
+        Self {
+            fixed,
+            ttl_percent,
+            floor: Duration::ZERO,
+        }
+    }
+
+    /// This slack, but never less than `floor`.
+    #[must_use]
+    pub const fn at_least(mut self, floor: Duration) -> Self {
+        self.floor = floor;
+        self
     }
 
     /// A slack that does not depend on the ttl.
@@ -237,7 +252,7 @@ impl ExpirySlack {
         let proportional = ttl
             .checked_mul(self.ttl_percent)
             .map_or(Duration::MAX, |d| d / 100);
-        self.fixed.saturating_add(proportional)
+        self.fixed.saturating_add(proportional).max(self.floor)
     }
 }
 

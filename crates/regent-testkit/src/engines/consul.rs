@@ -629,10 +629,11 @@ impl Engine for Consul {
         MIN_TTL
     }
 
-    /// Consul invalidates a session between one and two TTLs after its last
-    /// renewal: one ttl of slack (regent's lock delay is 0).
+    /// What regent's Consul store declares with its default lock delay
+    /// (the ttl): sessions of `max(10 s, ttl/2)`, which Consul ends one to
+    /// two of them after the last renewal, then the ttl's lock delay.
     fn expiry_slack(&self) -> ExpirySlack {
-        ExpirySlack::proportional(100)
+        ExpirySlack::proportional(100).at_least(MIN_TTL * 2)
     }
 
     /// `consul://127.0.0.1:PORT`, this agent's HTTP API, or

@@ -181,6 +181,6 @@ impl Engine for SharedConsul {
     }
 
     fn expiry_slack(&self) -> ExpirySlack {
-        ExpirySlack::proportional(100)
+        ExpirySlack::proportional(100).at_least(super::MIN_TTL * 2)
     }
 }

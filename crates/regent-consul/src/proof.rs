@@ -331,7 +331,9 @@ mod tests {
         )
         .unwrap();
         assert!(
-            Proofs::new(dir.path().join("good")).prove_gone(S1).is_none(),
+            Proofs::new(dir.path().join("good"))
+                .prove_gone(S1)
+                .is_none(),
             "others may write the directory now"
         );
     }

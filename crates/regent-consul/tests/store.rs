@@ -327,7 +327,11 @@ async fn a_token_is_sent_and_never_shown() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_token_of_a_lock_on_an_existing_key_is_the_locks_index_regression() {
     let agent = agent().await;
-    let store = store(&agent);
+    // No lock delay: b takes the key at once after a's session ends.
+    let store = ConsulStore::builder(agent.address())
+        .lock_delay(Duration::ZERO)
+        .build()
+        .unwrap();
     let e = election("existing");
     let Acquire::Won(a) = store.try_acquire(&req(&e, "a", TTL), None).await.unwrap() else {
         panic!("a wins an empty election");

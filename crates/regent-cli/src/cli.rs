@@ -192,7 +192,8 @@ pub(crate) struct RunArgs {
     #[command(flatten)]
     pub(crate) store: StoreArgs,
     /// This instance's id, unique per election (default: the Consul agent's
-    /// node name on consul:// stores, as Consul's recipe does; HOSTNAME-PID
+    /// node name on consul:// stores, as Consul's recipe does, so instances
+    /// that share an agent each need their own --id; HOSTNAME-PID
     /// elsewhere).
     #[arg(long)]
     pub(crate) id: Option<String>,

@@ -218,10 +218,10 @@ fn short_campaign_has_no_violation(sandbox: Sandbox) {
         if let Some(gap) = max_gap_ms("kill-leader") {
             assert!(gap < 36_000.0, "kill-leader gap {gap} ms: {json}");
         }
-        // A graceful SIGTERM releases at once.
-        if let Some(gap) = max_gap_ms("term-leader") {
-            assert!(gap < 2_000.0, "term-leader gap {gap} ms: {json}");
-        }
+        // No bound on term-leader's gap here: a SIGTERM can hit a term
+        // whose session a freeze just let expire, and then the lock delay
+        // (the ttl) is the gap. A graceful hand-over's speed is
+        // `consul.rs`'s and `run_failover.rs`'s to check.
     }
 }
 

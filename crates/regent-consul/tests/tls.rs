@@ -330,8 +330,16 @@ async fn an_unrenewed_lease_expires_and_the_watch_over_https_sees_it() {
         started.elapsed()
     );
     assert_eq!(store.renew(&a).await.unwrap(), Renewal::Lost);
-    let Acquire::Won(b) = store.try_acquire(&req(&e, "b", TTL), None).await.unwrap() else {
-        panic!("b wins once a's lease expired");
+    // The session's lock delay (the ttl) keeps the key a while more.
+    let until = tokio::time::Instant::now() + TTL + Duration::from_secs(5);
+    let b = loop {
+        match store.try_acquire(&req(&e, "b", TTL), None).await.unwrap() {
+            Acquire::Won(b) => break b,
+            _ if tokio::time::Instant::now() < until => {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            other => panic!("b did not win within the lock delay after a's expiry: {other:?}"),
+        }
     };
     assert!(b.token > a.token, "{} !> {}", b.token, a.token);
     store.release(&b).await.unwrap();

@@ -202,3 +202,20 @@ fn memory_store_style_is_kept_by_the_limit_knobs() {
     assert_eq!(info.expiry_slack_for(secs(10)), secs(1));
     assert_eq!(info.ttl_grant, TtlGrant::AtLeastAsked);
 }
+
+/// A slack with a floor (Consul's: `max(20 s, ttl)`) is the larger of the
+/// floor and its linear part, saturating.
+#[test]
+fn an_expiry_slack_with_a_floor_is_never_below_it() {
+    let slack = ExpirySlack::proportional(100).at_least(secs(20));
+    assert_eq!(slack.for_ttl(secs(10)), secs(20));
+    assert_eq!(slack.for_ttl(secs(20)), secs(20));
+    assert_eq!(slack.for_ttl(secs(60)), secs(60));
+    assert_eq!(ExpirySlack::fixed(secs(1)).for_ttl(secs(10)), secs(1));
+    assert_eq!(
+        ExpirySlack::proportional(100)
+            .at_least(secs(20))
+            .for_ttl(Duration::MAX),
+        Duration::MAX
+    );
+}

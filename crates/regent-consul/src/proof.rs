@@ -44,7 +44,7 @@
 use std::collections::HashMap;
 use std::io;
 use std::os::fd::OwnedFd;
-use std::os::unix::fs::MetadataExt as _;
+use std::os::unix::fs::{DirBuilderExt as _, MetadataExt as _};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -111,7 +111,7 @@ impl Proofs {
         }
         std::fs::DirBuilder::new()
             .recursive(true)
-            .mode_0700()
+            .mode(0o700)
             .create(&self.dir)?;
         check_private(&self.dir)?;
         let boot = boot_id()?;
@@ -183,16 +183,6 @@ impl Proofs {
             }
             Err(_) => gone.finish(),
         }
-    }
-}
-
-trait DirBuilderExt {
-    fn mode_0700(&mut self) -> &mut Self;
-}
-
-impl DirBuilderExt for std::fs::DirBuilder {
-    fn mode_0700(&mut self) -> &mut Self {
-        std::os::unix::fs::DirBuilderExt::mode(self, 0o700)
     }
 }
 

@@ -725,13 +725,7 @@ impl ConsulStore {
             r => r?,
         };
         let created: Created = answer.json(&what())?;
-        if created.id.is_empty()
-            || created.id.len() > 64
-            || !created
-                .id
-                .bytes()
-                .all(|b| b.is_ascii_hexdigit() || b == b'-')
-        {
+        if !is_session_id(&created.id) {
             return Err(StoreError::new(
                 ErrorKind::Protocol,
                 format!("{}: Consul answered an invalid session id", what()),
@@ -805,11 +799,10 @@ impl ConsulStore {
         Ok(())
     }
 
-    /// The leader `entry` shows, or a `Corrupt` error.
     /// The restart shortcut's test: the key is locked under `req`'s holder
     /// id by a session whose proof shows its process gone (see
     /// [`ConsulStoreBuilder::restart_proofs`]). The proof stays locked by
-    /// the answer until the caller has ended the session.
+    /// the answer until the caller has taken the session over.
     fn previous_self_gone(
         &self,
         entry: Option<&KvEntry>,
@@ -906,6 +899,7 @@ impl ConsulStore {
         }
     }
 
+    /// The leader `entry` shows, or a `Corrupt` error.
     fn leader_of(
         &self,
         entry: Option<&KvEntry>,

@@ -10,15 +10,13 @@
 
 mod common;
 
-use std::io::{Read as _, Write as _};
 use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use base64::Engine as _;
 use regent_testkit::engines::azurite::{
-    ACCOUNT, ACCOUNT_KEY, AUTOSAVE_INTERVAL, CONTAINER, EXPIRY_SLACK, MIN_TTL,
+    ACCOUNT, ACCOUNT_KEY, AUTOSAVE_INTERVAL, CONTAINER, EXPIRY_SLACK, MIN_TTL, operator_request,
 };
 use regent_testkit::engines::{Azurite, Engine, EngineError, SharedAzurite, Signaled};
 
@@ -68,9 +66,8 @@ impl Response {
 }
 
 /// `METHOD /devstoreaccount1/PATH?QUERY` without a body, signed with the
-/// development account's shared key: enough of Azure's shared-key scheme
-/// for these tests (no standard header signed, no `x-ms-date`, which
-/// Azurite does not ask for).
+/// development account's shared key, as the kit's operator requests send
+/// it.
 fn signed(
     addr: SocketAddr,
     method: &str,
@@ -78,60 +75,18 @@ fn signed(
     query: &[(&str, &str)],
     headers: &[(&str, &str)],
 ) -> Response {
-    let mut headers: Vec<(String, String)> = headers
-        .iter()
-        .map(|(k, v)| (k.to_ascii_lowercase(), (*v).to_owned()))
-        .chain([("x-ms-version".to_owned(), "2021-12-02".to_owned())])
-        .collect();
-    headers.sort();
-    let mut query: Vec<(&str, &str)> = query.to_vec();
-    query.sort();
-    let resource = format!("/{ACCOUNT}{path}");
-    // VERB, then eleven standard headers, all empty (Content-Length 0 is
-    // signed as empty), then the x-ms- headers and the resource.
-    let mut to_sign = format!("{method}\n{}", "\n".repeat(11));
-    for (name, value) in &headers {
-        to_sign.push_str(&format!("{name}:{value}\n"));
+    let r = operator_request(addr, method, path, query, headers)
+        .unwrap_or_else(|e| panic!("{method} {path}: {e}"));
+    let mut text = format!("HTTP/1.1 {}\r\n", r.status);
+    for (k, v) in &r.headers {
+        text.push_str(&format!("{k}: {v}\r\n"));
     }
-    to_sign.push_str(&format!("/{ACCOUNT}{resource}"));
-    for (name, value) in &query {
-        to_sign.push_str(&format!("\n{name}:{value}"));
+    text.push_str("\r\n");
+    text.push_str(&r.body);
+    Response {
+        status: r.status,
+        text,
     }
-    let base64 = base64::engine::general_purpose::STANDARD;
-    let key = ring::hmac::Key::new(
-        ring::hmac::HMAC_SHA256,
-        &base64.decode(ACCOUNT_KEY).unwrap(),
-    );
-    let signature = base64.encode(ring::hmac::sign(&key, to_sign.as_bytes()));
-
-    let query: Vec<String> = query.iter().map(|(k, v)| format!("{k}={v}")).collect();
-    let target = if query.is_empty() {
-        resource
-    } else {
-        format!("{resource}?{}", query.join("&"))
-    };
-    let mut request = format!(
-        "{method} {target} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\
-         Content-Length: 0\r\nAuthorization: SharedKey {ACCOUNT}:{signature}\r\n"
-    );
-    for (name, value) in &headers {
-        request.push_str(&format!("{name}: {value}\r\n"));
-    }
-    request.push_str("\r\n");
-    let mut stream = TcpStream::connect(addr).expect("Azurite accepts");
-    stream
-        .set_read_timeout(Some(Duration::from_secs(5)))
-        .unwrap();
-    stream.write_all(request.as_bytes()).unwrap();
-    let mut raw = Vec::new();
-    stream.read_to_end(&mut raw).expect("Azurite answers");
-    let text = String::from_utf8_lossy(&raw).into_owned();
-    let status = text
-        .split_whitespace()
-        .nth(1)
-        .and_then(|code| code.parse().ok())
-        .unwrap_or_else(|| panic!("no status line in {text:?}"));
-    Response { status, text }
 }
 
 #[track_caller]

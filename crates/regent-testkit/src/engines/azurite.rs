@@ -99,8 +99,10 @@ use super::{Engine, EngineError, Signaled};
 
 pub use super::{START_TIMEOUT, STOP_TIMEOUT};
 
+mod operator;
 mod shared;
 
+pub use operator::OperatorResponse;
 pub use shared::SharedAzurite;
 
 /// Azurite's development storage account.
@@ -260,6 +262,27 @@ impl Azurite {
         http::get(self.addr(), path, API_TIMEOUT)
     }
 
+    /// `METHOD /devstoreaccount1{path}?{query}` as an operator's tool
+    /// (`az storage …`) sends it, outside any store: no body, `headers`
+    /// (`x-ms-*`, `If-Match`), signed with the development account's key,
+    /// every step bounded by [`API_TIMEOUT`]. To break a lease
+    /// (`PUT /CONTAINER/BLOB?comp=lease` with `x-ms-lease-action: break`),
+    /// delete a blob or write garbage behind a store's back.
+    ///
+    /// # Errors
+    ///
+    /// When the request could not be sent or the answer not read; an HTTP
+    /// error status is an answer.
+    pub fn operator(
+        &self,
+        method: &str,
+        path: &str,
+        query: &[(&str, &str)],
+        headers: &[(&str, &str)],
+    ) -> io::Result<OperatorResponse> {
+        operator_request(self.addr(), method, path, query, headers)
+    }
+
     /// Stops Azurite: SIGTERM to its PID (Azurite saves its metadata and
     /// exits, in a few tens of milliseconds), then SIGKILL if it has not
     /// exited after [`STOP_TIMEOUT`]. Returns once it is reaped; the data
@@ -329,6 +352,21 @@ impl Azurite {
     fn instance(&self) -> String {
         format!("azurite blob service ({})", self.addr())
     }
+}
+
+/// As [`Azurite::operator`], to the Blob service on `addr`.
+///
+/// # Errors
+///
+/// As [`Azurite::operator`].
+pub fn operator_request(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    query: &[(&str, &str)],
+    headers: &[(&str, &str)],
+) -> io::Result<OperatorResponse> {
+    operator::request(addr, method, path, query, headers, API_TIMEOUT)
 }
 
 /// Azurite's Blob service as one of the [engines](super): kind `azblob`,

@@ -46,6 +46,7 @@ pub struct SharedAzurite {
     connection_string: String,
     blob_endpoint: String,
     pid: Option<u32>,
+    addr: std::net::SocketAddr,
     container: String,
 }
 
@@ -77,6 +78,7 @@ impl SharedAzurite {
             connection_string: instance.connection_string(),
             blob_endpoint: instance.blob_endpoint(),
             pid: instance.pid(),
+            addr: instance.addr(),
             container: container_name(n, &name),
         })
     }
@@ -84,6 +86,11 @@ impl SharedAzurite {
     /// This share's container.
     pub fn container(&self) -> &str {
         &self.container
+    }
+
+    /// As [`Azurite::addr`]: the same for every share.
+    pub fn addr(&self) -> std::net::SocketAddr {
+        self.addr
     }
 
     /// As [`Azurite::connection_string`]: the same for every share.
@@ -104,6 +111,22 @@ impl SharedAzurite {
     /// The account's key, base64: [`ACCOUNT_KEY`](super::ACCOUNT_KEY).
     pub fn key(&self) -> &'static str {
         super::ACCOUNT_KEY
+    }
+
+    /// As [`Azurite::operator`], on the shared Azurite (any container:
+    /// keep to this share's).
+    ///
+    /// # Errors
+    ///
+    /// As [`Azurite::operator`].
+    pub fn operator(
+        &self,
+        method: &str,
+        path: &str,
+        query: &[(&str, &str)],
+        headers: &[(&str, &str)],
+    ) -> std::io::Result<super::OperatorResponse> {
+        super::operator_request(self.addr, method, path, query, headers)
     }
 
     /// Runs `f` on the shared Azurite, the other tests' shares waiting

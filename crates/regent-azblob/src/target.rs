@@ -1,0 +1,513 @@
+//! The Azure Blob store as a [`StoreKind`]: its URL grammar, its options,
+//! Azure's own variables as fallbacks, their contradictions, connecting.
+//!
+//! See [`KIND`] for the grammar and the options.
+
+use std::ffi::OsString;
+use std::fmt;
+use std::time::Duration;
+
+use regent_core::target::{
+    ConnectFuture, OptionKind, OptionValue, Options, Source, StoreKind, StoreOption, Target,
+    TargetError, printable,
+};
+use regent_core::{BoxStore, ErrorKind, StoreError};
+
+use crate::account::StorageAccount;
+use crate::store::{AzblobStore, AzblobStoreBuilder, DEFAULT_CALL_TIMEOUT};
+
+/// Azure's variables (the SDKs' and `az`'s), read when none of regent's
+/// own credential options is given.
+const AZURE_STORAGE_CONNECTION_STRING: &str = "AZURE_STORAGE_CONNECTION_STRING";
+const AZURE_STORAGE_ACCOUNT: &str = "AZURE_STORAGE_ACCOUNT";
+const AZURE_STORAGE_KEY: &str = "AZURE_STORAGE_KEY";
+const AZURE_STORAGE_SAS_TOKEN: &str = "AZURE_STORAGE_SAS_TOKEN";
+
+/// The Azure Blob store kind: `azblob://` URLs and their options.
+///
+/// ```text
+/// azblob://CONTAINER            the blob of election E is E
+/// azblob://CONTAINER/BLOB       every election is the blob BLOB (one election per store)
+/// azblob://CONTAINER/PREFIX/    the blob of election E is PREFIX/E
+/// ```
+///
+/// The account and its credential come from the options below or, when
+/// none of them is given, from Azure's own variables, as `az` and the SDKs
+/// read them:
+///
+/// | option | kind | flag / variable | Azure's variable, used when none of regent's is set |
+/// |---|---|---|---|
+/// | `connection-string` | secret | `REGENT_AZBLOB_CONNECTION_STRING` only | `AZURE_STORAGE_CONNECTION_STRING` (`UseDevelopmentStorage=true` for Azurite on this host) |
+/// | `account` | text | `--azblob-account` / `REGENT_AZBLOB_ACCOUNT` | `AZURE_STORAGE_ACCOUNT` |
+/// | `key` | secret | `REGENT_AZBLOB_KEY` only | `AZURE_STORAGE_KEY` |
+/// | `sas-token` | secret | `REGENT_AZBLOB_SAS_TOKEN` only | `AZURE_STORAGE_SAS_TOKEN` |
+/// | `endpoint` | text | `--azblob-endpoint` / `REGENT_AZBLOB_ENDPOINT` | — (`https://ACCOUNT.blob.core.windows.net`) |
+///
+/// A connection string, or an account with its key or a SAS token: never
+/// both, never a key and a token together. Azure's variables are the
+/// user's environment for Azure's tools, so a front end does not scrub
+/// them from the command it runs (it scrubs regent's secrets); keys and
+/// tokens never appear in messages or logs.
+pub static KIND: StoreKind = StoreKind {
+    name: "azblob",
+    schemes: &["azblob"],
+    advises: &["https", "wasbs", "abfss"],
+    forms: "azblob://CONTAINER[/BLOB | /PREFIX/] (account from AZURE_STORAGE_CONNECTION_STRING, \
+            or AZURE_STORAGE_ACCOUNT with AZURE_STORAGE_KEY or AZURE_STORAGE_SAS_TOKEN)",
+    short_forms: "azblob://…",
+    default_call_timeout: DEFAULT_CALL_TIMEOUT,
+    options: &[
+        StoreOption {
+            name: "connection-string",
+            kind: OptionKind::Secret,
+            value_name: "STRING",
+            help: "Storage connection string (never a flag: `ps` would show its key); default: \
+                   AZURE_STORAGE_CONNECTION_STRING, UseDevelopmentStorage=true for Azurite",
+        },
+        StoreOption {
+            name: "account",
+            kind: OptionKind::Text,
+            value_name: "NAME",
+            help: "Storage account name, with REGENT_AZBLOB_KEY or REGENT_AZBLOB_SAS_TOKEN \
+                   (default: AZURE_STORAGE_ACCOUNT)",
+        },
+        StoreOption {
+            name: "key",
+            kind: OptionKind::Secret,
+            value_name: "KEY",
+            help: "The account's access key, base64 (default: AZURE_STORAGE_KEY)",
+        },
+        StoreOption {
+            name: "sas-token",
+            kind: OptionKind::Secret,
+            value_name: "TOKEN",
+            help: "A SAS token for the container (default: AZURE_STORAGE_SAS_TOKEN)",
+        },
+        StoreOption {
+            name: "endpoint",
+            kind: OptionKind::Text,
+            value_name: "URL",
+            help: "The Blob service's URL, with --azblob-account (default: \
+                   https://ACCOUNT.blob.core.windows.net)",
+        },
+    ],
+    examples: &[
+        "AZURE_STORAGE_CONNECTION_STRING=UseDevelopmentStorage=true \\\n      \
+         regent run --store azblob://leases --ttl 15s --election MyLeaderCoordinatorTask -- ./worker",
+        "AZURE_STORAGE_ACCOUNT=contoso AZURE_STORAGE_KEY=... \\\n      \
+         regent run --store azblob://leases/jobs/ --ttl 30s --election nightly -- ./worker",
+    ],
+    parse,
+};
+
+fn parse(url: &str, options: &Options) -> Result<Box<dyn Target>, TargetError> {
+    parse_with_env(url, options, &|name| std::env::var_os(name))
+        .map(|t| Box::new(t) as Box<dyn Target>)
+}
+
+/// A parsed `azblob://` URL.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct BlobUrl {
+    container: String,
+    blob: Blob,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Blob {
+    Election,
+    Fixed(String),
+    Prefix(String),
+}
+
+/// An `azblob://` store, checked: ready to connect.
+#[derive(Clone)]
+pub struct AzblobTarget {
+    url: BlobUrl,
+    account: StorageAccount,
+    /// Which settings named the account, for messages.
+    from: String,
+}
+
+impl fmt::Debug for AzblobTarget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AzblobTarget")
+            .field("url", &self.url)
+            .field("account", &self.account)
+            .field("from", &self.from)
+            .finish()
+    }
+}
+
+impl fmt::Display for AzblobTarget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "azblob://{}", self.url.container)?;
+        match &self.url.blob {
+            Blob::Election => {}
+            Blob::Fixed(b) | Blob::Prefix(b) => write!(f, "/{b}")?,
+        }
+        write!(
+            f,
+            " (account {} at {})",
+            self.account.name(),
+            self.account.blob_endpoint()
+        )
+    }
+}
+
+impl AzblobTarget {
+    /// The store's builder, before [`AzblobStoreBuilder::build`].
+    pub fn builder(&self, call_timeout: Duration) -> AzblobStoreBuilder {
+        let builder = AzblobStore::builder(self.account.clone(), self.url.container.clone())
+            .call_timeout(call_timeout);
+        match &self.url.blob {
+            Blob::Election => builder,
+            Blob::Fixed(b) => builder.blob(b.clone()),
+            Blob::Prefix(p) => builder.blob_prefix(p.clone()),
+        }
+    }
+}
+
+impl Target for AzblobTarget {
+    fn kind(&self) -> &'static StoreKind {
+        &KIND
+    }
+
+    fn connect(&self, call_timeout: Duration) -> ConnectFuture<'_> {
+        Box::pin(async move { Ok(BoxStore::new(self.builder(call_timeout).build()?)) })
+    }
+
+    /// Which settings to look at when the service refuses the credential,
+    /// or cannot be reached.
+    fn hint(&self, e: &StoreError) -> Option<String> {
+        match e.kind() {
+            ErrorKind::Auth => Some(format!(
+                "the account and its credential came from {}; check the key or SAS token there",
+                self.from
+            )),
+            ErrorKind::Unavailable
+                if self.account.blob_endpoint().host_str() == Some("127.0.0.1") =>
+            {
+                Some(format!(
+                    "{} is this host: is Azurite running there (azurite-blob --blobPort {})?",
+                    self.account.blob_endpoint(),
+                    self.account.blob_endpoint().port().unwrap_or(10000)
+                ))
+            }
+            _ => None,
+        }
+    }
+}
+
+/// [`KIND`]'s parser with Azure's variables read through `env`.
+fn parse_with_env(
+    url: &str,
+    options: &Options,
+    env: &dyn Fn(&str) -> Option<OsString>,
+) -> Result<AzblobTarget, TargetError> {
+    let url = parse_url(url)?;
+    let own = |name: &str| options.get(name).cloned();
+    let azure = |var: &str| {
+        env(var).filter(|v| !v.is_empty()).map(|value| OptionValue {
+            value,
+            source: Source::Env(var.to_owned()),
+        })
+    };
+    let [cs, account, key, sas, endpoint] = [
+        "connection-string",
+        "account",
+        "key",
+        "sas-token",
+        "endpoint",
+    ]
+    .map(own);
+    let account_error = |source: &Source, e: crate::AccountError| {
+        TargetError::new(format!("{source}: {}", e.0.trim_start_matches("the ")))
+    };
+    let (cs, account, key, sas) = if [&cs, &account, &key, &sas].iter().any(|o| o.is_some()) {
+        (cs, account, key, sas)
+    } else {
+        let cs = azure(AZURE_STORAGE_CONNECTION_STRING);
+        if cs.is_some() {
+            // As `az` does: the connection string alone.
+            (cs, None, None, None)
+        } else {
+            let key = azure(AZURE_STORAGE_KEY);
+            let sas = if key.is_some() {
+                None
+            } else {
+                azure(AZURE_STORAGE_SAS_TOKEN)
+            };
+            (None, azure(AZURE_STORAGE_ACCOUNT), key, sas)
+        }
+    };
+    let (account, from) = match (cs, account, key, sas) {
+        (Some(cs), None, None, None) => {
+            if let Some(e) = &endpoint {
+                return Err(TargetError::new(format!(
+                    "{} is set, but the connection string of {} names the endpoint; keep one",
+                    e.source, cs.source
+                )));
+            }
+            let text = secret_text(&cs)?;
+            let account = StorageAccount::from_connection_string(text)
+                .map_err(|e| TargetError::new(format!("{}: {e}", cs.source)))?;
+            (account, cs.source.to_string())
+        }
+        (Some(cs), Some(other), _, _)
+        | (Some(cs), _, Some(other), _)
+        | (Some(cs), _, _, Some(other)) => {
+            return Err(TargetError::new(format!(
+                "{} and {} both name the storage account; give a connection string, or an \
+                 account with its key or SAS token",
+                cs.source, other.source
+            )));
+        }
+        (None, Some(name), key, sas) => {
+            let name_text = name.text()?;
+            let account = match (key, sas) {
+                (Some(k), None) => StorageAccount::with_key(name_text, secret_text(&k)?)
+                    .map_err(|e| account_error(&k.source, e))?,
+                (None, Some(s)) => StorageAccount::with_sas(name_text, secret_text(&s)?)
+                    .map_err(|e| account_error(&s.source, e))?,
+                (Some(k), Some(s)) => {
+                    return Err(TargetError::new(format!(
+                        "{} and {} are both set; give the account's key or a SAS token",
+                        k.source, s.source
+                    )));
+                }
+                (None, None) => {
+                    return Err(TargetError::new(format!(
+                        "{} names storage account '{}' but no credential: set \
+                         REGENT_AZBLOB_KEY or REGENT_AZBLOB_SAS_TOKEN (or AZURE_STORAGE_KEY or \
+                         AZURE_STORAGE_SAS_TOKEN)",
+                        name.source,
+                        printable(name_text)
+                    )));
+                }
+            };
+            let account = match &endpoint {
+                Some(e) => account
+                    .with_endpoint(e.text()?)
+                    .map_err(|err| account_error(&e.source, err))?,
+                None => account,
+            };
+            (account, name.source.to_string())
+        }
+        (None, None, Some(secret), _) | (None, None, None, Some(secret)) => {
+            return Err(TargetError::new(format!(
+                "{} is set but no storage account: set --azblob-account (or \
+                 AZURE_STORAGE_ACCOUNT)",
+                secret.source
+            )));
+        }
+        (None, None, None, None) => {
+            return Err(TargetError::new(
+                "azblob:// needs a storage account: set AZURE_STORAGE_CONNECTION_STRING \
+                 (UseDevelopmentStorage=true for Azurite on this host), or AZURE_STORAGE_ACCOUNT \
+                 with AZURE_STORAGE_KEY or AZURE_STORAGE_SAS_TOKEN",
+            ));
+        }
+    };
+    Ok(AzblobTarget { url, account, from })
+}
+
+fn secret_text(v: &OptionValue) -> Result<&str, TargetError> {
+    v.value
+        .to_str()
+        .ok_or_else(|| TargetError::new(format!("{} is not valid UTF-8", v.source)))
+}
+
+/// `azblob://CONTAINER[/BLOB | /PREFIX/]`.
+fn parse_url(url: &str) -> Result<BlobUrl, TargetError> {
+    let shown = printable(url);
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return Err(TargetError::new(format!(
+            "'{shown}' is not an azblob:// URL: write azblob://CONTAINER[/BLOB]"
+        )));
+    };
+    if !scheme.eq_ignore_ascii_case("azblob") {
+        // https://ACCOUNT.blob.core.windows.net/…, wasbs://, abfss://.
+        return Err(TargetError::new(format!(
+            "'{shown}': regent names a blob store as azblob://CONTAINER[/BLOB]; the account \
+             and its endpoint come from AZURE_STORAGE_CONNECTION_STRING or \
+             AZURE_STORAGE_ACCOUNT (and --azblob-endpoint)"
+        )));
+    }
+    if rest.contains(['?', '#', '@']) {
+        return Err(TargetError::new(format!(
+            "'{shown}' holds a query, fragment or user: credentials are never part of the URL \
+             (set AZURE_STORAGE_CONNECTION_STRING or AZURE_STORAGE_KEY)"
+        )));
+    }
+    let (container, path) = rest.split_once('/').unwrap_or((rest, ""));
+    let container = container.to_owned();
+    let blob = if path.is_empty() {
+        Blob::Election
+    } else if path.ends_with('/') {
+        Blob::Prefix(path.to_owned())
+    } else {
+        Blob::Fixed(path.to_owned())
+    };
+    // The rules, checked once: by the builder.
+    let probe = AzblobStore::builder(StorageAccount::development(), container.clone());
+    let probe = match &blob {
+        Blob::Election => probe,
+        Blob::Fixed(b) => probe.blob(b.clone()),
+        Blob::Prefix(p) => probe.blob_prefix(p.clone()),
+    };
+    probe.build().map_err(|e| {
+        TargetError::new(format!(
+            "'{shown}': {}",
+            e.to_string().trim_start_matches("azblob store: ")
+        ))
+    })?;
+    Ok(BlobUrl { container, blob })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env_of(vars: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<OsString> {
+        move |k| {
+            vars.iter()
+                .find(|(n, _)| *n == k)
+                .map(|(_, v)| OsString::from(v))
+        }
+    }
+
+    fn target(
+        url: &str,
+        options: &Options,
+        vars: &'static [(&'static str, &'static str)],
+    ) -> Result<AzblobTarget, String> {
+        parse_with_env(url, options, &env_of(vars)).map_err(|e| e.message().to_owned())
+    }
+
+    const DEV: &[(&str, &str)] = &[(
+        AZURE_STORAGE_CONNECTION_STRING,
+        "UseDevelopmentStorage=true",
+    )];
+
+    #[test]
+    fn urls_name_container_blob_or_prefix() {
+        let t = target("azblob://leases", &Options::new(), DEV).unwrap();
+        assert_eq!(t.url.blob, Blob::Election);
+        assert_eq!(
+            t.to_string(),
+            "azblob://leases (account devstoreaccount1 at http://127.0.0.1:10000/devstoreaccount1)"
+        );
+        let t = target(
+            "azblob://leases/MyLeaderCoordinatorTask",
+            &Options::new(),
+            DEV,
+        )
+        .unwrap();
+        assert_eq!(t.url.blob, Blob::Fixed("MyLeaderCoordinatorTask".into()));
+        let t = target("azblob://leases/team/a/", &Options::new(), DEV).unwrap();
+        assert_eq!(t.url.blob, Blob::Prefix("team/a/".into()));
+        for (url, want) in [
+            ("azblob://Leases", "container name"),
+            ("azblob://", "container name"),
+            ("azblob://leases//x", "the blob"),
+            ("azblob://leases?sig=x", "never part of the URL"),
+            (
+                "https://acct.blob.core.windows.net/leases",
+                "azblob://CONTAINER",
+            ),
+            ("leases", "not an azblob:// URL"),
+        ] {
+            let e = target(url, &Options::new(), DEV).unwrap_err();
+            assert!(e.contains(want), "{url}: {e}");
+        }
+    }
+
+    #[test]
+    fn credentials_by_option_or_azure_variables() {
+        let mut own = Options::new();
+        own.set(&KIND, "account", "contoso").unwrap();
+        own.set(&KIND, "key", "c2VjcmV0").unwrap();
+        own.set(
+            &KIND,
+            "endpoint",
+            "https://contoso.blob.core.usgovcloudapi.net",
+        )
+        .unwrap();
+        // regent's options win, and Azure's variables are then not read.
+        let t = target("azblob://leases", &own, DEV).unwrap();
+        assert_eq!(t.account.name(), "contoso");
+        assert_eq!(
+            t.account.blob_endpoint().as_str(),
+            "https://contoso.blob.core.usgovcloudapi.net/"
+        );
+        let t = target(
+            "azblob://leases",
+            &Options::new(),
+            &[
+                (AZURE_STORAGE_ACCOUNT, "acct"),
+                (AZURE_STORAGE_SAS_TOKEN, "?sv=1&sig=x"),
+            ],
+        )
+        .unwrap();
+        assert!(!t.account.uses_shared_key());
+        // The connection string wins over Azure's other variables, as in az.
+        let t = target(
+            "azblob://leases",
+            &Options::new(),
+            &[
+                (
+                    AZURE_STORAGE_CONNECTION_STRING,
+                    "UseDevelopmentStorage=true",
+                ),
+                (AZURE_STORAGE_ACCOUNT, "other"),
+            ],
+        )
+        .unwrap();
+        assert_eq!(t.account.name(), "devstoreaccount1");
+    }
+
+    #[test]
+    fn contradictions_and_gaps_are_named() {
+        let mut both = Options::new();
+        both.set(&KIND, "connection-string", "UseDevelopmentStorage=true")
+            .unwrap();
+        both.set(&KIND, "account", "contoso").unwrap();
+        let e = target("azblob://leases", &both, &[]).unwrap_err();
+        assert!(e.contains("both name the storage account"), "{e}");
+        let mut name_only = Options::new();
+        name_only.set(&KIND, "account", "contoso").unwrap();
+        let e = target("azblob://leases", &name_only, &[]).unwrap_err();
+        assert!(e.contains("no credential"), "{e}");
+        let e = target(
+            "azblob://leases",
+            &Options::new(),
+            &[(AZURE_STORAGE_KEY, "c2VjcmV0")],
+        )
+        .unwrap_err();
+        assert!(
+            e.contains("AZURE_STORAGE_KEY is set but no storage account"),
+            "{e}"
+        );
+        let e = target("azblob://leases", &Options::new(), &[]).unwrap_err();
+        assert!(e.contains("UseDevelopmentStorage=true"), "{e}");
+        let mut endpoint = Options::new();
+        endpoint
+            .set(&KIND, "endpoint", "http://127.0.0.1:1/x")
+            .unwrap();
+        let e = target("azblob://leases", &endpoint, DEV).unwrap_err();
+        assert!(e.contains("names the endpoint"), "{e}");
+        let e = target(
+            "azblob://leases",
+            &Options::new(),
+            &[(
+                AZURE_STORAGE_CONNECTION_STRING,
+                "AccountName=a1b;AccountKey=%%secret%%",
+            )],
+        )
+        .unwrap_err();
+        assert!(
+            e.contains("AZURE_STORAGE_CONNECTION_STRING") && !e.contains("secret"),
+            "{e}"
+        );
+    }
+}

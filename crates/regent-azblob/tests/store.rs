@@ -1,0 +1,482 @@
+//! The Azure Blob store against Azurite: regent's store conformance suite,
+//! and what is the Blob service's own: leases broken, blobs deleted or
+//! written by an operator, foreign acquires, garbage in the record, ttls
+//! the service refuses.
+//!
+//! The tests of this binary share one Azurite (the test kit's
+//! [`SharedAzurite`]), each in a container of its own, and run in
+//! parallel: blob leases last 15 s at least.
+
+use std::time::{Duration, Instant};
+
+use regent_azblob::{AzblobStore, MIN_TTL, StorageAccount, TOKENS_PER_SECOND};
+use regent_core::testing::Harness;
+use regent_core::{
+    Acquire, Candidate, ConfigError, ElectionName, EndReason, ErrorKind, LeaseStore, Renewal,
+    SafetyClass, StoreStyle, WatchMode,
+};
+use regent_testkit::engines::SharedAzurite;
+use regent_testkit::engines::azurite::{OperatorResponse, operator_request};
+use regent_testkit::fixtures::{acquire_request as req, holder};
+
+/// This test's share: called on the test's own thread, whose name (the
+/// test's) names the container. It blocks for Azurite's start (a second)
+/// in the first test only.
+async fn share() -> SharedAzurite {
+    SharedAzurite::get().unwrap_or_else(|e| panic!("cannot start Azurite for this test: {e}"))
+}
+
+fn store(share: &SharedAzurite) -> AzblobStore {
+    let account = StorageAccount::from_connection_string(share.connection_string())
+        .expect("the kit's connection string");
+    AzblobStore::builder(account, share.container())
+        .call_timeout(Duration::from_secs(2))
+        .build()
+        .expect("build the store")
+}
+
+fn election(name: &str) -> ElectionName {
+    ElectionName::new(name).expect("valid election name")
+}
+
+/// A Blob request as `az storage …` sends it, from a blocking thread.
+async fn operator(
+    share: &SharedAzurite,
+    method: &'static str,
+    blob: &str,
+    query: &'static [(&'static str, &'static str)],
+    headers: Vec<(&'static str, String)>,
+) -> OperatorResponse {
+    let path = format!("/{}/{blob}", share.container());
+    let addr = share.addr();
+    tokio::task::spawn_blocking(move || {
+        let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        operator_request(addr, method, &path, query, &headers)
+            .unwrap_or_else(|e| panic!("{method} {path}: {e}"))
+    })
+    .await
+    .expect("the request task ran")
+}
+
+/// `az storage blob lease break --lease-break-period 0`.
+async fn break_lease(share: &SharedAzurite, blob: &str) -> OperatorResponse {
+    operator(
+        share,
+        "PUT",
+        blob,
+        &[("comp", "lease")],
+        vec![
+            ("x-ms-lease-action", "break".into()),
+            ("x-ms-lease-break-period", "0".into()),
+        ],
+    )
+    .await
+}
+
+/// Breaks the blob's lease, if any, and deletes the blob.
+async fn delete_blob(share: &SharedAzurite, blob: &str) {
+    break_lease(share, blob).await;
+    let r = operator(share, "DELETE", blob, &[], vec![]).await;
+    assert!(matches!(r.status, 202 | 404), "delete {blob}: {r:?}");
+}
+
+/// Replaces the blob (or creates it, and its container) with an empty one
+/// carrying `metadata`.
+async fn put_blob(share: &SharedAzurite, blob: &str, metadata: &[(&'static str, &str)]) {
+    let addr = share.addr();
+    let container = format!("/{}", share.container());
+    let r = tokio::task::spawn_blocking(move || {
+        operator_request(addr, "PUT", &container, &[("restype", "container")], &[])
+            .expect("create the container")
+    })
+    .await
+    .unwrap();
+    assert!(matches!(r.status, 201 | 409), "create the container: {r:?}");
+    let mut headers = vec![("x-ms-blob-type", "BlockBlob".to_owned())];
+    headers.extend(metadata.iter().map(|(k, v)| (*k, (*v).to_owned())));
+    let r = operator(share, "PUT", blob, &[], headers).await;
+    assert_eq!(r.status, 201, "put {blob}: {r:?}");
+}
+
+struct ConformanceHarness {
+    share: SharedAzurite,
+}
+
+impl Harness for ConformanceHarness {
+    type Store = AzblobStore;
+
+    async fn store(&self) -> AzblobStore {
+        store(&self.share)
+    }
+
+    async fn unreachable_store(&self) -> AzblobStore {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let account = StorageAccount::development()
+            .with_endpoint(&format!("http://127.0.0.1:{port}/devstoreaccount1"))
+            .expect("a valid endpoint");
+        AzblobStore::builder(account, self.share.container())
+            .call_timeout(Duration::from_secs(2))
+            .build()
+            .expect("building sends nothing")
+    }
+
+    fn ttl(&self) -> Duration {
+        MIN_TTL
+    }
+
+    async fn delete_records(&self, election: &ElectionName) {
+        delete_blob(&self.share, election.as_str()).await;
+    }
+
+    async fn put_garbage(&self, election: &ElectionName) {
+        put_blob(
+            &self.share,
+            election.as_str(),
+            &[
+                ("x-ms-meta-regentrecord", "1"),
+                ("x-ms-meta-regentholder", "someone"),
+                ("x-ms-meta-regenttoken", "not-a-number"),
+            ],
+        )
+        .await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn azblob_store_conforms() {
+    let harness = ConformanceHarness {
+        share: share().await,
+    };
+    regent_core::testing::run(&harness).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn info_declares_the_lease_range_and_a_ttl_outside_is_refused() {
+    let share = share().await;
+    let info = store(&share).info();
+    assert_eq!(info.name, "azblob");
+    assert_eq!(info.style, StoreStyle::Race);
+    assert_eq!(info.watch, WatchMode::Poll(Duration::from_secs(1)));
+    assert_eq!(info.safety, SafetyClass::Consensus);
+    assert_eq!(
+        (info.min_ttl, info.max_ttl),
+        (Duration::from_secs(15), Duration::from_secs(60))
+    );
+    let err = Candidate::builder(store(&share), election("short"), holder("a"))
+        .ttl(Duration::from_secs(10))
+        .build()
+        .expect_err("blob leases last 15 s at least");
+    assert!(
+        matches!(
+            err,
+            ConfigError::TtlBelowStoreMinimum {
+                store: "azblob",
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    let err = Candidate::builder(store(&share), election("long"), holder("a"))
+        .ttl(Duration::from_secs(61))
+        .build()
+        .expect_err("blob leases last 60 s at most");
+    assert!(
+        matches!(err, ConfigError::TtlAboveStoreMaximum { .. }),
+        "{err:?}"
+    );
+    // A ttl in range but not whole seconds is granted rounded up.
+    let lease = match store(&share)
+        .try_acquire(
+            &req(&election("round"), "a", Duration::from_millis(15_500)),
+            None,
+        )
+        .await
+        .unwrap()
+    {
+        Acquire::Won(lease) => lease,
+        other => panic!("a free election: {other:?}"),
+    };
+    assert_eq!(lease.ttl, Duration::from_secs(16));
+    store(&share).release(&lease).await.unwrap();
+}
+
+fn candidate(store: AzblobStore, election: &ElectionName, who: &str) -> Candidate<AzblobStore> {
+    Candidate::builder(store, election.clone(), holder(who))
+        .ttl(MIN_TTL)
+        .renew_every(Duration::from_secs(1))
+        .retry_every(Duration::from_millis(500))
+        .grace(Duration::from_millis(200))
+        .build()
+        .expect("valid timing")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_broken_from_outside_ends_leadership_at_the_next_renewal() {
+    let share = share().await;
+    let e = election("broken");
+    let a = candidate(store(&share), &e, "a");
+    let leadership = a.campaign().await.expect("a leads");
+    let token = leadership.token();
+
+    // A foreign acquire while a leads: the service refuses it.
+    let foreign = operator(
+        &share,
+        "PUT",
+        e.as_str(),
+        &[("comp", "lease")],
+        vec![
+            ("x-ms-lease-action", "acquire".into()),
+            ("x-ms-lease-duration", "15".into()),
+        ],
+    )
+    .await;
+    assert_eq!(foreign.status, 409, "{foreign:?}");
+    assert!(leadership.check().is_ok());
+
+    let broken = Instant::now();
+    let r = break_lease(&share, e.as_str()).await;
+    assert_eq!(r.status, 202, "{r:?}");
+    let ended = tokio::time::timeout(Duration::from_secs(10), leadership.until_ended())
+        .await
+        .expect("leadership ends after the break");
+    let took = broken.elapsed();
+    eprintln!("leadership ended {took:?} after the break: {ended:?}");
+    assert!(
+        matches!(ended.reason, EndReason::Lost),
+        "a break is a lost lease: {ended:?}"
+    );
+    // One renew interval (1 s) and one call (2 s at most).
+    assert!(took < Duration::from_secs(3), "{took:?}");
+
+    // b takes over at once, with a larger token; a follows.
+    let b = candidate(store(&share), &e, "b");
+    let b_leads = tokio::time::timeout(Duration::from_secs(5), b.campaign())
+        .await
+        .expect("b leads at once")
+        .expect("b leads");
+    assert!(b_leads.token() > token);
+    b_leads.resign().await.unwrap();
+    a.shutdown().await;
+    b.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn break_lease_is_the_operators_break() {
+    let share = share().await;
+    let e = election("break-api");
+    let s = store(&share);
+    assert!(
+        !s.break_lease(&e, Duration::ZERO).await.unwrap(),
+        "no blob, no lease"
+    );
+    let lease = match s.try_acquire(&req(&e, "a", MIN_TTL), None).await.unwrap() {
+        Acquire::Won(lease) => lease,
+        other => panic!("{other:?}"),
+    };
+    assert!(s.break_lease(&e, Duration::ZERO).await.unwrap());
+    assert_eq!(s.renew(&lease).await.unwrap(), Renewal::Lost);
+    assert_eq!(s.current_leader(&e).await.unwrap(), None);
+    let err = s
+        .break_lease(&e, Duration::from_millis(1500))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Config, "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_record_written_behind_an_expired_lease_is_not_renewed() {
+    // The service renews an expired lease nobody took since; Azurite even
+    // after the blob was written meanwhile. regent's renewal requires the
+    // record its term wrote.
+    let share = share().await;
+    let e = election("rewritten");
+    let s = store(&share);
+    let lease = match s.try_acquire(&req(&e, "a", MIN_TTL), None).await.unwrap() {
+        Acquire::Won(lease) => lease,
+        other => panic!("{other:?}"),
+    };
+    tokio::time::sleep(MIN_TTL + Duration::from_millis(500)).await;
+    // Free now: anyone may write it without a lease id.
+    let r = operator(
+        &share,
+        "PUT",
+        e.as_str(),
+        &[("comp", "metadata")],
+        vec![
+            ("x-ms-meta-regentrecord", "1".into()),
+            ("x-ms-meta-regentholder", "intruder".into()),
+            ("x-ms-meta-regenttoken", (lease.token.get() + 5).to_string()),
+        ],
+    )
+    .await;
+    assert_eq!(r.status, 200, "{r:?}");
+    assert_eq!(s.renew(&lease).await.unwrap(), Renewal::Lost);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_blob_that_is_not_a_record_is_an_error_never_a_takeover() {
+    let share = share().await;
+    let s = store(&share);
+    for (name, metadata, want) in [
+        (
+            "foreign-meta",
+            vec![("x-ms-meta-owner", "ops")],
+            "metadata 'owner'",
+        ),
+        (
+            "bad-token",
+            vec![
+                ("x-ms-meta-regentrecord", "1"),
+                ("x-ms-meta-regentholder", "x"),
+                ("x-ms-meta-regenttoken", "07"),
+            ],
+            "not a number",
+        ),
+        (
+            "newer",
+            vec![("x-ms-meta-regentrecord", "9")],
+            "newer regent",
+        ),
+    ] {
+        let e = election(name);
+        put_blob(&share, name, &metadata).await;
+        let err = s
+            .try_acquire(&req(&e, "a", MIN_TTL), None)
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Corrupt, "{name}: {err}");
+        let text = err.to_string();
+        assert!(text.contains(want) && text.contains(name), "{name}: {text}");
+        let err = s.current_leader(&e).await.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Corrupt, "{name}: {err}");
+        // Nothing was taken: the blob has no lease.
+        let props = operator(&share, "HEAD", name, &[], vec![]).await;
+        assert_eq!(
+            props.header("x-ms-lease-state"),
+            Some("available"),
+            "{name}"
+        );
+    }
+
+    // An infinite lease is someone else's: named, not waited on silently.
+    let e = election("forever");
+    put_blob(&share, "forever", &[]).await;
+    let r = operator(
+        &share,
+        "PUT",
+        "forever",
+        &[("comp", "lease")],
+        vec![
+            ("x-ms-lease-action", "acquire".into()),
+            ("x-ms-lease-duration", "-1".into()),
+        ],
+    )
+    .await;
+    assert_eq!(r.status, 201, "{r:?}");
+    let err = s
+        .try_acquire(&req(&e, "a", MIN_TTL), None)
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("infinite lease"), "{err}");
+
+    // An empty blob without metadata (the reference sample's, or one made
+    // by hand) is adopted.
+    let e = election("unclaimed");
+    put_blob(&share, "unclaimed", &[]).await;
+    match s.try_acquire(&req(&e, "a", MIN_TTL), None).await.unwrap() {
+        Acquire::Won(lease) => s.release(&lease).await.unwrap(),
+        other => panic!("an unclaimed blob: {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokens_grow_across_a_blob_made_again_within_the_same_second() {
+    let share = share().await;
+    let e = election("remade");
+    let s = store(&share);
+    let mut last = 0;
+    for round in 0..3 {
+        let lease = match s.try_acquire(&req(&e, "a", MIN_TTL), None).await.unwrap() {
+            Acquire::Won(lease) => lease,
+            other => panic!("round {round}: {other:?}"),
+        };
+        assert!(
+            lease.token.get() > last,
+            "round {round}: {} !> {last}",
+            lease.token
+        );
+        assert!(lease.token.get() >= 1_700_000_000 * TOKENS_PER_SECOND);
+        last = lease.token.get();
+        // The blob deleted and made again at once, by an operator.
+        delete_blob(&share, e.as_str()).await;
+        put_blob(&share, e.as_str(), &[]).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fixed_blob_and_a_prefix_name_the_blob() {
+    let share = share().await;
+    let account = StorageAccount::from_connection_string(share.connection_string()).unwrap();
+    let fixed = AzblobStore::builder(account.clone(), share.container())
+        .blob("MyLeaderCoordinatorTask")
+        .build()
+        .unwrap();
+    let e = election("anything");
+    let lease = match fixed
+        .try_acquire(&req(&e, "a", MIN_TTL), None)
+        .await
+        .unwrap()
+    {
+        Acquire::Won(lease) => lease,
+        other => panic!("{other:?}"),
+    };
+    let props = operator(&share, "HEAD", "MyLeaderCoordinatorTask", &[], vec![]).await;
+    assert_eq!(props.header("x-ms-lease-state"), Some("leased"));
+    assert_eq!(props.header("x-ms-meta-regentholder"), Some("a"));
+    fixed.release(&lease).await.unwrap();
+
+    let prefixed = AzblobStore::builder(account, share.container())
+        .blob_prefix("team/a/")
+        .build()
+        .unwrap();
+    let lease = match prefixed
+        .try_acquire(&req(&e, "b", MIN_TTL), None)
+        .await
+        .unwrap()
+    {
+        Acquire::Won(lease) => lease,
+        other => panic!("{other:?}"),
+    };
+    let props = operator(&share, "HEAD", "team/a/anything", &[], vec![]).await;
+    assert_eq!(
+        props.header("x-ms-meta-regentholder"),
+        Some("b"),
+        "{props:?}"
+    );
+    prefixed.release(&lease).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrong_key_is_an_auth_error_that_names_no_secret() {
+    let share = share().await;
+    let account = StorageAccount::with_key("devstoreaccount1", "d3Jvbmcta2V5")
+        .unwrap()
+        .with_endpoint(share.blob_endpoint())
+        .unwrap();
+    let s = AzblobStore::builder(account, share.container())
+        .build()
+        .unwrap();
+    let err = s
+        .try_acquire(&req(&election("auth"), "a", MIN_TTL), None)
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Auth, "{err}");
+    let text = format!("{err} {err:?}");
+    assert!(
+        !text.contains("d3Jvbmcta2V5") && !text.contains("SharedKey"),
+        "{text}"
+    );
+}

@@ -131,9 +131,11 @@
 //! the lease can pass on.
 //!
 //! **What a crash costs**: a leader that dies without releasing leaves its
-//! lease to run out: the next leader starts within the ttl plus the slack
-//! plus one follower retry (`retry_every`, ttl/5 by default) after the
-//! last renewal — at most **ttl + renew interval + 1 s**, 19 s at ttl 15 s.
+//! lease to run out, which the service frees its duration after the last
+//! renewal arrived; a follower takes it at its next try (`retry_every`,
+//! the renew interval by default). So the next leader starts at most **ttl
+//! + renew interval** after the crash, 18 s at ttl 15 s ([`EXPIRY_SLACK`]
+//! is the 1 s more regent's timing allows a service whose clocks differ).
 //! A graceful stop releases the lease, and the next leader starts at its
 //! next try, within one retry interval. Measured on Azurite: see the
 //! README.

@@ -480,3 +480,66 @@ async fn a_wrong_key_is_an_auth_error_that_names_no_secret() {
         "{text}"
     );
 }
+
+/// An account SAS for the development account, signed with its key as
+/// `az storage account generate-sas` does: blob service, every resource
+/// type, `permissions`, valid until 2099.
+fn account_sas(permissions: &str) -> String {
+    use base64::Engine as _;
+    let (version, expiry) = ("2021-12-02", "2099-01-01T00:00:00Z");
+    let to_sign = format!(
+        "{}\n{permissions}\nb\nsco\n\n{expiry}\n\nhttps,http\n{version}\n\n",
+        regent_azblob::DEVELOPMENT_ACCOUNT
+    );
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let key = ring::hmac::Key::new(
+        ring::hmac::HMAC_SHA256,
+        &b64.decode(regent_azblob::DEVELOPMENT_KEY).unwrap(),
+    );
+    let sig = b64.encode(ring::hmac::sign(&key, to_sign.as_bytes()));
+    let sig: String = sig
+        .chars()
+        .map(|c| match c {
+            '+' => "%2B".to_owned(),
+            '/' => "%2F".to_owned(),
+            '=' => "%3D".to_owned(),
+            c => c.to_string(),
+        })
+        .collect();
+    format!("sv={version}&ss=b&srt=sco&sp={permissions}&se={expiry}&spr=https,http&sig={sig}")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sas_token_authorizes_the_store_and_a_read_only_one_is_refused() {
+    let share = share().await;
+    let e = election("sas");
+    let connection = |sas: &str| {
+        format!(
+            "BlobEndpoint={};SharedAccessSignature={sas}",
+            share.blob_endpoint()
+        )
+    };
+    let account =
+        StorageAccount::from_connection_string(&connection(&account_sas("rwdlac"))).unwrap();
+    assert!(!account.uses_shared_key());
+    let s = AzblobStore::builder(account, share.container())
+        .build()
+        .unwrap();
+    let lease = match s.try_acquire(&req(&e, "a", MIN_TTL), None).await.unwrap() {
+        Acquire::Won(lease) => lease,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(s.renew(&lease).await.unwrap(), Renewal::Renewed);
+    s.release(&lease).await.unwrap();
+
+    let account = StorageAccount::from_connection_string(&connection(&account_sas("rl"))).unwrap();
+    let read_only = AzblobStore::builder(account, share.container())
+        .build()
+        .unwrap();
+    let err = read_only
+        .try_acquire(&req(&e, "b", MIN_TTL), None)
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Auth, "{err}");
+    assert!(!err.to_string().contains("sig="), "{err}");
+}

@@ -570,7 +570,16 @@ impl LeaseStore for AzblobStore {
             .header("x-ms-proposed-lease-id", lease_id.clone())
             .if_match(state.etag.clone());
         let what = || format!("acquire the lease on blob {}", self.place(&blob));
-        let answer = self.inner.client.send(&request, &what).await?;
+        let answer = match self.inner.client.send(&request, &what).await {
+            Ok(a) => a,
+            Err(e) => {
+                // The acquire may have reached the service and its answer
+                // been lost: give back a lease ours may hold, rather than
+                // leave the blob leased by nobody for a ttl.
+                self.abandon(&blob, &lease_id).await;
+                return Err(e);
+            }
+        };
         match answer.status {
             201 | 200 => {}
             // Leased by someone else, changed since read, or deleted: a

@@ -133,9 +133,10 @@
 //! **What a crash costs**: a leader that dies without releasing leaves its
 //! lease to run out, which the service frees its duration after the last
 //! renewal arrived; a follower takes it at its next try (`retry_every`,
-//! the renew interval by default). So the next leader starts at most **ttl
-//! + renew interval** after the crash, 18 s at ttl 15 s ([`EXPIRY_SLACK`]
-//! is the 1 s more regent's timing allows a service whose clocks differ).
+//! the renew interval by default). So the next leader starts at most
+//! **the ttl plus one renew interval** after the crash, 18 s at ttl 15 s
+//! ([`EXPIRY_SLACK`] is the 1 s more regent's timing allows a service
+//! whose clocks differ).
 //! A graceful stop releases the lease, and the next leader starts at its
 //! next try, within one retry interval. Measured on Azurite: see the
 //! README.

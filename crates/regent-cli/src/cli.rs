@@ -197,9 +197,10 @@ pub(crate) struct RunArgs {
     /// elsewhere).
     #[arg(long)]
     pub(crate) id: Option<String>,
-    /// Lease time to live.
-    #[arg(long, default_value = "10s", value_parser = parse_duration)]
-    pub(crate) ttl: Duration,
+    /// Lease time to live (default: 10s, or the store's minimum ttl if it
+    /// is longer: Consul's 10s, Azure Blob's 15s).
+    #[arg(long, value_parser = parse_duration)]
+    pub(crate) ttl: Option<Duration>,
     /// Renewal interval (default: ttl/5).
     #[arg(long, value_parser = parse_duration)]
     pub(crate) renew_every: Option<Duration>,
@@ -263,11 +264,12 @@ pub(crate) struct DemoArgs {
     pub(crate) election: String,
     #[command(flatten)]
     pub(crate) options: StoreFlags,
-    /// Upper bound on the whole demo.
-    #[arg(long, default_value = "60s", value_parser = parse_duration)]
-    pub(crate) duration: Duration,
+    /// Upper bound on the whole demo (default: 60s, or what the store's
+    /// ttl takes if longer: two crash failovers, three ttls and 15s).
+    #[arg(long, value_parser = parse_duration)]
+    pub(crate) duration: Option<Duration>,
     /// Lease ttl of the candidates (default: 2s, or the store's minimum if
-    /// it is longer: Consul's 10s).
+    /// it is longer: Consul's 10s, Azure Blob's 15s).
     #[arg(long, value_parser = parse_duration)]
     pub(crate) ttl: Option<Duration>,
 }

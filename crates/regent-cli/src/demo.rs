@@ -213,6 +213,21 @@ impl Demo {
 /// minimum is longer.
 const DEFAULT_TTL: Duration = Duration::from_secs(2);
 
+/// `--duration`'s default, unless the ttl needs longer.
+const DEFAULT_DURATION: Duration = Duration::from_secs(60);
+
+/// The bound on the whole demo without `--duration`: [`DEFAULT_DURATION`],
+/// or what the scenario takes at this ttl if longer. Two of its steps wait
+/// out a crash failover (the ttl, the store's `expiry_slack`, a follower's
+/// retry at ttl/5), the SIGSTOP step three ttls more; 15 s cover the
+/// starts, the hand-over on SIGTERM and the pauses of the live view.
+/// Regression: at Azure Blob's 15 s ttl (and Consul's 10 s) the scenario
+/// took 90 s and more, and the demo failed at its default 60 s.
+fn default_duration(ttl: Duration, expiry_slack: Duration) -> Duration {
+    let crash_failover = ttl + expiry_slack + ttl / 5;
+    DEFAULT_DURATION.max(crash_failover * 2 + ttl * 3 + Duration::from_secs(15))
+}
+
 pub(crate) async fn demo(args: DemoArgs) -> Result<u8, CliError> {
     if !(2..=20).contains(&args.candidates) {
         return Err(CliError::usage(format!(
@@ -267,14 +282,16 @@ pub(crate) async fn demo(args: DemoArgs) -> Result<u8, CliError> {
     for k in 1..=args.candidates {
         demo.spawn(&format!("demo-{k}"))?;
     }
-    let result = tokio::time::timeout(args.duration, scenario(&mut demo, store)).await;
+    let duration = args
+        .duration
+        .unwrap_or_else(|| default_duration(ttl, info.expiry_slack_for(ttl)));
+    let result = tokio::time::timeout(duration, scenario(&mut demo, store)).await;
     demo.stop_all().await;
     let failovers = match result {
         Ok(r) => r?,
         Err(_) => {
             return Err(CliError::failure(format!(
-                "the demo did not finish within --duration {:?}",
-                args.duration
+                "the demo did not finish within --duration {duration:?}"
             )));
         }
     };
@@ -328,19 +345,21 @@ async fn scenario(
         )));
     };
     follow_for!(Duration::from_millis(1500));
-    let _ = first;
+    // The newest term whose task started since the last failure, from the
+    // task log: a store that is polled (SQLite, Azure Blob) shows a new
+    // leader to the live view up to a poll interval late, so the view
+    // alone may still name the leader the last step replaced.
+    let mut newest = Some((first.id, first.token));
     let mut failovers = Vec::new();
     for (cause, sig) in [
         ("kill -9 of the leader", Signal::KILL),
         ("SIGTERM of the leader", Signal::TERM),
         ("SIGSTOP of the leader past its ttl", Signal::STOP),
     ] {
-        let Some(leader) = current.clone() else {
+        let Some((id, token)) = leader_now(current.as_ref(), newest.take()) else {
             follow_for!(demo.ttl * 2);
             continue;
         };
-        let id = leader.holder.to_string();
-        let token = leader.token.get();
         demo.say(&format!("-> {cause}: {id}"));
         let at = mono_ns();
         demo.signal(&id, sig);
@@ -355,6 +374,7 @@ async fn scenario(
                 s.token,
                 took.unwrap_or_default().as_secs_f64()
             ));
+            newest = Some((s.id.clone(), s.token));
         }
         follow_for!(Duration::from_millis(500));
         match sig {
@@ -383,6 +403,17 @@ async fn scenario(
         });
     }
     Ok(failovers)
+}
+
+/// The leader to hit, as `(id, token)`: the live view's, unless the task
+/// of a newer term started since the last failure (`newest`, from the task
+/// log) and the view has not shown it yet. `None` when neither names one.
+fn leader_now(view: Option<&LeaderInfo>, newest: Option<(String, u64)>) -> Option<(String, u64)> {
+    match (view, newest) {
+        (Some(l), Some(n)) if n.1 > l.token.get() => Some(n),
+        (Some(l), _) => Some((l.holder.to_string(), l.token.get())),
+        (None, n) => n,
+    }
 }
 
 fn print_table(failovers: &[Failover]) {
@@ -438,5 +469,49 @@ mod tests {
                 ("c".to_owned(), 3, 400)
             ]
         );
+    }
+
+    /// Regression: the default `--duration 60s` cut the demo short at
+    /// Azure Blob's ttl of 15 s (and Consul's 10 s, whose sessions end up
+    /// to two ttls late).
+    #[test]
+    fn the_default_duration_grows_with_the_ttl() {
+        let s = Duration::from_secs;
+        assert_eq!(default_duration(s(2), Duration::ZERO), s(60));
+        assert_eq!(
+            default_duration(s(15), s(1)),
+            s(15 + 1 + 3) * 2 + s(45 + 15)
+        );
+        assert_eq!(
+            default_duration(s(10), s(20)),
+            s(10 + 20 + 2) * 2 + s(30 + 15)
+        );
+    }
+
+    /// Regression: on a polled store the live view still named the leader
+    /// that SIGTERM had just replaced, and the demo SIGSTOPped that
+    /// restarted follower instead of the new leader.
+    #[test]
+    fn the_leader_to_hit_is_the_newest_term_the_view_may_not_show_yet() {
+        let view = |id: &str, token| LeaderInfo {
+            holder: regent_core::HolderId::new(id).unwrap(),
+            token: regent_core::FencingToken::new(token),
+            metadata: regent_core::Metadata::new(),
+        };
+        let newest = |id: &str, token| Some((id.to_owned(), token));
+        assert_eq!(
+            leader_now(Some(&view("demo-2", 7)), newest("demo-3", 9)),
+            newest("demo-3", 9)
+        );
+        assert_eq!(
+            leader_now(Some(&view("demo-3", 9)), newest("demo-3", 9)),
+            newest("demo-3", 9)
+        );
+        assert_eq!(
+            leader_now(Some(&view("demo-1", 11)), None),
+            newest("demo-1", 11)
+        );
+        assert_eq!(leader_now(None, newest("demo-3", 9)), newest("demo-3", 9));
+        assert_eq!(leader_now(None, None), None);
     }
 }

@@ -54,6 +54,12 @@
 //! * Terms shorter than the ttl are followed by a jittered, doubling
 //!   backoff (100 ms up to the ttl) before the next campaign, so a command
 //!   that fails at once is not restarted in a hot loop.
+//! * Without `--ttl`, `run` takes 10 s, or the store's minimum ttl if it is
+//!   longer (Azure Blob's leases: 15 s), as `demo` and `torture` take
+//!   theirs: only an open store tells its minimum, so a timing flag that
+//!   breaks a rule at 10 s (`--renew-deadline 12s`) is judged once the
+//!   store is open, at the ttl it gives; every other usage error still
+//!   comes before any connection.
 
 /// Like `eprintln!`, but never panics: with a closed stderr (a dead log
 /// pipe) regent must still stop the command and release the lease.

@@ -94,18 +94,28 @@ pub(crate) async fn run(args: RunArgs) -> Result<u8, CliError> {
         ));
     }
     // Check the timing before touching the store: a usage error must not
-    // wait for a dead store.
-    let timing = *configure(
+    // wait for a dead store. Without --ttl the ttl is the store's to
+    // raise, which only an open store tells: the check then waits for it
+    // if the default 10 s breaks a rule, since a longer ttl may not.
+    let checked = configure(
         Candidate::builder(
             regent_core::memory::MemoryStore::race(),
             election.clone(),
             holder.clone(),
         ),
         &args,
+        args.ttl.unwrap_or(DEFAULT_TTL),
     )
-    .build()
-    .map_err(|e| timing_error(&e, &args))?
-    .timing();
+    .build();
+    // A bound on every store call (see `store::open`): the renew interval,
+    // which a ttl raised to the store's minimum only lengthens.
+    let call_timeout = match checked {
+        Ok(c) => c.timing().renew_every,
+        Err(e) if args.ttl.is_some() || !depends_on_the_ttl(&e) => {
+            return Err(timing_error(&e, &args, DEFAULT_TTL));
+        }
+        Err(_) => args.renew_every.unwrap_or(DEFAULT_TTL / 5),
+    };
 
     if args.pid_namespace == PidNamespace::Always {
         probe_pid_namespace()?;
@@ -117,21 +127,24 @@ pub(crate) async fn run(args: RunArgs) -> Result<u8, CliError> {
 
     let mut stops = Stops::new(args.lifeline_stdin)?;
     let store = tokio::select! {
-        r = store::open(&target, &election, Some(timing.renew_every)) => r?,
+        r = store::open(&target, &election, Some(call_timeout)) => r?,
         () = stops.next() => return Ok(0),
     };
+    let ttl = args
+        .ttl
+        .unwrap_or_else(|| default_ttl(store.info().min_ttl));
     let holder = match &args.id {
         Some(_) => holder,
         // The store's convention if it has one (Consul: the agent's node
         // name), else HOSTNAME-PID.
         None => tokio::select! {
-            r = store::default_holder_id(&target, timing.renew_every) => r?.unwrap_or(holder),
+            r = store::default_holder_id(&target, call_timeout) => r?.unwrap_or(holder),
             () = stops.next() => return Ok(0),
         },
     };
-    let candidate = configure(Candidate::builder(store, election, holder), &args)
+    let candidate = configure(Candidate::builder(store, election, holder), &args, ttl)
         .build()
-        .map_err(|e| timing_error(&e, &args))?;
+        .map_err(|e| timing_error(&e, &args, ttl))?;
     tracing::info!("{}", candidate.explain());
 
     // Terms that end quickly (a command that fails at once, a store that
@@ -165,12 +178,12 @@ pub(crate) async fn run(args: RunArgs) -> Result<u8, CliError> {
                 _ => {}
             },
         }
-        if started.elapsed() >= args.ttl {
+        if started.elapsed() >= ttl {
             delay = first_delay;
             continue;
         }
         let wait = delay.mul_f64(0.5 + fastrand::f64() * 0.5);
-        delay = (delay * 2).min(args.ttl);
+        delay = (delay * 2).min(ttl);
         tracing::info!(?wait, "short term; campaigning again after a backoff");
         tokio::select! {
             () = tokio::time::sleep(wait) => {}
@@ -206,9 +219,35 @@ async fn shut_down(candidate: &Candidate<BoxStore>, stops: &mut Stops) -> u8 {
     }
 }
 
-/// The timing flags applied to a candidate builder.
-fn configure<S: LeaseStore>(builder: CandidateBuilder<S>, args: &RunArgs) -> CandidateBuilder<S> {
-    let mut builder = builder.ttl(args.ttl);
+/// `--ttl`'s default, unless the store's minimum ttl is longer.
+pub(crate) const DEFAULT_TTL: Duration = Duration::from_secs(10);
+
+/// The ttl without `--ttl`: [`DEFAULT_TTL`], raised to the store's minimum
+/// (Azure Blob's leases: 15 s), so that `regent run` works on every store
+/// without the flag.
+fn default_ttl(store_min: Duration) -> Duration {
+    DEFAULT_TTL.max(store_min)
+}
+
+/// Whether a longer ttl may mend the broken rule `e` (a renew deadline,
+/// interval or grace that does not fit the ttl or its defaults).
+fn depends_on_the_ttl(e: &ConfigError) -> bool {
+    matches!(
+        e,
+        ConfigError::DeadlineNotBelowTtl { .. }
+            | ConfigError::IntervalNotBelowDeadline { .. }
+            | ConfigError::GraceTooLong { .. }
+    )
+}
+
+/// The timing flags applied to a candidate builder, with `ttl`: `--ttl`
+/// or its default for the store.
+fn configure<S: LeaseStore>(
+    builder: CandidateBuilder<S>,
+    args: &RunArgs,
+    ttl: Duration,
+) -> CandidateBuilder<S> {
+    let mut builder = builder.ttl(ttl);
     if let Some(g) = args.grace {
         builder = builder.grace(g);
     }
@@ -224,8 +263,8 @@ fn configure<S: LeaseStore>(builder: CandidateBuilder<S>, args: &RunArgs) -> Can
 /// A broken timing rule as a usage error that starts with the flags the
 /// rule involves, each with its value or "default", so that the user knows
 /// which flag to change even when the other side of the rule is a default
-/// derived from --ttl.
-fn timing_error(e: &ConfigError, args: &RunArgs) -> CliError {
+/// derived from --ttl. `ttl` is the ttl checked: `--ttl`, or its default.
+fn timing_error(e: &ConfigError, args: &RunArgs, ttl: Duration) -> CliError {
     // Debug prints zero as "0ns"; the user typed "0s" or "0ms".
     let show = |d: Duration| {
         if d.is_zero() {
@@ -234,7 +273,10 @@ fn timing_error(e: &ConfigError, args: &RunArgs) -> CliError {
             format!("{d:?}")
         }
     };
-    let ttl = format!("--ttl {}", show(args.ttl));
+    let ttl = match args.ttl {
+        Some(t) => format!("--ttl {}", show(t)),
+        None => format!("--ttl (default {})", show(ttl)),
+    };
     let flag = |name: &str, given: Option<Duration>, default: &str| match given {
         Some(d) => format!("{name} {}", show(d)),
         None => format!("{name} (default {default})"),
@@ -641,5 +683,21 @@ fn exit_code(status: std::process::ExitStatus) -> u8 {
         (Some(c), _) => u8::try_from(c & 0xff).unwrap_or(1),
         (None, Some(sig)) => u8::try_from(128 + (sig & 0x7f)).unwrap_or(255),
         _ => 1,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Regression: `regent run` defaulted to `--ttl 10s` on every store, so
+    /// on Azure Blob (leases of 15 s at least) it refused to start without
+    /// the flag.
+    #[test]
+    fn the_default_ttl_is_raised_to_the_stores_minimum() {
+        let s = Duration::from_secs;
+        assert_eq!(default_ttl(Duration::ZERO), s(10));
+        assert_eq!(default_ttl(s(10)), s(10));
+        assert_eq!(default_ttl(s(15)), s(15));
     }
 }

@@ -12,7 +12,7 @@ use rustix::process::Signal;
 /// `regent run --store STORE --election e --ttl TTL EXTRA -- CMD` (the
 /// sandbox's ttl), to its end.
 fn run(sb: &Sandbox, extra: &[&str], cmd: &[&str]) -> Output {
-    let out = run_owned(&sb.run_args(extra, cmd), &[], Duration::from_secs(15));
+    let out = sb.run_owned(&sb.run_args(extra, cmd), &[], Duration::from_secs(15));
     assert!(!out.stderr.contains("panicked"), "{}", out.stderr);
     out
 }
@@ -83,10 +83,11 @@ fn a_second_signal_exits_at_once_and_the_command_still_dies(mut sb: Sandbox) {
         "trap '' TERM; exec '{REGENT}' __demo-task --log '{}'",
         log.display()
     );
-    let store = sb.store();
+    // A ttl with room for the grace: 10 s, or the store's floor.
+    let ttl = sb.timing().ttl_arg_at_least(Duration::from_secs(10));
     let args = run_args_on(
-        &store,
-        &["--ttl", "10s", "--grace", "2s"],
+        &sb.store(),
+        &["--ttl", &ttl, "--grace", "2s"],
         &["sh", "-c", &script],
     );
     let i = sb.spawn("c1", &args);
@@ -111,12 +112,14 @@ fn a_second_signal_exits_at_once_and_the_command_still_dies(mut sb: Sandbox) {
 /// exited 130 before releasing the lease, and its key (etcd) or row stayed
 /// until the ttl ran out.
 fn a_closed_lifeline_stops_gracefully_and_releases(sb: Sandbox) {
+    let ttl = sb.timing().ttl_arg_at_least(Duration::from_secs(10));
     let args = run_args_on(
         &sb.store(),
-        &["--ttl", "10s", "--lifeline-stdin"],
+        &["--ttl", &ttl, "--lifeline-stdin"],
         &["sleep", "1000"],
     );
-    let mut regent = std::process::Command::new(REGENT)
+    let mut regent = sb
+        .command()
         .args(&args)
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::null())

@@ -17,7 +17,7 @@ fn run_script(sb: &Sandbox, script: &str) -> Output {
 /// [`run_script`] with `env` added to regent's environment.
 fn run_script_env(sb: &Sandbox, script: &str, env: &[(&str, &str)]) -> Output {
     let args = sb.run_args(&["--id", "c1", "--restart", "never"], &["sh", "-c", script]);
-    let out = run_owned(&args, env, Duration::from_secs(10));
+    let out = sb.run_owned(&args, env, Duration::from_secs(10));
     assert!(!out.stderr.contains("panicked"), "{}", out.stderr);
     out
 }
@@ -492,11 +492,7 @@ fn the_shim_killed_during_a_step_down_still_ends_the_command() {
     sb.regent(c1).signal(rustix::process::Signal::CONT);
     let status = sb.regent(c1).wait_exit(Duration::from_secs(10));
     assert_eq!(status.code(), Some(0), "{}", sb.report());
-    assert!(
-        status_json(&sb.store(), &[])["leader"].is_null(),
-        "{}",
-        sb.report()
-    );
+    assert!(sb.status()["leader"].is_null(), "{}", sb.report());
 }
 
 /// `--pid-namespace never` runs the command without a namespace: it sees
@@ -514,7 +510,7 @@ fn pid_namespace_never_runs_the_command_with_its_host_pid() {
             &["--id", "c1", "--restart", "never", "--pid-namespace", mode],
             &["sh", "-c", &script],
         );
-        let out = run_owned(&args, &[], Duration::from_secs(10));
+        let out = sb.run_owned(&args, &[], Duration::from_secs(10));
         assert_eq!(out.code, Some(0), "{mode}: {}", out.stderr);
         let text = std::fs::read_to_string(&seen).unwrap();
         let pids: Vec<&str> = text.split_whitespace().collect();

@@ -5,7 +5,7 @@ mod common;
 
 use std::io::{BufRead, BufReader};
 use std::os::unix::process::CommandExt;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -18,7 +18,7 @@ fn leader_object(id: &str, token: u64) -> Value {
 }
 
 fn status_json_without_then_with_a_leader(mut sb: Sandbox) {
-    let out = run_bounded(
+    let out = sb.run_bounded(
         &[
             "status",
             "--store",
@@ -37,7 +37,7 @@ fn status_json_without_then_with_a_leader(mut sb: Sandbox) {
     let start = sb.first_start(Duration::from_secs(10));
     assert_eq!(sb.status(), leader_object("c1", start.token));
 
-    let human = run_bounded(
+    let human = sb.run_bounded(
         &["status", "--store", &sb.store(), "--election", ELECTION],
         Duration::from_secs(10),
     );
@@ -55,9 +55,17 @@ struct Watch {
 }
 
 impl Watch {
-    fn start(store: &str) -> Self {
-        let mut child = Command::new(REGENT)
-            .args(["watch", "--store", store, "--election", ELECTION, "--json"])
+    fn start(sb: &Sandbox) -> Self {
+        let mut child = sb
+            .command()
+            .args([
+                "watch",
+                "--store",
+                &sb.store(),
+                "--election",
+                ELECTION,
+                "--json",
+            ])
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -96,7 +104,7 @@ impl Drop for Watch {
 }
 
 fn watch_json_prints_one_object_per_change(mut sb: Sandbox) {
-    let mut watch = Watch::start(&sb.store());
+    let mut watch = Watch::start(&sb);
     let none = json!({"election": ELECTION, "leader": null});
     assert_eq!(watch.next(Duration::from_secs(10), "first object"), none);
 

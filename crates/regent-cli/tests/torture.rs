@@ -8,7 +8,10 @@
 //!
 //! Consul refuses session TTLs under 10 s, and at 10 s a failover takes
 //! about 30 s (two session TTLs, then the lock delay) and a stop 10–30 s: its campaigns run at that ttl, longer, and
-//! expect fewer faults (see [`Timing`]).
+//! expect fewer faults (see [`Timing`]). So does the campaign on Azure
+//! Blob (Azurite), whose leases last 15 s at least; it hits candidates
+//! only: a restarted Azurite forgets its leases (see `regent torture
+//! --help`, store-kill).
 //!
 //! Every fault kind runs, `stop-leader-kill-shim` included: a frozen
 //! leader whose shim is SIGKILLed left its command writing beside newer
@@ -66,10 +69,23 @@ const CONSUL: Timing = Timing {
     min_terms: 2,
 };
 
+/// Azure Blob's shortest lease, 15 s: as on Consul, a fault every 15–30
+/// s, a kill failing over in about 16–19 s (the lease, then a follower's
+/// next poll), so 60 s bring two or three faults, and the teardown listens
+/// 30 s more: about 100 s in all.
+const AZBLOB: Timing = Timing {
+    ttl: "15s",
+    ttl_ms: 15_000,
+    duration: "60s",
+    min_faults: 2,
+    min_terms: 2,
+};
+
 /// The timing of a campaign on the engine `kind`.
 fn timing_for(kind: &str) -> Timing {
     match kind {
         "consul" => CONSUL,
+        "azblob" => AZBLOB,
         _ => FAST,
     }
 }
@@ -111,7 +127,7 @@ fn campaign(
     }
     args.extend_from_slice(extra);
     let started = std::time::Instant::now();
-    let out = run_bounded(&args, Duration::from_secs(240));
+    let out = sandbox.run_bounded(&args, Duration::from_secs(240));
     eprintln!("torture took {:.1}s", started.elapsed().as_secs_f64());
     no_panic(&out);
     eprintln!("{}", out.stdout);

@@ -117,13 +117,13 @@ fn planned_but_unsupported_scheme() {
         &[
             "run",
             "--store",
-            "azblob://container",
+            "zk://127.0.0.1:2181",
             "--election",
             "e",
             "--",
             "true",
         ],
-        &["--store", "'azblob' is not supported by this build"],
+        &["--store", "'zk' is not supported by this build"],
     );
 }
 

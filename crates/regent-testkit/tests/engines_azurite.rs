@@ -152,6 +152,13 @@ fn azurite_answers_a_signed_request_of_its_connection_string_and_is_gone_after_d
     assert_eq!(azurite.container(), CONTAINER);
     assert_eq!(azurite.min_ttl(), MIN_TTL);
     assert_eq!(azurite.expiry_slack(), EXPIRY_SLACK);
+    assert_eq!(
+        azurite.client_env(),
+        [(
+            "AZURE_STORAGE_CONNECTION_STRING".to_owned(),
+            azurite.connection_string()
+        )]
+    );
     assert_ne!(azurite.addr().port(), 10000, "not Azurite's default");
     assert_eq!(
         azurite.blob_endpoint(),
@@ -297,6 +304,14 @@ fn shared_azurite_gives_each_share_its_own_container_on_one_process() {
     assert!(a.is_healthy() && b.is_healthy());
     assert_eq!(a.kind(), "azblob");
     assert_eq!(a.min_ttl(), MIN_TTL);
+    assert_eq!(a.client_env(), b.client_env());
+    assert_eq!(
+        a.client_env(),
+        [(
+            "AZURE_STORAGE_CONNECTION_STRING".to_owned(),
+            a.connection_string().to_owned()
+        )]
+    );
     assert_eq!(
         a.with_azurite(|azurite| azurite.connection_string()),
         a.connection_string()

@@ -8,8 +8,8 @@
 //! This crate is the facade: it re-exports [`regent_core`] and, behind one
 //! feature per backend, the store crates: `sqlite` (default) as
 //! `regent::sqlite`; `etcd` (and `etcd-tls` for TLS) as `regent::etcd`,
-//! which needs `protoc` to build; `consul` as `regent::consul`; ZooKeeper
-//! and Azure Blob as they land.
+//! which needs `protoc` to build; `consul` as `regent::consul`; `azblob`
+//! (Azure Blob leases) as `regent::azblob`; ZooKeeper as it lands.
 //!
 //! ```
 //! use std::time::Duration;
@@ -43,10 +43,13 @@
 //!
 //! # Stores by URL
 //!
-//! [`connect`] opens the store a URL names (`sqlite:PATH`, `etcd://…`),
-//! with options by name and the rest from `REGENT_<STORE>_<OPTION>`
-//! variables; [`url`] lists the stores this build includes and parses URLs
-//! for front ends such as the `regent` CLI. Everything about a store lives
+//! [`connect`] opens the store a URL names (`sqlite:PATH`, `etcd://…`,
+//! `consul://…`, `azblob://CONTAINER`), with options by name and the rest
+//! from `REGENT_<STORE>_<OPTION>` variables (and the variables the store's
+//! own tools read, such as `CONSUL_HTTP_TOKEN` or
+//! `AZURE_STORAGE_CONNECTION_STRING`, where the store crate says so);
+//! [`url`] lists the stores this build includes and parses URLs for front
+//! ends such as the `regent` CLI. Everything about a store lives
 //! in its crate, described by a [`StoreKind`]; this crate only picks it by
 //! scheme, one feature each. Adding a store is a crate, a feature here and
 //! an entry in [`url`] (the README's "adding a store" lists the steps).
@@ -73,3 +76,9 @@ pub use regent_etcd as etcd;
 /// over sessions and KV, with TLS and ACL tokens.
 #[cfg(feature = "consul")]
 pub use regent_consul as consul;
+
+/// The Azure Blob store (feature `azblob`): blob leases, the Leader
+/// Election pattern's reference example, over the REST API with a shared
+/// key or a SAS token (ttl 15 to 60 s).
+#[cfg(feature = "azblob")]
+pub use regent_azblob as azblob;

@@ -30,6 +30,8 @@ static KINDS: &[&StoreKind] = &[
     &regent_etcd::KIND,
     #[cfg(feature = "consul")]
     &regent_consul::KIND,
+    #[cfg(feature = "azblob")]
+    &regent_azblob::KIND,
 ];
 
 /// A store regent has or plans, by URL scheme.
@@ -55,7 +57,7 @@ const CATALOG: &[Known] = &[
     known("etcds", "etcd", Some("etcd-tls")),
     known("consul", "consul", Some("consul")),
     known("consuls", "consul", Some("consul")),
-    known("azblob", "azblob", None),
+    known("azblob", "azblob", Some("azblob")),
     known("zk", "zookeeper", None),
     known("redis", "redis", None),
     known("postgres", "postgres", None),
@@ -252,14 +254,14 @@ mod tests {
     fn other_schemes() {
         let e = parse_store_url("mongo://x").unwrap_err();
         assert!(e.contains("unknown scheme 'mongo'"), "{e}");
-        let e = parse_store_url("azblob://c").unwrap_err();
+        let e = parse_store_url("zk://h:2181").unwrap_err();
         assert!(e.contains("not supported by this build"), "{e}");
         assert!(
             parse_store_url("nothing")
                 .unwrap_err()
                 .contains("no scheme")
         );
-        let e = parse_store_url("AZBLOB://c").unwrap_err();
+        let e = parse_store_url("ZK://h:2181").unwrap_err();
         assert!(e.contains("not supported by this build"), "{e}");
         let e = parse_store_url("Mongo://h").unwrap_err();
         assert!(e.contains("unknown scheme 'Mongo'"), "{e}");
@@ -323,6 +325,48 @@ mod tests {
         let e = parse_store_url("consuls://h:1").unwrap_err();
         assert!(
             e.contains("build it with the cargo feature 'consul'"),
+            "{e}"
+        );
+    }
+
+    #[cfg(feature = "azblob")]
+    #[test]
+    fn azblob_urls_and_their_secrets() {
+        // regent's own variable; Azure's are the store crate's to read.
+        let dev = |k: &str| {
+            (k == "REGENT_AZBLOB_CONNECTION_STRING").then(|| "UseDevelopmentStorage=true".into())
+        };
+        assert_eq!(
+            parse("AZBLOB://leases/jobs/", &[], dev)
+                .map(|t| t.to_string())
+                .map_err(|e| e.to_string()),
+            Ok("azblob://leases/jobs/ (account devstoreaccount1 at \
+                http://127.0.0.1:10000/devstoreaccount1)"
+                .into())
+        );
+        let e = parse("azblob://Leases", &[], dev).unwrap_err().to_string();
+        assert!(e.contains("container name"), "{e}");
+        let azblob = store_kinds()
+            .iter()
+            .find(|k| k.name == "azblob")
+            .expect("the azblob kind");
+        assert!(azblob.takes("azblob"));
+        assert_eq!(
+            azblob.secret_env_names(),
+            [
+                "REGENT_AZBLOB_CONNECTION_STRING",
+                "REGENT_AZBLOB_KEY",
+                "REGENT_AZBLOB_SAS_TOKEN"
+            ]
+        );
+    }
+
+    #[cfg(not(feature = "azblob"))]
+    #[test]
+    fn azblob_left_out_names_its_feature() {
+        let e = parse_store_url("azblob://leases").unwrap_err();
+        assert!(
+            e.contains("build it with the cargo feature 'azblob'"),
             "{e}"
         );
     }

@@ -34,12 +34,17 @@
 //! processes, not roles. `store-kill` restarts a process on what it left
 //! on disk, so the store must keep its data across a restart: a Consul dev
 //! agent keeps none, its indices start again, and the checker would
-//! rightly see the tokens go back.
+//! rightly see the tokens go back. Nor does Azurite, Azure Storage's
+//! emulator: it forgets every finite lease when it restarts (a follower
+//! takes the blob at once while the old leader still counts on its lease,
+//! two leaders that only the fence tells apart) and a SIGKILL loses the
+//! writes of its last seconds; `store-stop` suits it (its leases expire on
+//! the host's clock meanwhile, as Azure's would).
 //!
 //! # The ttl
 //!
 //! `--ttl` defaults to 2 s, or to the store's shortest ttl when that is
-//! longer (Consul's sessions: 10 s). A ttl the store refuses is a usage
+//! longer (Consul's sessions: 10 s; Azure Blob's leases: 15 s). A ttl the store refuses is a usage
 //! error before any candidate starts. Every pause the nemesis makes
 //! scales with the ttl (a stop lasts 1–3 ttl), and a leader fault waits up
 //! to a failover (`2 × ttl` plus the store's expiry slack: on Consul, a
@@ -115,7 +120,8 @@ pub(crate) const AFTER_HELP: &str = "Faults (--faults, comma-separated; default:
                          --store-pid)
   store-kill             SIGKILL a store process torture started, restart it after
                          1s (--store-command); the store must keep its data across
-                         a restart (a Consul dev agent does not)
+                         a restart (a Consul dev agent does not, nor do Azurite's
+                         leases)
   store-cut              hold the leader's store traffic for 1-3 ttl (a proxy per
                          candidate; the --store URL's endpoints need explicit ports)
   store-delay            delay the leader's store traffic by 1/4-1 ttl per chunk for
@@ -168,7 +174,7 @@ pub(crate) struct TortureArgs {
           value_parser = clap::value_parser!(u8).range(2..=20))]
     pub(crate) candidates: u8,
     /// Lease ttl of the candidates [default: 2s, or the store's shortest
-    /// ttl if longer (Consul: 10s)].
+    /// ttl if longer (Consul: 10s, Azure Blob: 15s)].
     #[arg(long, value_parser = parse_duration)]
     pub(crate) ttl: Option<Duration>,
     /// How long to inject faults.
@@ -1199,13 +1205,15 @@ fn print_table(f: &Findings, garbage: u64, origin: u64) {
 mod tests {
     use super::*;
 
-    /// Consul refuses session TTLs under 10 s: the default follows the
-    /// store's floor; a ttl given is kept (and checked against the store).
+    /// Consul refuses session TTLs under 10 s, Azure Blob leases under
+    /// 15 s: the default follows the store's floor; a ttl given is kept
+    /// (and checked against the store).
     #[test]
     fn the_default_ttl_is_raised_to_the_stores_shortest() {
         let s = Duration::from_secs;
         assert_eq!(campaign_ttl(None, Duration::from_millis(1)), s(2));
         assert_eq!(campaign_ttl(None, s(10)), s(10));
+        assert_eq!(campaign_ttl(None, s(15)), s(15));
         assert_eq!(campaign_ttl(Some(s(1)), s(10)), s(1));
         assert_eq!(campaign_ttl(Some(s(30)), s(10)), s(30));
     }

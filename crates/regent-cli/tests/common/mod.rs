@@ -249,6 +249,11 @@ pub fn read_events(log: &Path) -> Vec<Event> {
 /// `regent_testkit::for_every_engine!(Sandbox::with_engine, [...])`: they
 /// run as `sqlite::NAME`, `etcd::NAME`, … one per engine of the test kit's
 /// one list.
+///
+/// Every `regent` a sandbox starts ([`Self::spawn`], [`Self::run_bounded`],
+/// [`Self::status`], [`Self::command`]) gets the engine's
+/// [`Engine::client_env`] (Azurite's connection string): start `regent`
+/// on the sandbox's store only through them.
 pub struct Sandbox {
     dir: tempfile::TempDir,
     regents: Vec<Regent>,
@@ -332,6 +337,40 @@ impl Sandbox {
     /// `etcd://127.0.0.1:PORT`, …
     pub fn store(&self) -> String {
         self.engine.store_url()
+    }
+
+    /// What a `regent` on this store needs in its environment besides the
+    /// URL ([`Engine::client_env`]), then `env`: `env` wins.
+    pub fn client_env(&self, env: &[(&str, &str)]) -> Vec<(String, String)> {
+        let mut all = self.engine.client_env();
+        all.extend(env.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())));
+        all
+    }
+
+    /// A `Command` for `regent` with [`Self::client_env`] in its
+    /// environment; add the arguments.
+    pub fn command(&self) -> Command {
+        let mut command = Command::new(REGENT);
+        command.envs(self.engine.client_env());
+        command
+    }
+
+    /// [`run_bounded`] with [`Self::client_env`].
+    pub fn run_bounded(&self, args: &[&str], within: Duration) -> Output {
+        self.run_bounded_env(args, &[], within)
+    }
+
+    /// [`run_bounded_env`] with [`Self::client_env`] before `env`.
+    pub fn run_bounded_env(&self, args: &[&str], env: &[(&str, &str)], within: Duration) -> Output {
+        let env = self.client_env(env);
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        run_bounded_env(args, &env, within)
+    }
+
+    /// [`run_owned`] with [`Self::client_env`] before `env`.
+    pub fn run_owned(&self, args: &[String], env: &[(&str, &str)], within: Duration) -> Output {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        self.run_bounded_env(&args, env, within)
     }
 
     pub fn log(&self) -> PathBuf {
@@ -477,7 +516,8 @@ impl Sandbox {
         self.spawn_env(name, program, args, &[])
     }
 
-    /// [`Self::spawn_from`] with `env` added to regent's environment.
+    /// [`Self::spawn_from`] with `env` added to regent's environment
+    /// (after [`Self::client_env`]'s).
     pub fn spawn_env(
         &mut self,
         name: &str,
@@ -485,7 +525,9 @@ impl Sandbox {
         args: &[String],
         env: &[(&str, &str)],
     ) -> usize {
-        let r = Regent::spawn(name, program, self.dir.path(), args, env);
+        let env = self.client_env(env);
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        let r = Regent::spawn(name, program, self.dir.path(), args, &env);
         self.regents.push(r);
         self.regents.len() - 1
     }
@@ -543,7 +585,14 @@ impl Sandbox {
 
     /// `regent status --json` on this sandbox's store.
     pub fn status(&self) -> serde_json::Value {
-        status_json(&self.store(), &[])
+        self.status_env(&[])
+    }
+
+    /// [`Self::status`] with `env` added (after [`Self::client_env`]'s).
+    pub fn status_env(&self, env: &[(&str, &str)]) -> serde_json::Value {
+        let env = self.client_env(env);
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        status_json(&self.store(), &env)
     }
 }
 
@@ -589,8 +638,8 @@ impl Frozen {
 // ------------------------------------------------------------------ timing
 
 /// The timing of a test that runs on every engine: a ttl of 2 s, or the
-/// store's floor if that is longer (Consul: 10 s), and what regent's core
-/// derives from it by default.
+/// store's floor if that is longer (Consul: 10 s, Azure Blob: 15 s), and
+/// what regent's core derives from it by default.
 #[derive(Debug, Clone, Copy)]
 pub struct Timing {
     pub ttl: Duration,
@@ -601,6 +650,8 @@ pub struct Timing {
     /// How much later than the ttl the store may free a dead holder's
     /// lease ([`Engine::expiry_slack`]).
     pub expiry_slack: Duration,
+    /// How late a follower's watch may see a change ([`Engine::watch_delay`]).
+    pub watch_delay: Duration,
 }
 
 impl Timing {
@@ -614,7 +665,21 @@ impl Timing {
             renew_every: ttl / 5,
             renew_deadline: ttl * 3 / 5,
             expiry_slack: engine.expiry_slack().for_ttl(ttl),
+            watch_delay: engine.watch_delay(),
         }
+    }
+
+    /// The ttl as a flag value: this timing's, but at least `floor` (a
+    /// test whose `--grace` needs room).
+    pub fn ttl_arg_at_least(&self, floor: Duration) -> String {
+        format!("{}ms", self.ttl.max(floor).as_millis())
+    }
+
+    /// The latest a follower may take over after the leader released its
+    /// lease: it sees the release at its watch's next poll (if the store
+    /// polls), then acquires; 1 s for those requests on a loaded machine.
+    pub fn release_failover(&self) -> Duration {
+        self.watch_delay + Duration::from_secs(1)
     }
 
     /// The ttl as a flag value, in milliseconds.
@@ -780,16 +845,19 @@ pub fn no_panic(out: &Output) {
 /// 1 s: both retry, then exit 3 with a message containing `needles`, and
 /// print nothing on stdout nor any terminal escape code.
 pub fn assert_unavailable_at_start(store: &str, needles: &[&str]) {
+    assert_unavailable_at_start_env(store, &[], needles);
+}
+
+/// [`assert_unavailable_at_start`] with `env` in regent's environment.
+pub fn assert_unavailable_at_start_env(store: &str, env: &[(&str, &str)], needles: &[&str]) {
     let status = ["status", "--store", store, "--election", ELECTION, "--json"].map(String::from);
+    let mut env = env.to_vec();
+    env.push(("REGENT_START_RETRY", "1s"));
     for args in [
         status.to_vec(),
         run_args_on(store, &["--ttl", "2s"], &["true"]),
     ] {
-        let out = run_owned(
-            &args,
-            &[("REGENT_START_RETRY", "1s")],
-            Duration::from_secs(15),
-        );
+        let out = run_owned(&args, &env, Duration::from_secs(15));
         no_panic(&out);
         assert_eq!(out.code, Some(3), "{args:?}: {}", out.stderr);
         for needle in needles {

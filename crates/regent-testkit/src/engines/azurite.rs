@@ -26,8 +26,9 @@
 //! An instance is an [`Engine`] of kind `azblob`. Its store URL names the
 //! container only, `azblob://CONTAINER` ([`CONTAINER`] for an Azurite of
 //! a test's own, one per share of a [`SharedAzurite`]); where the service
-//! is and how to sign for it is the connection string's. The container
-//! does not exist until a client creates it.
+//! is and how to sign for it is the connection string's, which
+//! [`Engine::client_env`] gives as `AZURE_STORAGE_CONNECTION_STRING`. The
+//! container does not exist until a client creates it.
 //!
 //! # Data across restarts
 //!
@@ -133,6 +134,11 @@ pub const MAX_TTL: Duration = Duration::from_secs(60);
 /// sent, and was refused up to 15.000 s; the 4 ms are the probes' own
 /// interval and round trip. Rounded up: 10 ms.
 pub const EXPIRY_SLACK: ExpirySlack = ExpirySlack::fixed(Duration::from_millis(10));
+
+/// How late regent's Azure Blob store sees a change: the Blob service
+/// pushes nothing, so its watch reads the blob every second
+/// (`regent_azblob::DEFAULT_POLL_INTERVAL`).
+pub const WATCH_DELAY: Duration = Duration::from_secs(1);
 
 /// How often Azurite writes its metadata to disk (LokiJS's autosave): a
 /// [`Azurite::kill`] loses what was acknowledged since (see [Data across
@@ -432,7 +438,30 @@ impl Engine for Azurite {
     fn expiry_slack(&self) -> ExpirySlack {
         EXPIRY_SLACK
     }
+
+    /// [`WATCH_DELAY`]: 1 s.
+    fn watch_delay(&self) -> Duration {
+        WATCH_DELAY
+    }
+
+    /// `AZURE_STORAGE_CONNECTION_STRING`: [`Azurite::connection_string`],
+    /// which names the service's endpoint and the account's key.
+    fn client_env(&self) -> Vec<(String, String)> {
+        client_env(&self.connection_string())
+    }
 }
+
+/// The variable through which a client finds Azurite (`az`, the SDKs and
+/// regent's azblob store read it).
+fn client_env(connection_string: &str) -> Vec<(String, String)> {
+    vec![(
+        CONNECTION_STRING_VAR.to_owned(),
+        connection_string.to_owned(),
+    )]
+}
+
+/// Azure's variable for a storage connection string.
+const CONNECTION_STRING_VAR: &str = "AZURE_STORAGE_CONNECTION_STRING";
 
 fn store_url(container: &str) -> String {
     format!("azblob://{container}")

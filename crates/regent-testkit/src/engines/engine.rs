@@ -31,7 +31,8 @@ use super::EngineError;
 ///
 /// # Contract
 ///
-/// * [`Engine::store_url`] is the URL `regent --store` takes, valid as soon
+/// * [`Engine::store_url`] is the URL `regent --store` takes, with the
+///   variables of [`Engine::client_env`] in its environment, valid as soon
 ///   as [`Engine::start`] returned and across [`Engine::restart`]s (same
 ///   ports, same data).
 /// * After [`Engine::kill`] or [`Engine::stop`] the process is reaped:
@@ -112,6 +113,26 @@ pub trait Engine: Any + fmt::Debug + Send {
     /// margins.
     fn expiry_slack(&self) -> ExpirySlack {
         ExpirySlack::NONE
+    }
+
+    /// How late a watch of the engine's store may see a change: the poll
+    /// interval its store declares (`WatchMode::Poll`: SQLite's 100 ms,
+    /// Azure Blob's 1 s); zero where the engine pushes changes (etcd
+    /// watches, Consul's blocking queries). A follower learns of a released
+    /// lease this late at most, so a bound on a graceful hand-over is this
+    /// plus the test's own margins.
+    fn watch_delay(&self) -> Duration {
+        Duration::ZERO
+    }
+
+    /// The environment variables a client of this engine needs besides
+    /// [`Engine::store_url`], as `(name, value)`: where the store URL does
+    /// not say where the service is or how to sign for it (Azurite:
+    /// `AZURE_STORAGE_CONNECTION_STRING`, its endpoint and key). Empty
+    /// where the URL is enough. A test passes them to every `regent`
+    /// process it starts on this engine.
+    fn client_env(&self) -> Vec<(String, String)> {
+        Vec::new()
     }
 }
 

@@ -16,6 +16,7 @@
 //! ```
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use tempfile::TempDir;
 
@@ -104,5 +105,10 @@ impl Engine for Sqlite {
     /// A note that there is no log.
     fn log_tail(&self, _lines: usize) -> String {
         "(sqlite is embedded in its clients: no engine log)".to_owned()
+    }
+
+    /// regent's SQLite store polls the file every 100 ms.
+    fn watch_delay(&self) -> Duration {
+        Duration::from_millis(100)
     }
 }

@@ -235,6 +235,16 @@ impl Engine for SharedAzurite {
     fn expiry_slack(&self) -> ExpirySlack {
         super::EXPIRY_SLACK
     }
+
+    fn watch_delay(&self) -> Duration {
+        super::WATCH_DELAY
+    }
+
+    /// As [`Azurite`]'s: `AZURE_STORAGE_CONNECTION_STRING`, the same for
+    /// every share.
+    fn client_env(&self) -> Vec<(String, String)> {
+        super::client_env(&self.connection_string)
+    }
 }
 
 #[cfg(test)]

@@ -93,7 +93,7 @@ pub static KIND: StoreKind = StoreKind {
     ],
     examples: &[
         "AZURE_STORAGE_CONNECTION_STRING=UseDevelopmentStorage=true \\\n      \
-         regent run --store azblob://leases --ttl 15s --election MyLeaderCoordinatorTask -- ./worker",
+         regent run --store azblob://leases --election MyLeaderCoordinatorTask -- ./worker",
         "AZURE_STORAGE_ACCOUNT=contoso AZURE_STORAGE_KEY=... \\\n      \
          regent run --store azblob://leases/jobs/ --ttl 30s --election nightly -- ./worker",
     ],

@@ -434,7 +434,10 @@ impl Engine for Azurite {
         MIN_TTL
     }
 
-    /// [`EXPIRY_SLACK`]: 10 ms.
+    /// [`EXPIRY_SLACK`]: 10 ms, what Azurite was measured at. The store
+    /// declares 1 s (`regent_azblob::EXPIRY_SLACK`), for Azure's front
+    /// ends, whose clocks the emulator does not have; bounds built on this
+    /// figure have seconds of margin.
     fn expiry_slack(&self) -> ExpirySlack {
         EXPIRY_SLACK
     }

@@ -219,19 +219,20 @@ impl StorageAccount {
             .map(|e| parse_endpoint(e, "BlobEndpoint"))
             .transpose()?;
         let name = match (get("accountname"), &endpoint) {
-            (Some(name), _) => name.to_owned(),
-            (None, Some(e)) if get("sharedaccesssignature").is_some() => e
-                .host_str()
-                .and_then(|h| h.split('.').next())
-                .map(str::to_owned)
-                .ok_or_else(|| err("has no AccountName and its BlobEndpoint no host".into()))?,
+            (Some(name), _) => {
+                check_account_name(name)?;
+                name.to_owned()
+            }
+            // A SAS signs nothing with the name: it only names the account
+            // in messages, from the endpoint as well as it can
+            // (`ACCOUNT.blob.…`, or path-style `http://HOST:PORT/ACCOUNT`).
+            (None, Some(e)) if get("sharedaccesssignature").is_some() => account_of_endpoint(e),
             (None, _) => {
                 return Err(err(
                     "has no AccountName (nor UseDevelopmentStorage=true)".into()
                 ));
             }
         };
-        check_account_name(&name)?;
         let credential = match (get("accountkey"), get("sharedaccesssignature")) {
             (Some(key), None) => Credential::SharedKey(decode_key(key)?),
             (None, Some(sas)) => Credential::Sas(check_sas(sas)?),
@@ -293,6 +294,22 @@ impl StorageAccount {
     }
 }
 
+/// The account an endpoint names: the first label of `ACCOUNT.blob.…`,
+/// else the first path segment (an emulator's path-style URL), else the
+/// host.
+fn account_of_endpoint(endpoint: &Url) -> String {
+    let host = endpoint.host_str().unwrap_or_default();
+    match host.split_once(".blob.") {
+        Some((account, _)) => account.to_owned(),
+        None => endpoint
+            .path_segments()
+            .and_then(|mut s| s.next())
+            .filter(|s| !s.is_empty())
+            .unwrap_or(host)
+            .to_owned(),
+    }
+}
+
 fn shown_key(lowercase: &str) -> &'static str {
     [
         "UseDevelopmentStorage",
@@ -319,9 +336,15 @@ fn check_account_name(name: &str) -> Result<(), AccountError> {
     {
         Ok(())
     } else {
+        // A long value or one with base64's or a query's characters may be
+        // a key or a token given in the name's place: never quote it.
+        let shown = if name.len() <= 24 && !name.contains(['+', '/', '=', '&']) {
+            format!("'{}'", regent_core::target::printable(name))
+        } else {
+            format!("of {} characters", name.len())
+        };
         Err(AccountError(format!(
-            "the storage account name '{}' must be 3 to 24 lower-case letters and digits",
-            regent_core::target::printable(name)
+            "the storage account name {shown} must be 3 to 24 lower-case letters and digits"
         )))
     }
 }
@@ -440,6 +463,27 @@ mod tests {
         .unwrap();
         assert_eq!(a.name(), "acct");
         assert!(!a.uses_shared_key());
+        // Path-style (an emulator), and a host whose name is no account name.
+        for (endpoint, name) in [
+            (
+                "http://127.0.0.1:10000/devstoreaccount1",
+                "devstoreaccount1",
+            ),
+            ("http://azurite-blob:10000", "azurite-blob"),
+        ] {
+            let a = StorageAccount::from_connection_string(&format!(
+                "BlobEndpoint={endpoint};SharedAccessSignature=sv=1&sig=x"
+            ))
+            .unwrap();
+            assert_eq!(a.name(), name);
+        }
+        // A key given as the name is not quoted.
+        let e =
+            StorageAccount::with_key("c2VjcmV0c2VjcmV0c2VjcmV0c2VjcmV0==", "c2VjcmV0").unwrap_err();
+        assert!(
+            e.0.contains("of 34 characters") && !e.0.contains("c2Vj"),
+            "{e}"
+        );
     }
 
     #[test]

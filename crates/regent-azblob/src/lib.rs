@@ -94,31 +94,48 @@
 //!    Only once this succeeds does the term begin; if it fails the lease is
 //!    given back.
 //!
-//! **Renew** is the lease's `renew` with our lease id and `If-Match` the
-//! ETag our record got, so a lease is renewed only while the record is
-//! the one this term wrote: the service renews an expired lease that nobody
-//! took since, and Azurite 3.35 even one whose blob was written meanwhile
-//! (Azurite issue 2352). Refused (409, 412, 404):
-//! [`Renewal::Lost`](regent_core::Renewal::Lost). **Release** is the
-//! lease's `release` with our lease id; someone else's lease is never
-//! touched, and twice is harmless. **Watch** reads the blob every
+//! **Renew** first reads the blob (the lease must still be held, the record
+//! the one this term wrote: same holder, token and ETag), then sends the
+//! lease's `renew` with our lease id and `If-Match` that ETag. The read is
+//! there because the service renews an expired lease that nobody took
+//! since, which would revive a lease the contract says is gone; the
+//! `If-Match`, because Azurite 3.35 renews even a lease whose blob was
+//! written meanwhile (Azurite issue 2352). A renewal that reaches the
+//! service in the milliseconds between the read and the lease running out
+//! revives it still: nobody held it meanwhile, and a candidate steps down
+//! long before. Refused (409, 412, 404), or a record not ours:
+//! [`Renewal::Lost`](regent_core::Renewal::Lost). **Release** reads the
+//! blob too, and sends the lease's `release` with our lease id only while
+//! the record is this term's; someone else's lease is never touched, and
+//! twice is harmless. **Watch** reads the blob every
 //! [`DEFAULT_POLL_INTERVAL`] ([`WatchMode::Poll`](regent_core::WatchMode::Poll)).
+//!
+//! Who leads is what the record says while the lease is held. Between a
+//! winner's acquire and its record write (a few milliseconds), or while a
+//! lease is held by another program (never regent's infinite ones, which
+//! are an error), the record still names the term before: a read cannot
+//! tell, and [`current_leader`](regent_core::LeaseStore::current_leader)
+//! reports that term.
 //!
 //! # Fencing tokens
 //!
 //! The counter in the record grows by one per term, but a counter dies
 //! with its blob, and a blob can be deleted (once its lease is broken) and
 //! made again. So a token is also never below the service's clock at the
-//! term's start, in [`TOKENS_PER_SECOND`]ths of a second since 1970:
-//! `token = max(last + 1, second × 1 000 000)`, `second` the `Date` of the
-//! acquire's answer. A new blob's first term waits (up to 1.5 s) until the
-//! service's clock has passed the second the blob was made, so that its
-//! first token exceeds every token of the blob before it, all issued no
-//! later than that second (fewer than a million terms a second, which three
-//! requests per term rule out). The tokens are large numbers
-//! (1 795 341 607 000 000 in November 2026); they only ever grow, as long
-//! as the service's clock never steps back by a second or more across a
-//! deletion of the blob.
+//! term's start: `token = max(last + 1, second × 1 000 000)`, `second` the
+//! `Date` of the acquire's answer in whole seconds since 1970 (the token is
+//! not a timestamp in microseconds: the million leaves room for a million
+//! terms in a second, which three requests per term rule out). A new blob's
+//! first term waits (up to 3 s) until the service's clock is two seconds
+//! past the second the blob was made, so that its first token exceeds every
+//! token of the blob before it, all issued no later than that second by a
+//! clock that may differ from the one stamping the blob by less than a
+//! second. The tokens are large numbers (1 795 341 607 000 000 in November
+//! 2026); they only ever grow, as long as the service's clocks agree within
+//! a second and never step back by more across a deletion of the blob, and
+//! nobody restores the blob from an older copy (a snapshot, an earlier
+//! version), which would bring back a smaller counter: the blob is the
+//! election's, not data to back up.
 //!
 //! # Timing
 //!

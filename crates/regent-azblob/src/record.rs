@@ -6,7 +6,7 @@ use base64::Engine as _;
 use jiff::Timestamp;
 use reqwest::header::HeaderMap;
 
-use regent_core::{FencingToken, HolderId, LeaderInfo, Metadata};
+use regent_core::{ErrorKind, FencingToken, HolderId, LeaderInfo, Metadata, StoreError};
 
 /// The metadata names of the record (`x-ms-meta-NAME`). Lower case without
 /// `_`: some proxies drop headers whose names hold one.
@@ -54,9 +54,15 @@ impl BlobState {
 }
 
 /// Reads a `HEAD` answer of the blob at `place` (`container/blob`, for
-/// messages). Every way the blob can be more than a regent record is an
-/// error message, for a `Corrupt` error.
-pub(crate) fn parse(headers: &HeaderMap, place: &str) -> Result<BlobState, String> {
+/// messages). Every way the blob can be more than a regent record is a
+/// `Corrupt` error; an answer that lacks what the service always sends is
+/// a `Protocol` one.
+pub(crate) fn parse(headers: &HeaderMap, place: &str) -> Result<BlobState, StoreError> {
+    parse_text(headers, place).map_err(|(kind, message)| StoreError::new(kind, message))
+}
+
+fn parse_text(headers: &HeaderMap, place: &str) -> Result<BlobState, (ErrorKind, String)> {
+    let protocol = |why: &str| (ErrorKind::Protocol, format!("reading blob {place}: {why}"));
     let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
     let not_ours = |why: String| {
         format!(
@@ -66,11 +72,13 @@ pub(crate) fn parse(headers: &HeaderMap, place: &str) -> Result<BlobState, Strin
         )
     };
     let etag = text("etag")
-        .ok_or("the service's answer has no ETag")?
+        .filter(|e| e.bytes().all(|b| b.is_ascii_graphic()))
+        .ok_or_else(|| protocol("the service's answer has no usable ETag"))?
         .to_owned();
     let last_modified = text("last-modified")
         .and_then(crate::rest::parse_http_date)
-        .ok_or("the service's answer has no readable Last-Modified")?;
+        .ok_or_else(|| protocol("the service's answer has no readable Last-Modified"))?;
+    let not_ours = |why: String| (ErrorKind::Corrupt, not_ours(why));
     let length = text("content-length").unwrap_or("0");
     if length != "0" {
         return Err(not_ours(format!("it holds {length} bytes of content")));
@@ -90,8 +98,13 @@ pub(crate) fn parse(headers: &HeaderMap, place: &str) -> Result<BlobState, Strin
     }
     let get = |k: &str| meta.iter().find(|(key, _)| *key == k).map(|(_, v)| *v);
     let lease = lease_state(text("x-ms-lease-state"), text("x-ms-lease-duration"))
-        .map_err(|why| format!("the blob {place}: {why}"))?;
-    let corrupt = |why: String| format!("the lease record in blob {place} is corrupt: {why}");
+        .map_err(|why| protocol(&why))?;
+    let corrupt = |why: String| {
+        (
+            ErrorKind::Corrupt,
+            format!("the lease record in blob {place} is corrupt: {why}"),
+        )
+    };
     let last = match get(META_RECORD) {
         // An empty blob without metadata: made by regent's blob creation
         // in an older form, by the reference sample, or by hand. Unclaimed.
@@ -102,10 +115,13 @@ pub(crate) fn parse(headers: &HeaderMap, place: &str) -> Result<BlobState, Strin
             )));
         }
         Some(v) if v != RECORD_VERSION => {
-            return Err(format!(
-                "the lease record in blob {place} has format '{}', which this regent does not \
+            return Err((
+                ErrorKind::Corrupt,
+                format!(
+                    "the lease record in blob {place} has format '{}', which this regent does not \
                  know (it writes '{RECORD_VERSION}'): a newer regent uses this election",
-                regent_core::target::printable(v)
+                    regent_core::target::printable(v)
+                ),
             ));
         }
         Some(_) => match (get(META_HOLDER), get(META_TOKEN)) {
@@ -190,6 +206,17 @@ pub(crate) fn record_headers(
         ));
     }
     headers
+}
+
+/// The most metadata the service keeps on a blob, names and values: 8 KiB.
+pub(crate) const MAX_METADATA_BYTES: usize = 8 * 1024;
+
+/// The size the service counts of `headers` (names without `x-ms-meta-`).
+pub(crate) fn metadata_size(headers: &[(String, String)]) -> usize {
+    headers
+        .iter()
+        .map(|(k, v)| k.len() - META_PREFIX.len() + v.len())
+        .sum()
 }
 
 /// The metadata header of a blob created for a record no term has used.
@@ -314,7 +341,9 @@ mod tests {
             ),
             (vec![("x-ms-lease-state", "pondering")], "'pondering'"),
         ] {
-            let e = parse(&headers(&pairs), "leases/jobs").unwrap_err();
+            let e = parse(&headers(&pairs), "leases/jobs")
+                .unwrap_err()
+                .to_string();
             assert!(
                 e.contains(want) && e.contains("leases/jobs"),
                 "{pairs:?}: {e}"

@@ -19,6 +19,9 @@ use crate::account::{Credential, StorageAccount};
 /// without `--skipApiVersionCheck`.
 pub(crate) const API_VERSION: &str = "2021-12-02";
 
+/// The most of an error's body read.
+const MAX_ERROR_BODY: usize = 64 * 1024;
+
 /// The longest pause between two tries of a busy answer.
 const MAX_BACKOFF: Duration = Duration::from_millis(500);
 
@@ -201,11 +204,19 @@ impl Client {
                 let response = self.build(request)?.send().await?;
                 let status = response.status().as_u16();
                 let headers = response.headers().clone();
-                let body = if (200..300).contains(&status) {
-                    Vec::new()
-                } else {
-                    response.bytes().await?.to_vec()
-                };
+                let mut body = Vec::new();
+                if !(200..300).contains(&status) {
+                    // An error's XML is short; a proxy's page need not be
+                    // read whole.
+                    let mut response = response;
+                    while let Some(chunk) = response.chunk().await? {
+                        body.extend_from_slice(&chunk);
+                        if body.len() >= MAX_ERROR_BODY {
+                            body.truncate(MAX_ERROR_BODY);
+                            break;
+                        }
+                    }
+                }
                 Ok::<_, reqwest::Error>(answer(status, headers, &body))
             };
             let answer = match tokio::time::timeout_at(deadline, attempt).await {
@@ -374,7 +385,7 @@ fn element<'b>(body: &'b str, name: &str) -> Option<&'b str> {
 }
 
 fn http_error(what: String, endpoint: &Url, e: reqwest::Error) -> StoreError {
-    let kind = if e.is_builder() {
+    let mut kind = if e.is_builder() {
         ErrorKind::Config
     } else {
         ErrorKind::Unavailable
@@ -382,6 +393,11 @@ fn http_error(what: String, endpoint: &Url, e: reqwest::Error) -> StoreError {
     let mut source: &dyn std::error::Error = &e;
     let mut cause = String::new();
     while let Some(next) = source.source() {
+        // A certificate refused, or TLS spoken to a plain port: no retry
+        // mends it.
+        if next.downcast_ref::<rustls::Error>().is_some() {
+            kind = ErrorKind::Config;
+        }
         cause = next.to_string();
         source = next;
     }

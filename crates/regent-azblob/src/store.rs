@@ -46,10 +46,11 @@ pub const TOKENS_PER_SECOND: u64 = 1_000_000;
 /// The longest break period the service takes.
 const MAX_BREAK_PERIOD: Duration = Duration::from_secs(60);
 
-/// How many times a first term on a blob waits for the service's clock to
-/// pass the blob's creation second (see [the crate
+/// How many times (half a second each) a first term on a blob waits,
+/// before it acquires the lease, for the service's clock to pass the
+/// blob's creation by two seconds (see [the crate
 /// docs](crate#fencing-tokens)).
-const CLOCK_WAITS: u32 = 3;
+const CLOCK_WAITS: u32 = 6;
 
 /// How an election's name becomes a blob's.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -116,9 +117,10 @@ impl AzblobStoreBuilder {
         self
     }
 
-    /// Bounds each call of the store: one request, and its retries while
-    /// the service answers "busy" ([`DEFAULT_CALL_TIMEOUT`]). Nothing
-    /// retries beyond it: the candidate's deadline rules.
+    /// Bounds each request to the service, and its retries while the
+    /// service answers "busy" ([`DEFAULT_CALL_TIMEOUT`]); a renewal is two
+    /// requests, an acquire three or more. Nothing retries beyond it, and
+    /// the candidate's deadline rules over all of them.
     pub fn call_timeout(mut self, timeout: Duration) -> Self {
         self.call_timeout = timeout;
         self
@@ -295,8 +297,7 @@ impl AzblobStore {
         let answer = self.inner.client.send(&request, &what).await?;
         match answer.status {
             200 => {
-                let state = record::parse(&answer.headers, &self.place(blob))
-                    .map_err(StoreError::corrupt)?;
+                let state = record::parse(&answer.headers, &self.place(blob))?;
                 Ok(Some((state, answer)))
             }
             404 => Ok(None),
@@ -337,6 +338,12 @@ impl AzblobStore {
             201 => {
                 tracing::debug!(blob = %self.place(blob), "azblob: created the record blob");
                 Ok(())
+            }
+            409 if answer.code_is("ContainerBeingDeleted") => {
+                Err(StoreError::unavailable(format!(
+                    "{}: the container is being deleted; it can be made again once it is gone",
+                    what()
+                )))
             }
             // It exists: made by another candidate meanwhile.
             409 | 412 => Ok(()),
@@ -381,55 +388,29 @@ impl AzblobStore {
         Ok(())
     }
 
-    /// The service's clock now, from the `Date` of a read of `blob`.
-    async fn service_now(&self, blob: &str) -> Result<Timestamp, StoreError> {
-        let request = Request::new(Method::HEAD, &self.inner.container, Some(blob));
-        let what = || format!("read blob {}", self.place(blob));
-        let answer = self.inner.client.send(&request, &what).await?;
-        answer.date().ok_or_else(|| no_date(&what()))
-    }
-
     /// The token of a term that began on the service's clock at `now` on a
-    /// blob in `state`: see [the crate docs](crate#fencing-tokens).
-    async fn next_token(
+    /// blob in `state`: see [the crate docs](crate#fencing-tokens). `None`
+    /// for a blob's first term while `now` is not two seconds past the
+    /// blob's creation.
+    fn next_token(
         &self,
         blob: &str,
         state: &BlobState,
-        mut now: Timestamp,
-    ) -> Result<FencingToken, StoreError> {
-        let floor = |t: Timestamp| {
-            u64::try_from(t.as_second())
-                .ok()
-                .and_then(|s| s.checked_mul(TOKENS_PER_SECOND))
-        };
+        now: Timestamp,
+    ) -> Result<Option<FencingToken>, StoreError> {
+        let floor = u64::try_from(now.as_second())
+            .ok()
+            .and_then(|s| s.checked_mul(TOKENS_PER_SECOND));
         let token = match &state.last {
             Some(last) => last
                 .token
                 .get()
                 .checked_add(1)
-                .and_then(|next| floor(now).map(|f| next.max(f))),
-            None => {
-                // The blob's first term: its tokens must start above every
-                // token of an earlier blob of the same name, all issued no
-                // later than the second this one was made.
-                let mut waits = 0;
-                while now.as_second() <= state.last_modified.as_second() {
-                    if waits == CLOCK_WAITS {
-                        return Err(StoreError::unavailable(format!(
-                            "the service's clock ({now}) does not pass the creation of blob {} \
-                             ({}): the first token of a blob is taken from it",
-                            self.place(blob),
-                            state.last_modified
-                        )));
-                    }
-                    waits += 1;
-                    tokio::time::sleep(Duration::from_millis(500)).await;
-                    now = self.service_now(blob).await?;
-                }
-                floor(now)
-            }
+                .and_then(|next| floor.map(|f| next.max(f))),
+            None if !clock_past_creation(state, now) => return Ok(None),
+            None => floor,
         };
-        token.map(FencingToken::new).ok_or_else(|| {
+        token.map(|t| Some(FencingToken::new(t))).ok_or_else(|| {
             StoreError::corrupt(format!(
                 "the fencing token of blob {} cannot grow any more",
                 self.place(blob)
@@ -465,7 +446,16 @@ impl AzblobStore {
 
 fn failed(what: String, answer: &Answer) -> StoreError {
     let mut message = format!("{what}: {}", answer.describe());
-    if answer.kind() == ErrorKind::Auth {
+    let skew = answer
+        .date()
+        .map(|d| (Timestamp::now().as_second() - d.as_second()).abs());
+    if answer.kind() == ErrorKind::Auth && skew.is_some_and(|s| s > 600) {
+        message.push_str(&format!(
+            " (this host's clock is {} s away from the service's; a signed request is \
+             refused when they differ by more than 15 minutes: set the clock right)",
+            skew.unwrap_or_default()
+        ));
+    } else if answer.kind() == ErrorKind::Auth {
         message.push_str(
             " (check the account key or SAS token; a SAS needs read, add, create, write and \
              delete on blobs, and create on the container unless it exists)",
@@ -488,12 +478,31 @@ fn handle(lease_id: &str, etag: &str) -> LeaseHandle {
 }
 
 fn parse_handle(lease: &Lease) -> Result<(&str, &str), StoreError> {
-    lease.handle.as_str().split_once(' ').ok_or_else(|| {
-        StoreError::new(
-            ErrorKind::Protocol,
-            "azblob store: this lease was not made by an azblob store (its handle has no ETag)",
-        )
-    })
+    lease
+        .handle
+        .as_str()
+        .split_once(' ')
+        .filter(|(id, etag)| {
+            id.len() == 36
+                && id.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-')
+                && !etag.is_empty()
+                && etag.bytes().all(|b| b.is_ascii_graphic())
+        })
+        .ok_or_else(|| {
+            StoreError::new(
+                ErrorKind::Protocol,
+                "azblob store: this lease was not made by an azblob store (its handle is not a \
+                 lease id and an ETag)",
+            )
+        })
+}
+
+/// Whether the service's clock at `now` is two seconds past the second
+/// the blob in `state` was last written (made, for a blob without a
+/// record): then a first token taken from `now` exceeds every token of an
+/// earlier blob of that name.
+fn clock_past_creation(state: &BlobState, now: Timestamp) -> bool {
+    now.as_second() > state.last_modified.as_second() + 1
 }
 
 /// Whether `state` is the record `lease`'s term wrote, unchanged since.
@@ -553,7 +562,46 @@ impl LeaseStore for AzblobStore {
         }
         let seconds = lease_seconds(req.ttl);
         let blob = self.blob_name(&req.election);
-        let (state, _) = self.read_or_create(&blob).await?;
+        // The largest record this holder can write (the longest token),
+        // within the service's limit, before anything is sent.
+        let size = record::metadata_size(&record::record_headers(
+            &req.holder,
+            FencingToken::new(u64::MAX),
+            &req.metadata,
+        ));
+        if size > record::MAX_METADATA_BYTES {
+            return Err(StoreError::new(
+                ErrorKind::Config,
+                format!(
+                    "azblob store: the holder's metadata takes {size} bytes in the lease record \
+                     (base64 of its JSON), more than the {} bytes of metadata a blob can have",
+                    record::MAX_METADATA_BYTES
+                ),
+            ));
+        }
+        let (mut state, mut answer) = self.read_or_create(&blob).await?;
+        // A blob's first term waits for the service's clock here, before
+        // its lease runs (see the crate docs, Fencing tokens).
+        let mut waits = 0;
+        while state.last.is_none()
+            && state.lease == LeaseState::Free
+            && !answer
+                .date()
+                .is_some_and(|now| clock_past_creation(&state, now))
+        {
+            if waits == CLOCK_WAITS {
+                return Err(StoreError::unavailable(format!(
+                    "the service's clock ({}) does not pass the creation of blob {} ({}) by two \
+                     seconds: the first token of a blob is taken from it",
+                    answer.header("date").unwrap_or("no Date"),
+                    self.place(&blob),
+                    state.last_modified
+                )));
+            }
+            waits += 1;
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            (state, answer) = self.read_or_create(&blob).await?;
+        }
         self.refuse_forever(&state, &blob)?;
         if state.lease == LeaseState::Held {
             return Ok(Acquire::Held {
@@ -591,7 +639,12 @@ impl LeaseStore for AzblobStore {
                     queued: None,
                 });
             }
-            _ => return Err(failed(what(), &answer)),
+            _ => {
+                // A busy answer after retries: the acquire may have been
+                // applied all the same.
+                self.abandon(&blob, &lease_id).await;
+                return Err(failed(what(), &answer));
+            }
         }
         let now = match answer.date() {
             Some(d) => d,
@@ -600,8 +653,18 @@ impl LeaseStore for AzblobStore {
                 return Err(no_date(&what()));
             }
         };
-        let token = match self.next_token(&blob, &state, now).await {
-            Ok(t) => t,
+        let token = match self.next_token(&blob, &state, now) {
+            Ok(Some(t)) => t,
+            // The acquire was answered by a clock behind the one that
+            // stamped the blob: try again later rather than let the lease
+            // run while waiting.
+            Ok(None) => {
+                self.abandon(&blob, &lease_id).await;
+                return Ok(Acquire::Held {
+                    leader: None,
+                    queued: None,
+                });
+            }
             Err(e) => {
                 self.abandon(&blob, &lease_id).await;
                 return Err(e);

@@ -543,3 +543,50 @@ async fn a_sas_token_authorizes_the_store_and_a_read_only_one_is_refused() {
     assert_eq!(err.kind(), ErrorKind::Auth, "{err}");
     assert!(!err.to_string().contains("sig="), "{err}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_endpoint_is_transient_and_never_shows_the_sas() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let account = StorageAccount::from_connection_string(&format!(
+        "BlobEndpoint=http://127.0.0.1:{port}/devstoreaccount1;SharedAccessSignature=sv=2021-12-02&sig=topsecret"
+    ))
+    .unwrap();
+    let s = AzblobStore::builder(account, "leases").build().unwrap();
+    let e = election("nowhere");
+    let err = s
+        .try_acquire(&req(&e, "a", MIN_TTL), None)
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
+    let err = s.current_leader(&e).await.unwrap_err();
+    let mut text = format!("{err} {err:?}");
+    let mut source = std::error::Error::source(&err);
+    while let Some(s) = source {
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    assert!(
+        !text.contains("topsecret") && !text.contains("sig="),
+        "{text}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metadata_too_large_for_a_blob_is_refused_before_anything_is_sent() {
+    // Nothing listens there: a Config error proves nothing was sent.
+    let account = StorageAccount::development()
+        .with_endpoint("http://127.0.0.1:9/devstoreaccount1")
+        .unwrap();
+    let s = AzblobStore::builder(account, "leases").build().unwrap();
+    let metadata =
+        regent_core::Metadata::from_pairs((0..700).map(|i| (format!("k{i:03}"), "\"".to_owned())))
+            .expect("within the core's bound");
+    let mut request = req(&election("big"), "a", MIN_TTL);
+    request.metadata = metadata;
+    let err = s.try_acquire(&request, None).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Config, "{err}");
+    assert!(err.to_string().contains("8192 bytes"), "{err}");
+}

@@ -19,19 +19,17 @@ use regent_core::{
     CampaignError, Candidate, ElectionName, EndReason, ErrorKind, FencingToken, Leadership,
     LeaseStore, Restart, Status, Supervisor, SupervisorExit, TermOutcome, Timing,
 };
-use regent_testkit::engines::azurite::{OperatorResponse, operator_request};
-use regent_testkit::engines::{Azurite, Engine, SharedAzurite};
+use regent_testkit::engines::{Azurite, Engine};
 use regent_testkit::fixtures::holder;
+
+mod common;
+use common::{election, operator, share, store};
 use tokio::task::JoinHandle;
 use tokio::time::{Instant, timeout};
 
 /// How late a timer may fire on a loaded two-core machine: the slack on
 /// "at its deadline".
 const LATE: Duration = Duration::from_millis(500);
-
-fn election(name: &str) -> ElectionName {
-    ElectionName::new(name).expect("valid election name")
-}
 
 /// An Azurite of the test's own, to fault.
 struct OwnAzurite {
@@ -410,40 +408,6 @@ async fn service_paused_renewals_hang_and_the_leader_still_steps_down_at_its_dea
     );
 }
 
-/// This test's share of the process's Azurite: called on the test's own
-/// thread, whose name names the container.
-fn share() -> SharedAzurite {
-    SharedAzurite::get().unwrap_or_else(|e| panic!("cannot start Azurite for this test: {e}"))
-}
-
-fn shared_store(share: &SharedAzurite) -> AzblobStore {
-    let account = StorageAccount::from_connection_string(share.connection_string())
-        .expect("the kit's connection string");
-    AzblobStore::builder(account, share.container())
-        .call_timeout(Duration::from_secs(2))
-        .build()
-        .expect("build the store")
-}
-
-/// A Blob request as `az storage …` sends it, from a blocking thread.
-async fn operator(
-    share: &SharedAzurite,
-    method: &'static str,
-    blob: &str,
-    query: &'static [(&'static str, &'static str)],
-    headers: Vec<(&'static str, String)>,
-) -> OperatorResponse {
-    let path = format!("/{}/{blob}", share.container());
-    let addr = share.addr();
-    tokio::task::spawn_blocking(move || {
-        let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
-        operator_request(addr, method, &path, query, &headers)
-            .unwrap_or_else(|e| panic!("{method} {path}: {e}"))
-    })
-    .await
-    .expect("the request task ran")
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hung_leader_task_gives_up_the_lease_and_a_follower_leads() {
     let share = share();
@@ -451,7 +415,7 @@ async fn a_hung_leader_task_gives_up_the_lease_and_a_follower_leads() {
     let health_timeout = Duration::from_secs(2);
     let grace = Duration::from_millis(500);
     let build = |who| {
-        Candidate::builder(shared_store(&share), e.clone(), holder(who))
+        Candidate::builder(store(&share), e.clone(), holder(who))
             .ttl(MIN_TTL)
             .retry_every(Duration::from_millis(500))
             .grace(grace)
@@ -546,7 +510,7 @@ async fn garbage_in_the_record_ends_the_leader_and_fails_the_follower_never_a_ta
     let share = share();
     let e = election("garbage");
     let build = |who| {
-        Candidate::builder(shared_store(&share), e.clone(), holder(who))
+        Candidate::builder(store(&share), e.clone(), holder(who))
             .ttl(MIN_TTL)
             .renew_every(Duration::from_secs(1))
             .retry_every(Duration::from_millis(500))

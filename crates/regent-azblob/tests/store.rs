@@ -17,46 +17,10 @@ use regent_core::{
 };
 use regent_testkit::engines::SharedAzurite;
 use regent_testkit::engines::azurite::{OperatorResponse, operator_request};
+
+mod common;
+use common::{election, operator, share, store};
 use regent_testkit::fixtures::{acquire_request as req, holder};
-
-/// This test's share: called on the test's own thread, whose name (the
-/// test's) names the container. It blocks for Azurite's start (a second)
-/// in the first test only.
-async fn share() -> SharedAzurite {
-    SharedAzurite::get().unwrap_or_else(|e| panic!("cannot start Azurite for this test: {e}"))
-}
-
-fn store(share: &SharedAzurite) -> AzblobStore {
-    let account = StorageAccount::from_connection_string(share.connection_string())
-        .expect("the kit's connection string");
-    AzblobStore::builder(account, share.container())
-        .call_timeout(Duration::from_secs(2))
-        .build()
-        .expect("build the store")
-}
-
-fn election(name: &str) -> ElectionName {
-    ElectionName::new(name).expect("valid election name")
-}
-
-/// A Blob request as `az storage …` sends it, from a blocking thread.
-async fn operator(
-    share: &SharedAzurite,
-    method: &'static str,
-    blob: &str,
-    query: &'static [(&'static str, &'static str)],
-    headers: Vec<(&'static str, String)>,
-) -> OperatorResponse {
-    let path = format!("/{}/{blob}", share.container());
-    let addr = share.addr();
-    tokio::task::spawn_blocking(move || {
-        let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
-        operator_request(addr, method, &path, query, &headers)
-            .unwrap_or_else(|e| panic!("{method} {path}: {e}"))
-    })
-    .await
-    .expect("the request task ran")
-}
 
 /// `az storage blob lease break --lease-break-period 0`.
 async fn break_lease(share: &SharedAzurite, blob: &str) -> OperatorResponse {
@@ -147,15 +111,13 @@ impl Harness for ConformanceHarness {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn azblob_store_conforms() {
-    let harness = ConformanceHarness {
-        share: share().await,
-    };
+    let harness = ConformanceHarness { share: share() };
     regent_core::testing::run(&harness).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn info_declares_the_lease_range_and_a_ttl_outside_is_refused() {
-    let share = share().await;
+    let share = share();
     let info = store(&share).info();
     assert_eq!(info.name, "azblob");
     assert_eq!(info.style, StoreStyle::Race);
@@ -215,7 +177,7 @@ fn candidate(store: AzblobStore, election: &ElectionName, who: &str) -> Candidat
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lease_broken_from_outside_ends_leadership_at_the_next_renewal() {
-    let share = share().await;
+    let share = share();
     let e = election("broken");
     let a = candidate(store(&share), &e, "a");
     let leadership = a.campaign().await.expect("a leads");
@@ -265,7 +227,7 @@ async fn a_lease_broken_from_outside_ends_leadership_at_the_next_renewal() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn break_lease_is_the_operators_break() {
-    let share = share().await;
+    let share = share();
     let e = election("break-api");
     let s = store(&share);
     assert!(
@@ -291,7 +253,7 @@ async fn a_record_written_behind_an_expired_lease_is_not_renewed() {
     // The service renews an expired lease nobody took since; Azurite even
     // after the blob was written meanwhile. regent's renewal requires the
     // record its term wrote.
-    let share = share().await;
+    let share = share();
     let e = election("rewritten");
     let s = store(&share);
     let lease = match s.try_acquire(&req(&e, "a", MIN_TTL), None).await.unwrap() {
@@ -318,7 +280,7 @@ async fn a_record_written_behind_an_expired_lease_is_not_renewed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_blob_that_is_not_a_record_is_an_error_never_a_takeover() {
-    let share = share().await;
+    let share = share();
     let s = store(&share);
     for (name, metadata, want) in [
         (
@@ -394,7 +356,7 @@ async fn a_blob_that_is_not_a_record_is_an_error_never_a_takeover() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tokens_grow_across_a_blob_made_again_within_the_same_second() {
-    let share = share().await;
+    let share = share();
     let e = election("remade");
     let s = store(&share);
     let mut last = 0;
@@ -418,7 +380,7 @@ async fn tokens_grow_across_a_blob_made_again_within_the_same_second() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fixed_blob_and_a_prefix_name_the_blob() {
-    let share = share().await;
+    let share = share();
     let account = StorageAccount::from_connection_string(share.connection_string()).unwrap();
     let fixed = AzblobStore::builder(account.clone(), share.container())
         .blob("MyLeaderCoordinatorTask")
@@ -461,7 +423,7 @@ async fn a_fixed_blob_and_a_prefix_name_the_blob() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wrong_key_is_an_auth_error_that_names_no_secret() {
-    let share = share().await;
+    let share = share();
     let account = StorageAccount::with_key("devstoreaccount1", "d3Jvbmcta2V5")
         .unwrap()
         .with_endpoint(share.blob_endpoint())
@@ -511,7 +473,7 @@ fn account_sas(permissions: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sas_token_authorizes_the_store_and_a_read_only_one_is_refused() {
-    let share = share().await;
+    let share = share();
     let e = election("sas");
     let connection = |sas: &str| {
         format!(

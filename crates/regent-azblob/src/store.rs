@@ -418,6 +418,63 @@ impl AzblobStore {
         })
     }
 
+    /// Sends the acquire `request` of `lease_id` on `blob` (read as
+    /// `state`) and writes the term's record under it: the record's ETag
+    /// and the token, or `None` when a race was lost (the blob leased or
+    /// changed meanwhile, or the acquire answered by a clock behind the
+    /// one that made the blob).
+    async fn win(
+        &self,
+        req: &AcquireRequest,
+        blob: &str,
+        state: &BlobState,
+        request: &Request<'_>,
+        lease_id: &str,
+    ) -> Result<Option<(String, FencingToken)>, StoreError> {
+        let what = || format!("acquire the lease on blob {}", self.place(blob));
+        let answer = self.inner.client.send(request, &what).await?;
+        match answer.status {
+            201 | 200 => {}
+            // Leased by someone else, changed since read, or deleted.
+            409 | 412 | 404 => {
+                tracing::debug!(answer = %answer.describe(), "azblob: acquire lost a race");
+                return Ok(None);
+            }
+            _ => return Err(failed(what(), &answer)),
+        }
+        let now = answer.date().ok_or_else(|| no_date(&what()))?;
+        let Some(token) = self.next_token(blob, state, now)? else {
+            return Ok(None);
+        };
+        // The record, written under the new lease and only on the blob as
+        // read: the token is final once this succeeds.
+        let mut request = Request::new(Method::PUT, &self.inner.container, Some(blob))
+            .query("comp", "metadata")
+            .header("x-ms-lease-id", lease_id)
+            .if_match(state.etag.clone());
+        for (name, value) in record::record_headers(&req.holder, token, &req.metadata) {
+            request = request.header(name, value);
+        }
+        let what = || format!("write the lease record of blob {}", self.place(blob));
+        let answer = self.inner.client.send(&request, &what).await?;
+        match answer.status {
+            200 => {}
+            // The lease was broken, or the blob changed, since we won it.
+            409 | 412 | 404 => {
+                tracing::debug!(answer = %answer.describe(), "azblob: the lease went before its record was written");
+                return Ok(None);
+            }
+            _ => return Err(failed(what(), &answer)),
+        }
+        let etag = answer.header("etag").ok_or_else(|| {
+            StoreError::new(
+                ErrorKind::Protocol,
+                format!("{}: the service's answer has no ETag", what()),
+            )
+        })?;
+        Ok(Some((etag.to_owned(), token)))
+    }
+
     /// Gives back a lease won but not used, by its id; errors only logged
     /// (it expires by its duration).
     async fn abandon(&self, blob: &str, lease_id: &str) {
@@ -617,106 +674,29 @@ impl LeaseStore for AzblobStore {
             .header("x-ms-lease-duration", seconds.to_string())
             .header("x-ms-proposed-lease-id", lease_id.clone())
             .if_match(state.etag.clone());
-        let what = || format!("acquire the lease on blob {}", self.place(&blob));
-        let answer = match self.inner.client.send(&request, &what).await {
-            Ok(a) => a,
-            Err(e) => {
-                // The acquire may have reached the service and its answer
-                // been lost: give back a lease ours may hold, rather than
-                // leave the blob leased by nobody for a ttl.
-                self.abandon(&blob, &lease_id).await;
-                return Err(e);
-            }
-        };
-        match answer.status {
-            201 | 200 => {}
-            // Leased by someone else, changed since read, or deleted: a
-            // race lost.
-            409 | 412 | 404 => {
-                tracing::debug!(answer = %answer.describe(), "azblob: acquire lost a race");
-                return Ok(Acquire::Held {
-                    leader: self.leader_now(&blob).await.unwrap_or(None),
-                    queued: None,
-                });
-            }
-            _ => {
-                // A busy answer after retries: the acquire may have been
-                // applied all the same.
-                self.abandon(&blob, &lease_id).await;
-                return Err(failed(what(), &answer));
-            }
-        }
-        let now = match answer.date() {
-            Some(d) => d,
-            None => {
-                self.abandon(&blob, &lease_id).await;
-                return Err(no_date(&what()));
-            }
-        };
-        let token = match self.next_token(&blob, &state, now) {
-            Ok(Some(t)) => t,
-            // The acquire was answered by a clock behind the one that
-            // stamped the blob: try again later rather than let the lease
-            // run while waiting.
+        // From here on, whatever does not end in a term gives back the
+        // lease ours may hold: an answer lost or busy may hide an acquire
+        // that was applied all the same.
+        match self.win(req, &blob, &state, &request, &lease_id).await {
+            Ok(Some((etag, token))) => Ok(Acquire::Won(Lease {
+                election: req.election.clone(),
+                holder: req.holder.clone(),
+                token,
+                ttl: Duration::from_secs(seconds),
+                handle: handle(&lease_id, &etag),
+            })),
             Ok(None) => {
                 self.abandon(&blob, &lease_id).await;
-                return Ok(Acquire::Held {
-                    leader: None,
-                    queued: None,
-                });
-            }
-            Err(e) => {
-                self.abandon(&blob, &lease_id).await;
-                return Err(e);
-            }
-        };
-        // The record, written under the new lease and only on the blob as
-        // read: the token is final once this succeeds.
-        let mut request = Request::new(Method::PUT, &self.inner.container, Some(&blob))
-            .query("comp", "metadata")
-            .header("x-ms-lease-id", lease_id.clone())
-            .if_match(state.etag.clone());
-        for (name, value) in record::record_headers(&req.holder, token, &req.metadata) {
-            request = request.header(name, value);
-        }
-        let what = || format!("write the lease record of blob {}", self.place(&blob));
-        let answer = match self.inner.client.send(&request, &what).await {
-            Ok(a) => a,
-            Err(e) => {
-                self.abandon(&blob, &lease_id).await;
-                return Err(e);
-            }
-        };
-        match answer.status {
-            200 => {}
-            // The lease was broken, or the blob changed, since we won it.
-            409 | 412 | 404 => {
-                tracing::debug!(answer = %answer.describe(), "azblob: the lease went before its record was written");
-                self.abandon(&blob, &lease_id).await;
-                return Ok(Acquire::Held {
+                Ok(Acquire::Held {
                     leader: self.leader_now(&blob).await.unwrap_or(None),
                     queued: None,
-                });
+                })
             }
-            _ => {
+            Err(e) => {
                 self.abandon(&blob, &lease_id).await;
-                return Err(failed(what(), &answer));
+                Err(e)
             }
         }
-        let Some(etag) = answer.header("etag").map(str::to_owned) else {
-            self.abandon(&blob, &lease_id).await;
-            return Err(StoreError::new(
-                ErrorKind::Protocol,
-                format!("{}: the service's answer has no ETag", what()),
-            ));
-        };
-        Ok(Acquire::Won(Lease {
-            election: req.election.clone(),
-            holder: req.holder.clone(),
-            token,
-            ttl: Duration::from_secs(seconds),
-            handle: handle(&lease_id, &etag),
-        }))
     }
 
     async fn renew(&self, lease: &Lease) -> Result<Renewal, StoreError> {

@@ -23,7 +23,7 @@ use regent_testkit::engines::{Azurite, Engine};
 use regent_testkit::fixtures::holder;
 
 mod common;
-use common::{election, operator, share, store};
+use common::{break_lease, election, operator, share, store};
 use tokio::task::JoinHandle;
 use tokio::time::{Instant, timeout};
 
@@ -527,17 +527,7 @@ async fn garbage_in_the_record_ends_the_leader_and_fails_the_follower_never_a_ta
     until_following(&b, "a", a_leads.token(), Duration::from_secs(5)).await;
 
     // An operator breaks the lease and writes metadata regent cannot read.
-    let r = operator(
-        &share,
-        "PUT",
-        e.as_str(),
-        &[("comp", "lease")],
-        vec![
-            ("x-ms-lease-action", "break".into()),
-            ("x-ms-lease-break-period", "0".into()),
-        ],
-    )
-    .await;
+    let r = break_lease(&share, e.as_str()).await;
     assert_eq!(r.status, 202, "{r:?}");
     let r = operator(
         &share,

@@ -16,26 +16,11 @@ use regent_core::{
     SafetyClass, StoreStyle, WatchMode,
 };
 use regent_testkit::engines::SharedAzurite;
-use regent_testkit::engines::azurite::{OperatorResponse, operator_request};
+use regent_testkit::engines::azurite::operator_request;
 
 mod common;
-use common::{election, operator, share, store};
+use common::{break_lease, election, operator, share, store};
 use regent_testkit::fixtures::{acquire_request as req, holder};
-
-/// `az storage blob lease break --lease-break-period 0`.
-async fn break_lease(share: &SharedAzurite, blob: &str) -> OperatorResponse {
-    operator(
-        share,
-        "PUT",
-        blob,
-        &[("comp", "lease")],
-        vec![
-            ("x-ms-lease-action", "break".into()),
-            ("x-ms-lease-break-period", "0".into()),
-        ],
-    )
-    .await
-}
 
 /// Breaks the blob's lease, if any, and deletes the blob.
 async fn delete_blob(share: &SharedAzurite, blob: &str) {

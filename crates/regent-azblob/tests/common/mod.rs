@@ -51,3 +51,18 @@ pub async fn operator(
     .await
     .expect("the request task ran")
 }
+
+/// `az storage blob lease break --lease-break-period 0` on `blob`.
+pub async fn break_lease(share: &SharedAzurite, blob: &str) -> OperatorResponse {
+    operator(
+        share,
+        "PUT",
+        blob,
+        &[("comp", "lease")],
+        vec![
+            ("x-ms-lease-action", "break".into()),
+            ("x-ms-lease-break-period", "0".into()),
+        ],
+    )
+    .await
+}

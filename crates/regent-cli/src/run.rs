@@ -265,6 +265,8 @@ fn configure<S: LeaseStore>(
 /// which flag to change even when the other side of the rule is a default
 /// derived from --ttl. `ttl` is the ttl checked: `--ttl`, or its default.
 fn timing_error(e: &ConfigError, args: &RunArgs, ttl: Duration) -> CliError {
+    // The library's own hint names builder methods; the flags say it here.
+    let e = e.rule();
     // Debug prints zero as "0ns"; the user typed "0s" or "0ms".
     let show = |d: Duration| {
         if d.is_zero() {
@@ -299,6 +301,7 @@ fn timing_error(e: &ConfigError, args: &RunArgs, ttl: Duration) -> CliError {
             deadline()
         ),
         ConfigError::TtlTooLong { .. }
+        | ConfigError::TtlTooShort { .. }
         | ConfigError::TtlBelowStoreMinimum { .. }
         | ConfigError::TtlAboveStoreMaximum { .. } => ttl,
         _ => "invalid timing (--ttl, --renew-every, --renew-deadline, --grace)".to_owned(),

@@ -16,7 +16,7 @@ use crate::error::{CampaignError, ConfigError, ErrorKind, StoreError};
 use crate::leadership::Leadership;
 use crate::status::Status;
 use crate::store::{Acquire, AcquireRequest, LeaderStream, LeaseStore, Renewal};
-use crate::timing::{Explanation, Timing};
+use crate::timing::{Explanation, MAX_TTL, MIN_TTL, Timing};
 use crate::types::{ElectionName, HolderId, LeaderInfo, Lease, Metadata};
 
 /// The default lease ttl.
@@ -200,30 +200,7 @@ impl<S: LeaseStore> CandidateBuilder<S> {
     /// [`ConfigError::TtlBelowStoreMinimum`] and
     /// [`ConfigError::TtlAboveStoreMaximum`] name the store's range.
     pub fn build(self) -> Result<Candidate<S>, ConfigError> {
-        let mut timing = Timing::new(self.ttl);
-        if let Some(d) = self.drift {
-            timing.drift = d;
-        }
-        if let Some(m) = self.margin {
-            timing.margin = m;
-        }
-        if let Some(e) = self.renew_every {
-            timing.renew_every = e;
-            timing.retry_every = e;
-        }
-        if let Some(d) = self.renew_deadline {
-            timing.renew_deadline = d;
-        }
-        if let Some(r) = self.retry_every {
-            timing.retry_every = r;
-        }
-        timing.grace = match self.grace {
-            Some(g) => g,
-            None => {
-                Duration::from_secs(2).min(timing.usable().saturating_sub(timing.renew_deadline))
-            }
-        };
-        timing.validate()?;
+        let timing = self.timing()?;
         let info = self.store.info();
         let (min, max) = (info.min_ttl, info.effective_max_ttl());
         if timing.ttl < min {
@@ -264,6 +241,126 @@ impl<S: LeaseStore> CandidateBuilder<S> {
                 status: Arc::new(watch::Sender::new(Status::Starting)),
             }),
         })
+    }
+
+    /// The timing these settings give, checked. Each setting is checked
+    /// on its own first (zero, NaN, out of range, longer than a day), so
+    /// that nothing is derived from a bad value; a rule then broken by a
+    /// value derived from the ttl names the settings to change
+    /// ([`ConfigError::Settings`]).
+    fn timing(&self) -> Result<Timing, ConfigError> {
+        if self.ttl.is_zero() {
+            return Err(ConfigError::Zero { what: "ttl" });
+        }
+        if self.ttl > MAX_TTL {
+            return Err(ConfigError::TtlTooLong { ttl: self.ttl });
+        }
+        if self.ttl < MIN_TTL {
+            return Err(ConfigError::TtlTooShort {
+                ttl: self.ttl,
+                min: MIN_TTL,
+            });
+        }
+        if let Some(drift) = self.drift
+            && !(0.0..=0.1).contains(&drift)
+        {
+            return Err(ConfigError::DriftOutOfRange { drift });
+        }
+        for (what, value) in [
+            ("renew interval", self.renew_every),
+            ("renew deadline", self.renew_deadline),
+            ("retry interval", self.retry_every),
+        ] {
+            if value.is_some_and(|v| v.is_zero()) {
+                return Err(ConfigError::Zero { what });
+            }
+        }
+        for (what, value) in [
+            ("renew interval", self.renew_every),
+            ("renew deadline", self.renew_deadline),
+            ("retry interval", self.retry_every),
+            ("grace", self.grace),
+            ("margin", self.margin),
+        ] {
+            if let Some(value) = value.filter(|v| *v > MAX_TTL) {
+                return Err(ConfigError::TooLong {
+                    what,
+                    value,
+                    max: MAX_TTL,
+                });
+            }
+        }
+        let mut timing = Timing::new(self.ttl);
+        if let Some(d) = self.drift {
+            timing.drift = d;
+        }
+        if let Some(m) = self.margin {
+            timing.margin = m;
+        }
+        if let Some(e) = self.renew_every {
+            timing.renew_every = e;
+            timing.retry_every = e;
+        }
+        if let Some(d) = self.renew_deadline {
+            timing.renew_deadline = d;
+        }
+        if let Some(r) = self.retry_every {
+            timing.retry_every = r;
+        }
+        timing.grace = self.grace.unwrap_or_else(|| timing.default_grace());
+        timing.validate().map_err(|rule| self.name_settings(rule))?;
+        Ok(timing)
+    }
+
+    /// Wraps a broken rule that involves a value the caller did not set
+    /// (a default derived from the ttl) with which settings to change.
+    fn name_settings(&self, rule: ConfigError) -> ConfigError {
+        let ttl = self.ttl;
+        let deadline_default = self.renew_deadline.is_none();
+        let every_default = self.renew_every.is_none();
+        let message = match &rule {
+            ConfigError::DeadlineNotBelowTtl {
+                renew_deadline,
+                usable,
+                ..
+            } if deadline_default => format!(
+                "{rule}; the renew deadline is its default, 3/5 of the ttl ({renew_deadline:?}): set a renew_deadline below {usable:?}, or lower margin or clock_drift"
+            ),
+            ConfigError::IntervalNotBelowDeadline {
+                renew_deadline,
+                renew_every,
+            } if deadline_default || every_default => {
+                let every_below = *renew_deadline * 5 / 6;
+                let deadline_above = renew_every.saturating_mul(6) / 5;
+                if deadline_default && every_default {
+                    // Not reachable from ttl alone, but say something true.
+                    format!(
+                        "{rule}; both are derived from ttl {ttl:?}: set renew_every and renew_deadline"
+                    )
+                } else if deadline_default {
+                    format!(
+                        "{rule}; renew_every {renew_every:?} is too long for ttl {ttl:?}, whose default renew deadline is 3/5 of it ({renew_deadline:?}): set renew_every below {every_below:?}, or set renew_deadline above {deadline_above:?} (and below the ttl)"
+                    )
+                } else {
+                    format!(
+                        "{rule}; renew_deadline {renew_deadline:?} is too short for the default renew interval, ttl/5 ({renew_every:?}): set renew_deadline above {deadline_above:?}, or set renew_every below {every_below:?}"
+                    )
+                }
+            }
+            ConfigError::GraceTooLong {
+                renew_deadline,
+                usable,
+                ..
+            } if deadline_default => format!(
+                "{rule}; with the default renew deadline, 3/5 of the ttl ({renew_deadline:?}), grace can be at most {:?}: set a shorter grace (the default fits), a shorter renew_deadline, or a longer ttl than {ttl:?}",
+                usable.saturating_sub(*renew_deadline)
+            ),
+            _ => return rule,
+        };
+        ConfigError::Settings {
+            message,
+            rule: Box::new(rule),
+        }
     }
 }
 

@@ -241,27 +241,143 @@ pub enum ConfigError {
         /// The ttl given.
         ttl: Duration,
     },
+    /// The ttl is too short for any timing to be derived from it.
+    #[error("ttl {ttl:?} is shorter than the minimum of {min:?}")]
+    TtlTooShort {
+        /// The ttl given.
+        ttl: Duration,
+        /// [`MIN_TTL`](crate::MIN_TTL).
+        min: Duration,
+    },
+    /// A duration setting is longer than regent accepts.
+    #[error("{what} {value:?} is longer than the maximum of {max:?}")]
+    TooLong {
+        /// The setting.
+        what: &'static str,
+        /// The value given.
+        value: Duration,
+        /// The bound.
+        max: Duration,
+    },
+    /// A timing rule broken by values that the builder derived from the
+    /// settings given: the message names the settings to change; the rule
+    /// itself is [`rule`](ConfigError::rule).
+    #[error("{message}")]
+    Settings {
+        /// The rule, then which of the caller's settings to change.
+        message: String,
+        /// The rule broken, with the values it saw.
+        rule: Box<ConfigError>,
+    },
+}
+
+impl ConfigError {
+    /// The timing rule broken, whether or not it came wrapped in
+    /// [`Settings`](Self::Settings).
+    pub fn rule(&self) -> &ConfigError {
+        match self {
+            ConfigError::Settings { rule, .. } => rule.rule(),
+            other => other,
+        }
+    }
 }
 
 /// Why a campaign ended without leadership.
-#[derive(Debug, thiserror::Error)]
+///
+/// `Display` includes the store's error, so `{e}` in a log line says why
+/// (`campaign failed: store misconfigured: …`); [`source`](StdError::source)
+/// continues with the store client's own error, which `Display` leaves out.
+/// [`report`] renders the whole chain in one line.
+#[derive(Debug)]
 #[non_exhaustive]
 pub enum CampaignError {
     /// The candidate was shut down.
-    #[error("the candidate was shut down")]
     Shutdown,
     /// The store failed with an error that retrying cannot fix.
-    #[error("campaign failed")]
-    Store(#[from] StoreError),
+    Store(StoreError),
     /// The store stayed unavailable for the whole `give_up_after` window.
-    #[error("store unavailable for {waited:?}; giving up")]
     Unavailable {
         /// How long the candidate retried.
         waited: Duration,
         /// The last error seen.
-        #[source]
         last: StoreError,
     },
+}
+
+impl From<StoreError> for CampaignError {
+    fn from(e: StoreError) -> Self {
+        CampaignError::Store(e)
+    }
+}
+
+impl fmt::Display for CampaignError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CampaignError::Shutdown => f.write_str("the candidate was shut down"),
+            CampaignError::Store(e) => write!(f, "campaign failed: {e}"),
+            CampaignError::Unavailable { waited, last } => {
+                write!(f, "store unavailable for {waited:?}; giving up: {last}")
+            }
+        }
+    }
+}
+
+impl StdError for CampaignError {
+    /// The store client's error behind the [`StoreError`] that `Display`
+    /// already shows.
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        match self {
+            CampaignError::Shutdown => None,
+            CampaignError::Store(e) | CampaignError::Unavailable { last: e, .. } => e.source(),
+        }
+    }
+}
+
+impl CampaignError {
+    /// The store's error, if the campaign failed on one.
+    pub fn store_error(&self) -> Option<&StoreError> {
+        match self {
+            CampaignError::Shutdown => None,
+            CampaignError::Store(e) | CampaignError::Unavailable { last: e, .. } => Some(e),
+        }
+    }
+}
+
+/// An error and every cause behind it, in one line: `a: b: c`. For log
+/// lines and messages to people; `{e}` alone shows only the outermost.
+///
+/// ```
+/// use regent_core::{report, ErrorKind, StoreError};
+///
+/// let io = std::io::Error::other("connection refused");
+/// let e = StoreError::unavailable("acquire election 'jobs'").with_source(io);
+/// assert_eq!(
+///     report(&e).to_string(),
+///     "store unavailable: acquire election 'jobs': connection refused"
+/// );
+/// ```
+pub fn report<'a>(error: &'a (dyn StdError + 'static)) -> impl fmt::Display + 'a {
+    Report(error)
+}
+
+struct Report<'a>(&'a (dyn StdError + 'static));
+
+impl fmt::Display for Report<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)?;
+        let mut seen = self.0.to_string();
+        let mut next = self.0.source();
+        while let Some(e) = next {
+            let text = e.to_string();
+            // A source that its parent already quoted in full adds nothing.
+            if !seen.ends_with(&text) {
+                write!(f, ": {text}")?;
+            }
+            seen = text;
+            next = e.source();
+        }
+        Ok(())
+    }
 }
 
 /// The leadership is over; an operation that needs it was refused.
@@ -285,5 +401,33 @@ mod tests {
         assert_eq!(e.source().unwrap().to_string(), "refused");
         assert!(!StoreError::corrupt("x").is_transient());
         assert!(!StoreError::new(ErrorKind::Auth, "x").is_transient());
+    }
+
+    /// Regression (issue 12): `CampaignError::Store` displayed "campaign
+    /// failed" and nothing else.
+    #[test]
+    fn campaign_error_says_why() {
+        let io = std::io::Error::other("disk I/O error");
+        let e = CampaignError::Store(
+            StoreError::new(ErrorKind::Config, "open sqlite store '/x.db'").with_source(io),
+        );
+        assert_eq!(
+            e.to_string(),
+            "campaign failed: store misconfigured: open sqlite store '/x.db'"
+        );
+        // The chain goes on with the client's error, without repeating.
+        assert_eq!(e.source().unwrap().to_string(), "disk I/O error");
+        assert_eq!(
+            report(&e).to_string(),
+            "campaign failed: store misconfigured: open sqlite store '/x.db': disk I/O error"
+        );
+        let e = CampaignError::Unavailable {
+            waited: Duration::from_secs(30),
+            last: StoreError::unavailable("acquire election 'x'"),
+        };
+        assert_eq!(
+            e.to_string(),
+            "store unavailable for 30s; giving up: store unavailable: acquire election 'x'"
+        );
     }
 }

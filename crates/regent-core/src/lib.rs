@@ -81,7 +81,7 @@ mod types;
 
 pub use candidate::{Candidate, CandidateBuilder, DEFAULT_TTL};
 pub use error::{
-    BoxError, CampaignError, ConfigError, ErrorKind, InvalidName, NotLeader, StoreError,
+    BoxError, CampaignError, ConfigError, ErrorKind, InvalidName, NotLeader, StoreError, report,
 };
 pub use leadership::{EndReason, Ended, Leadership, LeaseState};
 pub use observer::Observer;
@@ -97,7 +97,7 @@ pub use supervisor::{
 pub use target::{
     OptionKind, OptionValue, Options, Source, StoreKind, StoreOption, Target, TargetError,
 };
-pub use timing::{Explanation, MAX_TTL, Timing};
+pub use timing::{Explanation, MAX_TTL, MIN_TTL, Timing};
 /// Re-exported so users need not depend on `tokio-util` for the leader
 /// task's cancellation.
 pub use tokio_util::sync::CancellationToken;

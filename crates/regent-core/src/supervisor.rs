@@ -170,11 +170,19 @@ impl<S: LeaseStore> Supervisor<S> {
     ///
     /// # Errors
     ///
-    /// [`ConfigError::Zero`] for a zero timeout.
+    /// [`ConfigError::Zero`] for a zero timeout, [`ConfigError::TooLong`]
+    /// for one over a day ([`MAX_TTL`](crate::MAX_TTL)).
     pub fn health_timeout(mut self, timeout: Duration) -> Result<Self, ConfigError> {
         if timeout.is_zero() {
             return Err(ConfigError::Zero {
                 what: "health timeout",
+            });
+        }
+        if timeout > crate::MAX_TTL {
+            return Err(ConfigError::TooLong {
+                what: "health timeout",
+                value: timeout,
+                max: crate::MAX_TTL,
             });
         }
         self.health_timeout = Some(timeout);

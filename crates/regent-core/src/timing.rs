@@ -37,6 +37,10 @@ use crate::store::{StoreInfo, WatchMode};
 /// The longest ttl accepted.
 pub const MAX_TTL: Duration = Duration::from_secs(24 * 3600);
 
+/// The shortest ttl accepted (whatever the store allows): below it the
+/// defaults derived from the ttl would round to nothing.
+pub const MIN_TTL: Duration = Duration::from_millis(1);
+
 /// A lease's timing, validated. Build it through
 /// [`CandidateBuilder`](crate::CandidateBuilder), or [`Timing::new`] plus
 /// the setters and [`Timing::validate`].
@@ -64,23 +68,30 @@ pub struct Timing {
 
 impl Timing {
     /// Defaults derived from `ttl`: renew every `ttl/5`, step down after
-    /// `3*ttl/5` without renewal, `grace` of 2 s or whatever fits before the
-    /// local deadline, 1 % drift, 5 ms margin.
+    /// `3*ttl/5` without renewal, 1 % drift, 5 ms margin (at most 1 % of
+    /// the ttl), and the [default grace](Self::default_grace).
     pub fn new(ttl: Duration) -> Self {
         let renew_every = ttl / 5;
-        let renew_deadline = ttl * 3 / 5;
-        let drift = 0.01;
-        let margin = Duration::from_millis(5).min(ttl / 100);
-        let usable = usable(ttl, drift, margin);
-        Self {
+        let mut t = Self {
             ttl,
             renew_every,
-            renew_deadline,
-            grace: Duration::from_secs(2).min(usable.saturating_sub(renew_deadline)),
-            drift,
-            margin,
+            renew_deadline: ttl * 3 / 5,
+            grace: Duration::ZERO,
+            drift: 0.01,
+            margin: Duration::from_millis(5).min(ttl / 100),
             retry_every: renew_every,
-        }
+        };
+        t.grace = t.default_grace();
+        t
+    }
+
+    /// The grace these settings give by default: 2 s, or three quarters of
+    /// the time between the renew deadline and the local lease deadline
+    /// when that is shorter, so that a quarter of it always remains as a
+    /// safety budget (at a ttl of 2 s: grace 0.58 s, budget 0.19 s).
+    pub fn default_grace(&self) -> Duration {
+        let room = self.usable().saturating_sub(self.renew_deadline);
+        Duration::from_secs(2).min(room * 3 / 4)
     }
 
     /// Checks every rule; the error names the rule broken.
@@ -102,8 +113,22 @@ impl Timing {
         if self.ttl > MAX_TTL {
             return Err(ConfigError::TtlTooLong { ttl: self.ttl });
         }
+        if self.ttl < MIN_TTL {
+            return Err(ConfigError::TtlTooShort {
+                ttl: self.ttl,
+                min: MIN_TTL,
+            });
+        }
+        // NaN fails this too.
         if !(0.0..=0.1).contains(&self.drift) {
             return Err(ConfigError::DriftOutOfRange { drift: self.drift });
+        }
+        if self.retry_every > MAX_TTL {
+            return Err(ConfigError::TooLong {
+                what: "retry interval",
+                value: self.retry_every,
+                max: MAX_TTL,
+            });
         }
         let usable = self.usable();
         if self.renew_deadline >= usable {
@@ -113,13 +138,15 @@ impl Timing {
                 usable,
             });
         }
-        if self.renew_deadline <= self.renew_every.mul_f64(1.2) {
+        // renew_deadline > 1.2 * renew_every, in integers (no overflow for
+        // a huge interval: the deadline is below a day here).
+        if self.renew_deadline.saturating_mul(5) <= self.renew_every.saturating_mul(6) {
             return Err(ConfigError::IntervalNotBelowDeadline {
                 renew_deadline: self.renew_deadline,
                 renew_every: self.renew_every,
             });
         }
-        if self.renew_deadline + self.grace > usable {
+        if self.renew_deadline.saturating_add(self.grace) > usable {
             return Err(ConfigError::GraceTooLong {
                 grace: self.grace,
                 renew_deadline: self.renew_deadline,
@@ -191,7 +218,7 @@ impl Timing {
             expiry_slack,
             detect,
             renew_attempts: attempts(self.renew_deadline, self.renew_every),
-            retry_every: (self.renew_every / 4).max(Duration::from_millis(1)),
+            renew_retry_every: (self.renew_every / 4).max(Duration::from_millis(1)),
             safety_budget: self
                 .usable()
                 .saturating_sub(self.renew_deadline + self.grace),
@@ -201,8 +228,13 @@ impl Timing {
 }
 
 fn usable(ttl: Duration, drift: f64, margin: Duration) -> Duration {
-    ttl.mul_f64(1.0 - drift.clamp(0.0, 1.0))
-        .saturating_sub(margin)
+    // A drift that is not a number counts as the worst: nothing usable.
+    let drift = if drift.is_nan() {
+        1.0
+    } else {
+        drift.clamp(0.0, 1.0)
+    };
+    ttl.min(MAX_TTL).mul_f64(1.0 - drift).saturating_sub(margin)
 }
 
 /// Attempts at `every`, then every `every/4`, strictly before `deadline`.
@@ -234,10 +266,11 @@ pub struct Explanation {
     pub detect: Duration,
     /// Renewal attempts before the leader steps down, when every attempt
     /// fails at once: the first at `renew_every`, then one every
-    /// [`retry_every`](Self::retry_every).
+    /// [`renew_retry_every`](Self::renew_retry_every).
     pub renew_attempts: u32,
-    /// How soon a failed renewal is retried: `renew_every / 4`.
-    pub retry_every: Duration,
+    /// How soon the leader retries a failed renewal: `renew_every / 4`.
+    /// (Not the follower's [`Timing::retry_every`].)
+    pub renew_retry_every: Duration,
     /// Time between the leader task's latest stop and the local lease
     /// deadline: `ttl*(1-drift) - margin - renew_deadline - grace`.
     pub safety_budget: Duration,
@@ -256,17 +289,27 @@ impl fmt::Display for Explanation {
         )?;
         writeln!(
             f,
-            "- a leader that cannot renew retries every {:?} and steps down {:?} after its last successful renewal was sent, after {} attempts; its task then has {:?} to stop",
-            self.retry_every, t.renew_deadline, self.renew_attempts, t.grace
+            "- a leader that cannot renew retries the renewal every {:?} and steps down {:?} after its last successful renewal was sent, after {} attempts; its task then has {:?} to stop",
+            self.renew_retry_every, t.renew_deadline, self.renew_attempts, t.grace
         )?;
-        writeln!(
-            f,
-            "- safety budget: the task is stopped at least {:?} before the local lease deadline, which is {:?} before the store can hand the lease on (clock drift {:.1}% + margin {:?})",
-            self.safety_budget,
-            self.store_margin,
-            t.drift * 100.0,
-            t.margin
-        )?;
+        if self.safety_budget.is_zero() {
+            writeln!(
+                f,
+                "- safety budget: none. A task that uses all of its grace is stopped just at the local lease deadline, {:?} before the store can hand the lease on (clock drift {:.1}% + margin {:?}); only that margin and the fencing token protect the resource then. Shorten grace or renew_deadline to leave a budget",
+                self.store_margin,
+                t.drift * 100.0,
+                t.margin
+            )?;
+        } else {
+            writeln!(
+                f,
+                "- safety budget: the task is stopped at least {:?} before the local lease deadline, which is {:?} before the store can hand the lease on (clock drift {:.1}% + margin {:?})",
+                self.safety_budget,
+                self.store_margin,
+                t.drift * 100.0,
+                t.margin
+            )?;
+        }
         writeln!(
             f,
             "- worst-case failover after a leader crash: {:?} (ttl {:?} + store expiry slack {:?} + detection {:?}) plus a few round trips",
@@ -294,6 +337,97 @@ mod tests {
         for ms in [10, 100, 1000, 10_000, 60_000, 3_600_000] {
             let t = Timing::new(Duration::from_millis(ms));
             assert_eq!(t.validate(), Ok(()), "ttl {ms} ms: {t:?}");
+        }
+    }
+
+    /// Regression (issue 12): at short ttls the default grace filled the
+    /// whole gap and `explain()` printed a safety budget of 0.
+    #[test]
+    fn default_grace_leaves_a_budget_at_every_ttl() {
+        let info = StoreInfo::new(
+            "test",
+            StoreStyle::Race,
+            WatchMode::Notify,
+            SafetyClass::SingleNode,
+        )
+        .with_ttl_range(MIN_TTL, MAX_TTL);
+        for ms in [1, 2, 10, 100, 1000, 2000, 5000, 10_000, 15_000, 60_000] {
+            let t = Timing::new(Duration::from_millis(ms));
+            assert_eq!(t.validate(), Ok(()), "ttl {ms} ms");
+            let e = t.explain(&info);
+            assert!(
+                e.safety_budget > Duration::ZERO,
+                "ttl {ms} ms: budget {:?}",
+                e.safety_budget
+            );
+            assert!(
+                !e.to_string().contains("safety budget: none"),
+                "ttl {ms} ms"
+            );
+        }
+        let t = Timing::new(secs(10.0));
+        assert_eq!(t.grace, secs(2.0), "the default stays 2 s where it fits");
+        let t = Timing::new(secs(2.0));
+        assert!(t.grace < secs(0.6) && t.grace > secs(0.5), "{t:?}");
+    }
+
+    #[test]
+    fn a_zero_budget_is_said_plainly() {
+        let mut t = Timing::new(secs(2.0));
+        t.grace = t.usable() - t.renew_deadline;
+        assert_eq!(t.validate(), Ok(()));
+        let info = StoreInfo::new(
+            "test",
+            StoreStyle::Race,
+            WatchMode::Notify,
+            SafetyClass::SingleNode,
+        );
+        let text = t.explain(&info).to_string();
+        assert!(text.contains("safety budget: none"), "{text}");
+        assert!(
+            text.contains("only that margin and the fencing token"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn huge_and_odd_values_are_refused_without_panicking() {
+        let base = Timing::new(secs(10.0));
+        for t in [
+            Timing {
+                renew_every: Duration::MAX,
+                ..base
+            },
+            Timing {
+                grace: Duration::MAX,
+                ..base
+            },
+            Timing {
+                retry_every: Duration::MAX,
+                ..base
+            },
+            Timing {
+                margin: Duration::MAX,
+                ..base
+            },
+            Timing {
+                drift: f64::NAN,
+                ..base
+            },
+            Timing {
+                drift: f64::INFINITY,
+                ..base
+            },
+            Timing {
+                drift: -0.01,
+                ..base
+            },
+            Timing {
+                ttl: Duration::from_nanos(1),
+                ..base
+            },
+        ] {
+            assert!(t.validate().is_err(), "{t:?}");
         }
     }
 

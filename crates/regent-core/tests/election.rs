@@ -330,11 +330,11 @@ fn config_errors_name_the_rule() {
         ConfigError::DeadlineNotBelowTtl { .. }
     ));
     assert!(matches!(
-        build(|b| b.ttl(secs(10)).renew_every(secs(5))),
+        build(|b| b.ttl(secs(10)).renew_every(secs(5))).rule(),
         ConfigError::IntervalNotBelowDeadline { .. }
     ));
     assert!(matches!(
-        build(|b| b.ttl(secs(10)).grace(secs(5))),
+        build(|b| b.ttl(secs(10)).grace(secs(5))).rule(),
         ConfigError::GraceTooLong { .. }
     ));
     assert!(matches!(
@@ -343,10 +343,7 @@ fn config_errors_name_the_rule() {
     ));
     assert!(matches!(
         build(|b| b.ttl(Duration::from_micros(500))),
-        ConfigError::TtlBelowStoreMinimum {
-            store: "memory",
-            ..
-        }
+        ConfigError::TtlTooShort { .. }
     ));
     let msg = build(|b| b.ttl(secs(10)).renew_every(secs(5))).to_string();
     assert!(msg.contains("1.2 x renew interval"), "{msg}");

@@ -77,6 +77,47 @@ pub(crate) struct Core<S> {
     /// that `shutdown` can wait for them to give back their places.
     pub(crate) campaigns: TaskTracker,
     pub(crate) status: Arc<watch::Sender<Status>>,
+    /// Until when this candidate leaves a term it gave back to a follower
+    /// that is waiting (see [`Candidate::campaign`]).
+    pub(crate) hand_over: Arc<HandOver>,
+}
+
+/// After a term this candidate gave back, the instant before which its
+/// next campaign does not try to win, so that a waiting follower gets the
+/// term. Race stores only: on a queue store a new campaign queues behind
+/// those already waiting anyway.
+#[derive(Debug, Default)]
+pub(crate) struct HandOver(std::sync::Mutex<Option<Instant>>);
+
+/// What a follower needs beyond noticing a release to win the term: one
+/// acquire, with room for a loaded machine.
+const HAND_OVER_ALLOWANCE: Duration = Duration::from_millis(250);
+
+impl HandOver {
+    /// Our lease was given back now: stay out for as long as a follower
+    /// needs to notice (the store's poll interval, or its own retry) and
+    /// win.
+    pub(crate) fn released(&self, info: &crate::StoreInfo, timing: &Timing) {
+        if info.style != crate::StoreStyle::Race {
+            return;
+        }
+        let notice = match info.watch {
+            crate::WatchMode::Notify => Duration::ZERO,
+            crate::WatchMode::Poll(every) => every.min(timing.retry_every),
+        };
+        let until = Instant::now() + notice + HAND_OVER_ALLOWANCE.min(timing.ttl);
+        *self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(until);
+    }
+
+    fn take(&self) -> Option<Instant> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()
+    }
 }
 
 /// Builds a [`Candidate`]; `build()` checks the timing rules.
@@ -239,6 +280,7 @@ impl<S: LeaseStore> CandidateBuilder<S> {
                 tracker: TaskTracker::new(),
                 campaigns: TaskTracker::new(),
                 status: Arc::new(watch::Sender::new(Status::Starting)),
+                hand_over: Arc::default(),
             }),
         })
     }
@@ -442,6 +484,11 @@ fn timed_out(what: &str, election: &ElectionName, after: Duration) -> StoreError
 }
 
 impl<S: LeaseStore> Candidate<S> {
+    /// Publishes `Stopped` (once).
+    pub(crate) fn stopped(&self) {
+        crate::status::publish(&self.core.status, Status::Stopped);
+    }
+
     /// The validated timing.
     pub fn timing(&self) -> &Timing {
         &self.core.timing
@@ -468,7 +515,11 @@ impl<S: LeaseStore> Candidate<S> {
         self.core.timing.explain(&self.core.store.info())
     }
 
-    /// The candidate's status, updated on every change.
+    /// The candidate's status, published on every change and only then:
+    /// `Starting`, then `Follower`/`Leader` as they change (a new leader, new
+    /// metadata), and `Stopped` once, after [`shutdown`](Self::shutdown) or
+    /// when a [`Supervisor`](crate::Supervisor)'s run ends by its restart
+    /// policy.
     pub fn status(&self) -> watch::Receiver<Status> {
         self.core.status.subscribe()
     }
@@ -499,11 +550,19 @@ impl<S: LeaseStore> Candidate<S> {
         let _ = timeout(self.core.timing.renew_deadline, self.core.campaigns.wait()).await;
         self.core.tracker.close();
         self.core.tracker.wait().await;
-        self.core.status.send_replace(Status::Stopped);
+        crate::status::publish(&self.core.status, Status::Stopped);
     }
 
     /// Campaigns until this candidate leads, then returns the
     /// [`Leadership`] guard.
+    ///
+    /// After this candidate gave a term back (resigned, dropped its guard, a
+    /// [`Supervisor`](crate::Supervisor)'s task finished), its next campaign
+    /// first leaves the election to the followers that are waiting: on a
+    /// race store it does not try to win until they have had time to notice
+    /// the release and win (the store's poll interval, if it polls, plus
+    /// 250 ms); on a queue store it joins the end of the line. So a finished
+    /// task hands over, and a lone candidate leads again after that pause.
     ///
     /// While another instance leads, the candidate follows it through the
     /// store's watch (published on [`status`](Self::status)) and tries again
@@ -542,7 +601,20 @@ impl<S: LeaseStore> Candidate<S> {
         );
         let mut failing_since: Option<Instant> = None;
         if matches!(*c.status.borrow(), Status::Starting | Status::Stopped) {
-            c.status.send_replace(Status::Starting);
+            crate::status::publish(&c.status, Status::Starting);
+        }
+        if let Some(until) = c.hand_over.take()
+            && Instant::now() < until
+        {
+            tracing::debug!(
+                election = %c.req.election, holder = %c.req.holder,
+                wait = ?(until - Instant::now()), "gave a term back; leaving it to a waiting follower first"
+            );
+            tokio::select! {
+                biased;
+                () = c.shutdown.cancelled() => {}
+                () = sleep_until(until) => {}
+            }
         }
         let result = 'campaign: loop {
             if c.shutdown.is_cancelled() {
@@ -683,9 +755,12 @@ impl<S: LeaseStore> Candidate<S> {
                         election = %c.req.election, holder = %c.req.holder,
                         leader = ?leader.as_ref().map(|l| l.holder.as_str()), "following"
                     );
-                    c.status.send_replace(Status::Follower {
-                        leader: leader.clone(),
-                    });
+                    crate::status::publish(
+                        &c.status,
+                        Status::Follower {
+                            leader: leader.clone(),
+                        },
+                    );
                     match self.wait_for_change(&mut watch, &leader, &mut queued).await {
                         Wake::Retry => {}
                         Wake::Shutdown => break Err(CampaignError::Shutdown),
@@ -725,7 +800,7 @@ impl<S: LeaseStore> Candidate<S> {
         // of the line (a tracked task, so that shutdown waits for it).
         drop(queued);
         if matches!(result, Err(CampaignError::Shutdown)) {
-            c.status.send_replace(Status::Stopped);
+            crate::status::publish(&c.status, Status::Stopped);
         }
         result
     }
@@ -824,7 +899,7 @@ impl<S: LeaseStore> Candidate<S> {
                 item = next_some(watch) => match item {
                     Some(Ok(leader)) => {
                         let changed = leader != *known;
-                        c.status.send_replace(Status::Follower { leader });
+                        crate::status::publish(&c.status, Status::Follower { leader });
                         if changed {
                             return Wake::Retry;
                         }

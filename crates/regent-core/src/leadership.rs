@@ -145,9 +145,12 @@ impl Leadership {
         });
         let (stop_tx, stop_rx) = oneshot::channel();
         let (work_stopped, work_stopped_rx) = oneshot::channel();
-        status.send_replace(Status::Leader {
-            leader: shared.info.clone(),
-        });
+        crate::status::publish(
+            &status,
+            Status::Leader {
+                leader: shared.info.clone(),
+            },
+        );
         tracing::info!(
             election = %shared.lease.election,
             holder = %shared.lease.holder,
@@ -162,6 +165,7 @@ impl Leadership {
             work_stopped_rx,
             core.shutdown.child_token(),
             status,
+            core.hand_over.clone(),
         ));
         Self {
             shared,
@@ -338,6 +342,7 @@ async fn keep<S: LeaseStore>(
     work_stopped: oneshot::Receiver<()>,
     shutdown: CancellationToken,
     status: Arc<watch::Sender<Status>>,
+    hand_over: Arc<crate::candidate::HandOver>,
 ) -> Result<(), StoreError> {
     let t = shared.timing;
     let lease = &shared.lease;
@@ -395,11 +400,14 @@ async fn keep<S: LeaseStore>(
         }
     };
     let reason = mark_ended(&shared, reason).reason;
-    status.send_replace(if reason == EndReason::Shutdown {
-        Status::Stopped
-    } else {
-        Status::Follower { leader: None }
-    });
+    crate::status::publish(
+        &status,
+        if reason == EndReason::Shutdown {
+            Status::Stopped
+        } else {
+            Status::Follower { leader: None }
+        },
+    );
     match &store_error {
         Some(e) => tracing::warn!(
             election = %lease.election, holder = %lease.holder, token = lease.token.get(),
@@ -430,7 +438,11 @@ async fn keep<S: LeaseStore>(
     // Someone else may hold the election by now; release frees only our own
     // record (contract item 4), so trying is always safe.
     match tokio::time::timeout(t.renew_deadline, store.release(lease)).await {
-        Ok(r) => r,
+        Ok(Ok(())) => {
+            hand_over.released(&store.info(), &t);
+            Ok(())
+        }
+        Ok(Err(e)) => Err(e),
         Err(_) => Err(StoreError::unavailable(format!(
             "release of election '{}' timed out after {:?}",
             lease.election, t.renew_deadline

@@ -2,7 +2,22 @@
 //! ([`Candidate::status`](crate::Candidate::status)) for health endpoints,
 //! metrics and the CLI.
 
+use tokio::sync::watch;
+
 use crate::types::LeaderInfo;
+
+/// Publishes `status` if it differs from the current one: receivers are
+/// woken by changes only.
+pub(crate) fn publish(tx: &watch::Sender<Status>, status: Status) {
+    tx.send_if_modified(|current| {
+        if *current == status {
+            false
+        } else {
+            *current = status;
+            true
+        }
+    });
+}
 
 /// A candidate's view of its election.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -245,6 +245,7 @@ impl<S: LeaseStore> Supervisor<S> {
                 Restart::Never => false,
             };
             if !again {
+                self.candidate.stopped();
                 return Ok(SupervisorExit::Finished(term));
             }
             if term.is_failure() {

@@ -24,6 +24,8 @@
 //! ttl asked unless the store declares
 //! [`crate::store::TtlGrant::Negotiated`].
 
+mod handover;
+
 use std::fmt;
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -215,6 +217,10 @@ pub async fn run_checks<H: Harness>(h: &H) -> Vec<Failure> {
     check!(unreachable_store_is_transient);
     check!(ttl_outside_the_store_range_is_refused);
     check!(ttl_at_the_ends_of_the_store_range_is_honoured);
+    {
+        use handover::finished_task_hands_over_to_a_waiting_follower;
+        check!(finished_task_hands_over_to_a_waiting_follower);
+    }
     let style = ctx(h, "style").await.store.info().style;
     if style == StoreStyle::Queue {
         check!(queue_passes_to_next_in_line);

@@ -81,6 +81,8 @@ struct Shared {
     timing: Timing,
     cancel: CancellationToken,
     state: watch::Sender<LeaseState>,
+    /// The candidate's hand-over pause, set when the lease is given back.
+    hand_over: Arc<crate::candidate::HandOver>,
 }
 
 /// Proof of leadership of one election, for one term.
@@ -142,6 +144,7 @@ impl Leadership {
             timing,
             cancel: CancellationToken::new(),
             state,
+            hand_over: core.hand_over.clone(),
         });
         let (stop_tx, stop_rx) = oneshot::channel();
         let (work_stopped, work_stopped_rx) = oneshot::channel();
@@ -165,7 +168,6 @@ impl Leadership {
             work_stopped_rx,
             core.shutdown.child_token(),
             status,
-            core.hand_over.clone(),
         ));
         Self {
             shared,
@@ -342,7 +344,6 @@ async fn keep<S: LeaseStore>(
     work_stopped: oneshot::Receiver<()>,
     shutdown: CancellationToken,
     status: Arc<watch::Sender<Status>>,
-    hand_over: Arc<crate::candidate::HandOver>,
 ) -> Result<(), StoreError> {
     let t = shared.timing;
     let lease = &shared.lease;
@@ -439,7 +440,7 @@ async fn keep<S: LeaseStore>(
     // record (contract item 4), so trying is always safe.
     match tokio::time::timeout(t.renew_deadline, store.release(lease)).await {
         Ok(Ok(())) => {
-            hand_over.released(&store.info(), &t);
+            shared.hand_over.released(&store.info(), &t);
             Ok(())
         }
         Ok(Err(e)) => Err(e),

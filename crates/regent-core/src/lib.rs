@@ -84,7 +84,7 @@ pub use error::{
     BoxError, CampaignError, ConfigError, ErrorKind, InvalidName, NotLeader, StoreError, report,
 };
 pub use leadership::{EndReason, Ended, Leadership, LeaseState};
-pub use observer::Observer;
+pub use observer::{LeaderChanges, Observer};
 pub use status::Status;
 pub use store::memory;
 pub use store::{

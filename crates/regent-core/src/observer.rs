@@ -1,11 +1,15 @@
 //! [`Observer`]: for instances that never campaign but need to know who
 //! leads (to forward requests to it, to show it).
 
+use std::fmt;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use futures_core::Stream;
 use futures_util::StreamExt;
+use tokio::sync::watch;
 
 use crate::backoff::Backoff;
 use crate::error::StoreError;
@@ -13,6 +17,42 @@ use crate::store::{LeaderStream, LeaseStore};
 use crate::types::{ElectionName, LeaderInfo};
 
 /// Reads and follows the leader of one election without campaigning.
+///
+/// Three ways to follow, by taste:
+///
+/// * [`leader_watch`](Self::leader_watch): a `tokio::sync::watch::Receiver`
+///   holding the current leader, for code that asks "who leads now?" (to
+///   forward requests) and sometimes waits for a change;
+/// * [`changes`](Self::changes): every change as a stream (`Unpin`, with
+///   an inherent [`next`](LeaderChanges::next), so no extra crate is
+///   needed), errors included;
+/// * [`on_new_leader`](Self::on_new_leader): a callback per change, as
+///   client-go's `OnNewLeader`.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use regent_core::{ElectionName, Observer, memory::MemoryStore};
+///
+/// let store = MemoryStore::race();
+/// let observer = Observer::new(store.clone(), ElectionName::new("billing")?);
+///
+/// // Who leads now, kept current in the background.
+/// let leader = observer.leader_watch().await?;
+/// assert!(leader.borrow().is_none());
+///
+/// // Every change, one at a time.
+/// let mut changes = observer.changes();
+/// assert_eq!(changes.next().await.transpose()?, Some(None));
+///
+/// // A callback per change, until the store fails for good.
+/// let task = observer.on_new_leader(|leader| match leader {
+///     Some(l) => println!("new leader: {} (token {})", l.holder, l.token),
+///     None => println!("no leader"),
+/// });
+/// # task.abort();
+/// # Ok(()) }
+/// ```
 #[derive(Debug)]
 pub struct Observer<S> {
     store: Arc<S>,
@@ -77,12 +117,11 @@ impl<S: LeaseStore> Observer<S> {
     }
 
     /// The leader now, then every change, `None` meaning "no leader".
-    /// Repeats are filtered out. A watch that fails with a transient error
-    /// yields that error and is re-opened after a backoff; a permanent error
-    /// is yielded and ends the stream.
-    pub fn changes(
-        &self,
-    ) -> impl Stream<Item = Result<Option<LeaderInfo>, StoreError>> + Send + 'static {
+    /// Repeats are filtered out; a leader that publishes new metadata is a
+    /// change. A watch that fails with a transient error yields that error
+    /// and is re-opened after a backoff; a permanent error is yielded and
+    /// ends the stream.
+    pub fn changes(&self) -> LeaderChanges {
         let state = Follow {
             store: self.store.clone(),
             election: self.election.clone(),
@@ -92,7 +131,7 @@ impl<S: LeaseStore> Observer<S> {
             delay: None,
             done: false,
         };
-        futures_util::stream::unfold(state, |mut st| async move {
+        let stream = futures_util::stream::unfold(state, |mut st| async move {
             loop {
                 if st.done {
                     return None;
@@ -131,7 +170,125 @@ impl<S: LeaseStore> Observer<S> {
                     }
                 }
             }
+        });
+        LeaderChanges {
+            inner: Box::pin(stream),
+        }
+    }
+
+    /// A receiver that always holds the current leader (`None`: nobody),
+    /// kept up to date by a background task until every receiver is
+    /// dropped. Returns once the first answer is in, so the value is never
+    /// a guess.
+    ///
+    /// Transient store errors are logged and retried (the value then stays
+    /// the last one known); a permanent error is logged and ends the task,
+    /// after which [`changed`](watch::Receiver::changed) returns an error.
+    /// Use [`changes`](Self::changes) to handle errors yourself.
+    ///
+    /// # Errors
+    ///
+    /// The store's error if the first read fails.
+    ///
+    /// # Panics
+    ///
+    /// Outside a tokio runtime.
+    pub async fn leader_watch(&self) -> Result<watch::Receiver<Option<LeaderInfo>>, StoreError> {
+        let mut changes = self.changes();
+        let first = match changes.next().await {
+            Some(first) => first?,
+            None => unreachable!("the stream ends only after a permanent error"),
+        };
+        let (tx, rx) = watch::channel(first);
+        let election = self.election.clone();
+        tokio::spawn(async move {
+            loop {
+                let item = tokio::select! {
+                    () = tx.closed() => return,
+                    item = changes.next() => item,
+                };
+                match item {
+                    Some(Ok(leader)) => {
+                        tx.send_replace(leader);
+                    }
+                    Some(Err(e)) if e.is_transient() => {
+                        tracing::warn!(%election, error = %crate::report(&e), "watching the leader failed; retrying");
+                    }
+                    Some(Err(e)) => {
+                        tracing::error!(%election, error = %crate::report(&e), "watching the leader failed for good");
+                        return;
+                    }
+                    None => return,
+                }
+            }
+        });
+        Ok(rx)
+    }
+
+    /// Calls `on_change` with the leader now and then on every change
+    /// (`None`: nobody leads), in a background task: what client-go's
+    /// `OnNewLeader` callback is. Transient errors are logged and retried;
+    /// the task ends with the permanent error that stops it. Abort the
+    /// handle to stop earlier.
+    ///
+    /// # Panics
+    ///
+    /// Outside a tokio runtime.
+    pub fn on_new_leader<F>(&self, mut on_change: F) -> tokio::task::JoinHandle<StoreError>
+    where
+        F: FnMut(Option<&LeaderInfo>) + Send + 'static,
+    {
+        let mut changes = self.changes();
+        let election = self.election.clone();
+        tokio::spawn(async move {
+            loop {
+                match changes.next().await {
+                    Some(Ok(leader)) => on_change(leader.as_ref()),
+                    Some(Err(e)) if e.is_transient() => {
+                        tracing::warn!(%election, error = %crate::report(&e), "watching the leader failed; retrying");
+                    }
+                    Some(Err(e)) => return e,
+                    None => {
+                        return StoreError::new(
+                            crate::ErrorKind::Protocol,
+                            format!("the watch of election '{election}' ended without an error"),
+                        );
+                    }
+                }
+            }
         })
+    }
+}
+
+/// The leader changes of one election ([`Observer::changes`]): a
+/// [`Stream`] that is `Unpin`, with an inherent [`next`](Self::next).
+pub struct LeaderChanges {
+    inner: Pin<Box<dyn Stream<Item = Result<Option<LeaderInfo>, StoreError>> + Send>>,
+}
+
+impl fmt::Debug for LeaderChanges {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LeaderChanges").finish_non_exhaustive()
+    }
+}
+
+impl LeaderChanges {
+    /// The next change: `Some(Ok(None))` means nobody leads; `None` means
+    /// the stream ended after a permanent error.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: a change not yet returned is returned by the next call.
+    pub async fn next(&mut self) -> Option<Result<Option<LeaderInfo>, StoreError>> {
+        futures_util::StreamExt::next(&mut self.inner).await
+    }
+}
+
+impl Stream for LeaderChanges {
+    type Item = Result<Option<LeaderInfo>, StoreError>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        self.inner.as_mut().poll_next(cx)
     }
 }
 

@@ -259,6 +259,63 @@ impl<S: LeaseStore> Supervisor<S> {
         }
     }
 
+    /// [`run`](Self::run) until `shutdown` completes (a signal, say), then
+    /// shut down gracefully: the leader's task is cancelled and gets its
+    /// grace, the lease is given back at once so that a follower takes over
+    /// without waiting out the ttl, and this returns
+    /// [`SupervisorExit::Shutdown`] once the release is done. Also returns
+    /// when `run` would (a restart policy that ends, a permanent error); the
+    /// candidate is shut down in every case.
+    ///
+    /// With the facade's `regent::shutdown_signal()` (SIGINT or SIGTERM) a
+    /// service's graceful stop is one line:
+    ///
+    /// ```
+    /// # use regent_core::{BoxError, Candidate, ElectionName, HolderId, Supervisor, memory::MemoryStore};
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let candidate = Candidate::builder(MemoryStore::race(), ElectionName::new("billing")?, HolderId::new("a")?).build()?;
+    /// # let signal = tokio::time::sleep(std::time::Duration::from_secs(30)); // regent::shutdown_signal()
+    /// Supervisor::new(candidate)
+    ///     .run_until(signal, |leader| async move {
+    ///         // work with leader.token() until leader.cancelled() fires
+    ///         leader.cancelled().await;
+    ///         Ok::<_, BoxError>(())
+    ///     })
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`run`](Self::run).
+    pub async fn run_until<F, Fut, E>(
+        &self,
+        shutdown: impl Future<Output = ()>,
+        task: F,
+    ) -> Result<SupervisorExit, CampaignError>
+    where
+        F: FnMut(LeaderContext) -> Fut,
+        Fut: Future<Output = Result<(), E>>,
+        E: Into<BoxError>,
+    {
+        let run = self.run(task);
+        tokio::pin!(run, shutdown);
+        let result = tokio::select! {
+            r = &mut run => r,
+            () = &mut shutdown => {
+                tracing::info!(
+                    election = %self.candidate.election(), holder = %self.candidate.holder(),
+                    "shutting down: stopping the leader's task and giving the lease back"
+                );
+                self.candidate.shutdown_token().cancel();
+                run.await
+            }
+        };
+        self.candidate.shutdown().await;
+        result
+    }
+
     async fn run_term<F, Fut, E>(&self, mut leadership: crate::Leadership, task: &mut F) -> Term
     where
         F: FnMut(LeaderContext) -> Fut,

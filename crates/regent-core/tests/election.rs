@@ -527,3 +527,47 @@ async fn an_abandoned_acquire_never_releases_the_place_a_retry_leads_with() {
         "the store no longer has b's lease while b leads"
     );
 }
+
+/// Issue 12: following the leader needed extra crates and pinning. The
+/// stream is `Unpin` with an inherent `next`; `leader_watch` holds the
+/// current leader; `on_new_leader` calls back on every change.
+#[tokio::test(start_paused = true)]
+async fn observers_follow_without_pinning_or_extra_crates() {
+    let store = MemoryStore::race();
+    let observer = Observer::new(store.clone(), jobs());
+    fn unpin<T: Unpin>(t: T) -> T {
+        t
+    }
+    let mut changes = unpin(observer.changes());
+    assert_eq!(changes.next().await.unwrap().unwrap(), None);
+
+    let mut leader = observer.leader_watch().await.unwrap();
+    assert_eq!(*leader.borrow_and_update(), None);
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let callback = observer.on_new_leader({
+        let seen = seen.clone();
+        move |l| {
+            seen.lock()
+                .unwrap()
+                .push(l.map(|l| l.holder.as_str().to_owned()))
+        }
+    });
+
+    let a = candidate(&store, "a");
+    let la = a.campaign().await.unwrap();
+    leader.changed().await.unwrap();
+    assert_eq!(leader.borrow().as_ref().unwrap().token, la.token());
+    assert_eq!(
+        changes.next().await.unwrap().unwrap().unwrap().holder,
+        id("a")
+    );
+    la.resign().await.unwrap();
+    leader.changed().await.unwrap();
+    assert_eq!(*leader.borrow(), None);
+    sleep(secs(1)).await;
+    assert_eq!(
+        *seen.lock().unwrap(),
+        vec![None, Some("a".to_owned()), None]
+    );
+    callback.abort();
+}

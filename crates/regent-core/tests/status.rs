@@ -2,6 +2,7 @@
 //! published the same `Follower` value on every retry), and `Stopped` once
 //! when a supervisor's run ends by its restart policy.
 
+#[allow(dead_code, reason = "fixtures shared by several test binaries")]
 mod common;
 
 use std::time::Duration;

@@ -10,8 +10,8 @@ use std::time::Duration;
 use common::{candidate, id, secs, spawn_follower};
 use regent_core::memory::MemoryStore;
 use regent_core::{
-    BoxError, EndReason, HolderId, LeaderContext, Restart, Supervisor, SupervisorExit, Term,
-    TermOutcome,
+    BoxError, EndReason, HolderId, LeaderContext, Restart, Status, Supervisor, SupervisorExit,
+    Term, TermOutcome,
 };
 use regent_testkit::History;
 use tokio::time::{Instant, sleep};
@@ -312,4 +312,53 @@ async fn a_held_guard_is_not_released_behind_the_works_back() {
     assert_eq!(won_at - start, secs(10));
     assert_eq!(store.stats().releases, 0);
     drop(la);
+}
+
+/// Issue 12: the README's example could not shut down gracefully.
+/// `run_until` stops the task on the signal, gives the lease back, and a
+/// follower leads at once instead of a ttl later.
+#[tokio::test(start_paused = true)]
+async fn run_until_a_signal_hands_over_at_once() {
+    let store = MemoryStore::race();
+    let a = candidate(&store, "a");
+    let b = candidate(&store, "b");
+    let (stop, signal) = tokio::sync::oneshot::channel::<()>();
+    let (led, leading) = tokio::sync::oneshot::channel();
+    let mut led = Some(led);
+    let run = tokio::spawn({
+        let a = a.clone();
+        async move {
+            Supervisor::new(a)
+                .run_until(
+                    async {
+                        let _ = signal.await;
+                    },
+                    move |leader: LeaderContext| {
+                        if let Some(led) = led.take() {
+                            let _ = led.send(leader.token());
+                        }
+                        async move {
+                            leader.cancelled().await;
+                            Ok::<_, BoxError>(())
+                        }
+                    },
+                )
+                .await
+        }
+    });
+    let token_a = leading.await.unwrap();
+    let follower = spawn_follower(b);
+    sleep(secs(30)).await;
+    let asked = Instant::now();
+    stop.send(()).unwrap();
+    let exit = run.await.unwrap().unwrap();
+    assert!(matches!(exit, SupervisorExit::Shutdown), "{exit:?}");
+    assert_eq!(*a.status().borrow(), Status::Stopped);
+    let (won_at, lb) = follower.await.unwrap();
+    assert!(lb.token() > token_a);
+    assert!(
+        won_at - asked < Duration::from_millis(100),
+        "b led {:?} after the signal; a graceful stop must not cost a ttl",
+        won_at - asked
+    );
 }

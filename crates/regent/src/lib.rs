@@ -62,6 +62,64 @@ pub use regent_core::*;
 pub mod url;
 pub use url::{ConnectError, connect};
 
+/// Completes when the process is asked to stop: SIGINT (Ctrl-C) or SIGTERM
+/// (what `kill`, systemd and Kubernetes send) on Unix, Ctrl-C elsewhere.
+/// Hand it to [`Supervisor::run_until`] so that a stop releases the lease
+/// and a follower takes over at once, instead of a ttl later.
+///
+/// ```no_run
+/// # use regent::{BoxError, Candidate, ElectionName, HolderId, Supervisor};
+/// # async fn demo(candidate: Candidate<regent::BoxStore>) -> Result<(), Box<dyn std::error::Error>> {
+/// Supervisor::new(candidate)
+///     .run_until(regent::shutdown_signal(), |leader| async move {
+///         leader.cancelled().await;
+///         Ok::<_, BoxError>(())
+///     })
+///     .await?;
+/// # Ok(()) }
+/// ```
+///
+/// If a handler cannot be installed (no runtime with signals enabled), the
+/// failure is logged and this waits for the other signal, or for ever.
+pub async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let term = async {
+            match signal(SignalKind::terminate()) {
+                Ok(mut s) => {
+                    s.recv().await;
+                }
+                Err(e) => {
+                    cannot_listen("SIGTERM", &e);
+                    std::future::pending::<()>().await;
+                }
+            }
+        };
+        let int = async {
+            if let Err(e) = tokio::signal::ctrl_c().await {
+                cannot_listen("SIGINT", &e);
+                std::future::pending::<()>().await;
+            }
+        };
+        tokio::select! {
+            () = term => {}
+            () = int => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        if let Err(e) = tokio::signal::ctrl_c().await {
+            cannot_listen("Ctrl-C", &e);
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
+fn cannot_listen(what: &str, e: &std::io::Error) {
+    tracing::warn!(error = %e, "cannot listen for {what}; shutdown_signal() waits for the others");
+}
+
 /// The embedded default store (feature `sqlite`, on by default): leases in
 /// one SQLite file shared by the processes of one host.
 #[cfg(feature = "sqlite")]

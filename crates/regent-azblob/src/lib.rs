@@ -107,7 +107,20 @@
 //! [`Renewal::Lost`](regent_core::Renewal::Lost). **Release** reads the
 //! blob too, and sends the lease's `release` with our lease id only while
 //! the record is this term's; someone else's lease is never touched, and
-//! twice is harmless. **Watch** reads the blob every
+//! twice is harmless. **Update metadata** (two requests, like a renewal)
+//! reads the blob as renew does, then sends Set Blob Metadata with our
+//! lease id and `If-Match` the record's ETag: the same record with the new
+//! `regentmetadata` (holder and token unchanged, so the term goes on; the
+//! lease is not renewed by it). Set Blob Metadata gives the record a new
+//! ETag, which later renewals must send: the store keeps it per term (its
+//! clones share it), and a renewal, an update and the release of one term
+//! run one at a time on a store, so that none sends an ETag another has
+//! just replaced. An update whose answer never came (dropped, timed out)
+//! may have been applied: the next call that finds the record with this
+//! term's holder, token and that update's metadata takes its ETag as the
+//! term's. (A term is known by the store that renews it: a lease updated
+//! through one store and renewed through another, separately built, is
+//! lost at that renewal.) **Watch** reads the blob every
 //! [`DEFAULT_POLL_INTERVAL`] ([`WatchMode::Poll`](regent_core::WatchMode::Poll)).
 //!
 //! Who leads is what the record says while the lease is held. Between a

@@ -1,7 +1,8 @@
 //! [`AzblobStore`]: the store contract over blob leases.
 
+use std::collections::HashMap;
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use jiff::Timestamp;
@@ -9,9 +10,9 @@ use reqwest::Method;
 
 use regent_core::store::{ExpirySlack, poll_watch};
 use regent_core::{
-    Acquire, AcquireRequest, ElectionName, ErrorKind, FencingToken, LeaderInfo, LeaderStream,
-    Lease, LeaseHandle, LeaseStore, Renewal, SafetyClass, StoreError, StoreInfo, StoreStyle,
-    WatchMode,
+    Acquire, AcquireRequest, ElectionName, ErrorKind, FencingToken, HolderId, LeaderInfo,
+    LeaderStream, Lease, LeaseHandle, LeaseStore, Metadata, Renewal, SafetyClass, StoreError,
+    StoreInfo, StoreStyle, WatchMode,
 };
 
 use crate::account::StorageAccount;
@@ -76,6 +77,54 @@ struct Inner {
     container: String,
     naming: Naming,
     poll_interval: Duration,
+    /// The terms this store renews, updates or releases.
+    terms: Mutex<HashMap<TermKey, Arc<tokio::sync::Mutex<Term>>>>,
+}
+
+/// A term as its lease names it: lease id, holder and token. A lease
+/// forged from another's id (another holder or token) is another term, so
+/// that what it meets never touches the real one's.
+type TermKey = (String, HolderId, FencingToken);
+
+/// What a store knows of one of its terms beyond the lease's handle. Its
+/// lock makes the term's renewals, metadata updates and release run one at
+/// a time: each reads the record's ETag and writes `If-Match` it, and an
+/// update changes it.
+#[derive(Debug, Default)]
+struct Term {
+    /// The ETag of the record as this term's last confirmed metadata update
+    /// left it; `None`: as the acquire wrote it (the handle's).
+    etag: Option<String>,
+    /// The metadata of an update sent whose answer never came (dropped,
+    /// timed out): the record may show it, under an ETag never learned.
+    pending: Option<Metadata>,
+}
+
+impl Term {
+    /// The ETag under which `state` is the record `lease`'s term last
+    /// wrote, or `None` when it is not. `written` is the ETag of the
+    /// record the acquire wrote (the handle's).
+    ///
+    /// Invariant: only this term writes records with its holder and token
+    /// (a later term's token is larger), so a record that shows them with
+    /// the metadata of an update still `pending` is that update's; its
+    /// ETag becomes the one known.
+    fn recognise(&mut self, state: &BlobState, lease: &Lease, written: &str) -> Option<String> {
+        let known = self.etag.as_deref().unwrap_or(written);
+        if is_record_of(state, lease, known) {
+            return Some(known.to_owned());
+        }
+        let last = state.last.as_ref()?;
+        let applied = self.pending.as_ref().is_some_and(|pending| {
+            last.holder == lease.holder && last.token == lease.token && &last.metadata == pending
+        });
+        if !applied {
+            return None;
+        }
+        self.etag = Some(state.etag.clone());
+        self.pending = None;
+        Some(state.etag.clone())
+    }
 }
 
 impl fmt::Debug for AzblobStore {
@@ -119,8 +168,9 @@ impl AzblobStoreBuilder {
 
     /// Bounds each request to the service, and its retries while the
     /// service answers "busy" ([`DEFAULT_CALL_TIMEOUT`]); a renewal is two
-    /// requests, an acquire three or more. Nothing retries beyond it, and
-    /// the candidate's deadline rules over all of them.
+    /// requests, a metadata update two, an acquire three or more. Nothing
+    /// retries beyond it, and the candidate's deadline rules over all of
+    /// them.
     pub fn call_timeout(mut self, timeout: Duration) -> Self {
         self.call_timeout = timeout;
         self
@@ -165,6 +215,7 @@ impl AzblobStoreBuilder {
                 container: self.container,
                 naming: self.naming,
                 poll_interval: self.poll_interval,
+                terms: Mutex::new(HashMap::new()),
             }),
         })
     }
@@ -483,6 +534,26 @@ impl AzblobStore {
         }
     }
 
+    /// The term of `lease` (whose lease id is `lease_id`), made when this
+    /// store first meets it.
+    fn term(&self, lease: &Lease, lease_id: &str) -> Arc<tokio::sync::Mutex<Term>> {
+        let mut terms = self
+            .inner
+            .terms
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        terms.entry(term_key(lease, lease_id)).or_default().clone()
+    }
+
+    /// Forgets the term of `lease`: it is over.
+    fn forget_term(&self, lease: &Lease, lease_id: &str) {
+        self.inner
+            .terms
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&term_key(lease, lease_id));
+    }
+
     async fn release_id(&self, blob: &str, lease_id: &str) -> Result<(), StoreError> {
         let request = self
             .lease_request(blob, "release")
@@ -519,6 +590,26 @@ fn failed(what: String, answer: &Answer) -> StoreError {
         );
     }
     StoreError::new(answer.kind(), message)
+}
+
+fn term_key(lease: &Lease, lease_id: &str) -> TermKey {
+    (lease_id.to_owned(), lease.holder.clone(), lease.token)
+}
+
+/// Refuses a record the service would not keep, before anything is sent.
+fn check_record_size(headers: &[(String, String)]) -> Result<(), StoreError> {
+    let size = record::metadata_size(headers);
+    if size > record::MAX_METADATA_BYTES {
+        return Err(StoreError::new(
+            ErrorKind::Config,
+            format!(
+                "azblob store: the holder's metadata takes {size} bytes in the lease record \
+                 (base64 of its JSON), more than the {} bytes of metadata a blob can have",
+                record::MAX_METADATA_BYTES
+            ),
+        ));
+    }
+    Ok(())
 }
 
 fn no_date(what: &str) -> StoreError {
@@ -621,21 +712,11 @@ impl LeaseStore for AzblobStore {
         let blob = self.blob_name(&req.election);
         // The largest record this holder can write (the longest token),
         // within the service's limit, before anything is sent.
-        let size = record::metadata_size(&record::record_headers(
+        check_record_size(&record::record_headers(
             &req.holder,
             FencingToken::new(u64::MAX),
             &req.metadata,
-        ));
-        if size > record::MAX_METADATA_BYTES {
-            return Err(StoreError::new(
-                ErrorKind::Config,
-                format!(
-                    "azblob store: the holder's metadata takes {size} bytes in the lease record \
-                     (base64 of its JSON), more than the {} bytes of metadata a blob can have",
-                    record::MAX_METADATA_BYTES
-                ),
-            ));
-        }
+        ))?;
         let (mut state, mut answer) = self.read_or_create(&blob).await?;
         // A blob's first term waits for the service's clock here, before
         // its lease runs (see the crate docs, Fencing tokens).
@@ -700,37 +781,112 @@ impl LeaseStore for AzblobStore {
     }
 
     async fn renew(&self, lease: &Lease) -> Result<Renewal, StoreError> {
-        let (lease_id, etag) = parse_handle(lease)?;
+        let (lease_id, written) = parse_handle(lease)?;
         let blob = self.blob_name(&lease.election);
+        let term = self.term(lease, lease_id);
+        let mut term = term.lock().await;
         // The service renews an expired lease that nobody took since: read
         // first, so that an expired lease is never revived. (A renewal that
         // arrives within the milliseconds between this read and the lease
         // running out revives it still; nobody led meanwhile, and a
         // candidate steps down long before.)
-        match self.read(&blob).await? {
-            Some((state, _))
-                if state.lease == LeaseState::Held && is_record_of(&state, lease, etag) => {}
-            found => {
-                tracing::info!(
-                    blob = %self.place(&blob),
-                    state = ?found.map(|(s, _)| s.lease),
-                    "azblob: the lease is lost (expired, broken, or the record changed)"
-                );
-                return Ok(Renewal::Lost);
+        let found = self.read(&blob).await?;
+        let etag = match &found {
+            Some((state, _)) if state.lease == LeaseState::Held => {
+                term.recognise(state, lease, written)
             }
-        }
+            _ => None,
+        };
+        let Some(etag) = etag else {
+            tracing::info!(
+                blob = %self.place(&blob),
+                state = ?found.map(|(s, _)| s.lease),
+                "azblob: the lease is lost (expired, broken, or the record changed)"
+            );
+            drop(term);
+            self.forget_term(lease, lease_id);
+            return Ok(Renewal::Lost);
+        };
         // Renewed only while the record is the one this term wrote: Azurite
         // (3.35) renews even a lease whose blob was written meanwhile.
         let request = self
             .lease_request(&blob, "renew")
             .header("x-ms-lease-id", lease_id)
-            .if_match(etag);
+            .if_match(etag.clone());
         let what = || format!("renew the lease on blob {}", self.place(&blob));
         let answer = self.inner.client.send(&request, &what).await?;
         match answer.status {
             200 if answer.header("etag").is_none_or(|e| e == etag) => Ok(Renewal::Renewed),
             200 | 404 | 409 | 412 => {
                 tracing::info!(answer = %answer.describe(), blob = %self.place(&blob), "azblob: the lease is lost");
+                drop(term);
+                self.forget_term(lease, lease_id);
+                Ok(Renewal::Lost)
+            }
+            _ => Err(failed(what(), &answer)),
+        }
+    }
+
+    async fn update_metadata(
+        &self,
+        lease: &Lease,
+        metadata: &Metadata,
+    ) -> Result<Renewal, StoreError> {
+        let (lease_id, written) = parse_handle(lease)?;
+        let blob = self.blob_name(&lease.election);
+        let headers = record::record_headers(&lease.holder, lease.token, metadata);
+        check_record_size(&headers)?;
+        let term = self.term(lease, lease_id);
+        let mut term = term.lock().await;
+        // Read first, as renew does: Set Blob Metadata under an expired
+        // lease must not write a record nobody holds.
+        let etag = match self.read(&blob).await? {
+            Some((state, _)) if state.lease == LeaseState::Held => {
+                term.recognise(&state, lease, written)
+            }
+            _ => None,
+        };
+        let Some(etag) = etag else {
+            drop(term);
+            self.forget_term(lease, lease_id);
+            return Ok(Renewal::Lost);
+        };
+        // The whole record again (Set Blob Metadata replaces all of it),
+        // under our lease and only on the record as read. Until its answer
+        // comes, the record may show it under an ETag this store does not
+        // know: `pending` lets the next call recognise it.
+        term.pending = Some(metadata.clone());
+        let mut request = Request::new(Method::PUT, &self.inner.container, Some(&blob))
+            .query("comp", "metadata")
+            .header("x-ms-lease-id", lease_id)
+            .if_match(etag);
+        for (name, value) in headers {
+            request = request.header(name, value);
+        }
+        let what = || format!("update the lease record of blob {}", self.place(&blob));
+        let answer = self.inner.client.send(&request, &what).await?;
+        match answer.status {
+            200 => {
+                let etag = answer.header("etag").ok_or_else(|| {
+                    StoreError::new(
+                        ErrorKind::Protocol,
+                        format!("{}: the service's answer has no ETag", what()),
+                    )
+                })?;
+                term.etag = Some(etag.to_owned());
+                term.pending = None;
+                tracing::debug!(
+                    election = %lease.election, holder = %lease.holder, token = lease.token.get(),
+                    "azblob: updated the metadata"
+                );
+                Ok(Renewal::Renewed)
+            }
+            // The lease expired or was broken, or the record changed, since
+            // the read.
+            404 | 409 | 412 => {
+                tracing::info!(answer = %answer.describe(), blob = %self.place(&blob), "azblob: the lease is lost");
+                drop(term);
+                self.forget_term(lease, lease_id);
                 Ok(Renewal::Lost)
             }
             _ => Err(failed(what(), &answer)),
@@ -738,16 +894,23 @@ impl LeaseStore for AzblobStore {
     }
 
     async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
-        let (lease_id, etag) = parse_handle(lease)?;
+        let (lease_id, written) = parse_handle(lease)?;
         let blob = self.blob_name(&lease.election);
+        let term = self.term(lease, lease_id);
+        let mut term = term.lock().await;
         // Only the record this lease wrote: its holder, its token, its
         // ETag. Anything else is not ours to free.
-        match self.read(&blob).await? {
-            Some((state, _)) if is_record_of(&state, lease, etag) => {
+        let released = match self.read(&blob).await {
+            Ok(Some((state, _))) if term.recognise(&state, lease, written).is_some() => {
                 self.release_id(&blob, lease_id).await
             }
-            _ => Ok(()),
-        }
+            Ok(_) => Ok(()),
+            Err(e) => Err(e),
+        };
+        // The term is over, released or not: it expires by its duration.
+        drop(term);
+        self.forget_term(lease, lease_id);
+        released
     }
 
     async fn current_leader(
@@ -804,6 +967,66 @@ mod tests {
         assert_eq!(id.len(), 36);
         assert_eq!(id.matches('-').count(), 4);
         assert_ne!(id, new_lease_id());
+    }
+
+    #[test]
+    fn a_term_recognises_its_record_and_an_update_whose_answer_never_came() {
+        let old = Metadata::new();
+        let new = Metadata::from_pairs([("addr", "10.0.0.1:80")]).unwrap();
+        let lease = Lease {
+            election: ElectionName::new("jobs").unwrap(),
+            holder: HolderId::new("a").unwrap(),
+            token: FencingToken::new(7),
+            ttl: MIN_TTL,
+            handle: handle(&new_lease_id(), "\"0x1\""),
+        };
+        let blob = |etag: &str, holder: &str, token: u64, metadata: &Metadata| BlobState {
+            etag: etag.to_owned(),
+            last_modified: Timestamp::UNIX_EPOCH,
+            lease: LeaseState::Held,
+            last: Some(LeaderInfo {
+                holder: HolderId::new(holder).unwrap(),
+                token: FencingToken::new(token),
+                metadata: metadata.clone(),
+            }),
+        };
+        let written = "\"0x1\"";
+        let mut term = Term::default();
+        let seen = |term: &mut Term, state: BlobState| term.recognise(&state, &lease, written);
+        assert_eq!(
+            seen(&mut term, blob(written, "a", 7, &old)).as_deref(),
+            Some(written)
+        );
+        assert_eq!(
+            seen(&mut term, blob("\"0x2\"", "a", 7, &old)),
+            None,
+            "written meanwhile"
+        );
+
+        // An update sent whose answer never came.
+        term.pending = Some(new.clone());
+        assert_eq!(
+            seen(&mut term, blob(written, "a", 7, &old)).as_deref(),
+            Some(written),
+            "not applied (yet)"
+        );
+        assert_eq!(seen(&mut term, blob("\"0x3\"", "b", 8, &new)), None);
+        assert_eq!(seen(&mut term, blob("\"0x3\"", "a", 6, &new)), None);
+        assert_eq!(
+            seen(&mut term, blob("\"0x3\"", "a", 7, &new)).as_deref(),
+            Some("\"0x3\""),
+            "applied: its ETag is the term's now"
+        );
+        assert!(term.pending.is_none());
+        assert_eq!(
+            seen(&mut term, blob("\"0x3\"", "a", 7, &new)).as_deref(),
+            Some("\"0x3\"")
+        );
+        assert_eq!(
+            seen(&mut term, blob(written, "a", 7, &old)),
+            None,
+            "the acquire's record is no longer the term's"
+        );
     }
 
     #[test]

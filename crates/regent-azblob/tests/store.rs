@@ -536,4 +536,45 @@ async fn metadata_too_large_for_a_blob_is_refused_before_anything_is_sent() {
     let err = s.try_acquire(&request, None).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Config, "{err}");
     assert!(err.to_string().contains("8192 bytes"), "{err}");
+    // And a metadata update, for a lease of any term.
+    let lease = regent_core::Lease {
+        election: election("big"),
+        holder: holder("a"),
+        token: regent_core::FencingToken::new(1),
+        ttl: MIN_TTL,
+        handle: regent_core::LeaseHandle::new("00000000-0000-0000-0000-000000000000 \"0x1\""),
+    };
+    let err = s
+        .update_metadata(&lease, &request.metadata)
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Config, "{err}");
+    assert!(err.to_string().contains("8192 bytes"), "{err}");
+}
+
+/// A metadata update gives the record a new ETag, which renewals must send
+/// (`If-Match`): renewals and updates of one term sent together on one
+/// store (the candidate's renewal loop and the leader's task) all succeed,
+/// and the record ends with the update's metadata.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn renewals_and_updates_of_one_term_racing_keep_the_lease() {
+    let share = share();
+    let s = store(&share);
+    let e = election("race-update");
+    let Acquire::Won(a) = s.try_acquire(&req(&e, "a", MIN_TTL), None).await.unwrap() else {
+        panic!("a wins an empty election");
+    };
+    for round in 0..10 {
+        let m = regent_core::Metadata::from_pairs([("round", round.to_string())]).unwrap();
+        let (updated, renewed, again) =
+            tokio::join!(s.update_metadata(&a, &m), s.renew(&a), s.renew(&a));
+        assert_eq!(updated.unwrap(), Renewal::Renewed, "round {round}");
+        assert_eq!(renewed.unwrap(), Renewal::Renewed, "round {round}");
+        assert_eq!(again.unwrap(), Renewal::Renewed, "round {round}");
+        let leader = s.current_leader(&e).await.unwrap().expect("a leads");
+        assert_eq!((&leader.holder, leader.token), (&a.holder, a.token));
+        assert_eq!(leader.metadata, m);
+    }
+    s.release(&a).await.unwrap();
+    assert_eq!(s.current_leader(&e).await.unwrap(), None, "released");
 }

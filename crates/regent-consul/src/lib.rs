@@ -56,6 +56,7 @@
 //! | a session | one per term: `Name` = the key, `TTL` = `max(10 s, ttl/2)`, `LockDelay` = the ttl ([below](#lock-delay)), `Behavior` = `release`, `Checks` = none ([below](#no-health-checks)); the session id is the [`Lease`](regent_core::Lease)'s handle |
 //! | acquire | **try_acquire**: a `?consistent` read of the key; locked → [`Held`](regent_core::Acquire::Held) by the holder it names; free → a new session, then one transaction `[check-index (or check-not-exists), lock]` so that the lock is taken only on the key exactly as read (never on a record that changed meanwhile); the lock's `ModifyIndex` is the fencing token |
 //! | renew the session at TTL/2 | **renew**, every `renew_every` of the candidate (regent's default: ttl/5, [below](#renew-interval)): a `?consistent` read (the key must still be locked by our session, with our value and our token), then `PUT /v1/session/renew/ID`; a key deleted, overwritten or taken over, or a session Consul no longer knows (404) is [`Renewal::Lost`](regent_core::Renewal::Lost) |
+//! | (not in the recipe; etcd's `Proclaim`) | **update_metadata**, two requests: a `?consistent` read as renew's, then one transaction `[check-index, lock]` with the new value; a `lock` by the session that holds the key keeps the lock and sets the value. The new value carries the term's token ([below](#the-fencing-token)). A key not held as renew requires, or changed in between, is [`Renewal::Lost`](regent_core::Renewal::Lost); the session is neither renewed nor ended |
 //! | release | **release**: if the key is still ours, one transaction `[check-index, unlock]` (an explicit unlock has no lock delay, so a follower takes over at once), then `PUT /v1/session/destroy/ID`. Someone else's lock is never touched; twice is harmless |
 //! | watch the key | **watch**: blocking queries on the key ([`WatchMode::Notify`](regent_core::WatchMode::Notify)) |
 //!
@@ -153,10 +154,23 @@
 //! transaction result. Consul's `LockIndex` would be the obvious counter,
 //! but it starts again at 1 when the key is deleted and recreated; the
 //! `ModifyIndex` is a Raft index, which only grows across deletion,
-//! recreation and server restarts. The holder never writes the key while
-//! it leads, so the index stays its token, and a renewal checks it: an
-//! operator overwriting the key (`consul kv put KEY …`, which keeps the
-//! lock) changes it, and the holder loses the lease at its next renewal.
+//! recreation and server restarts. Until the holder updates its metadata
+//! the index stays its token, and a renewal checks it: an operator
+//! overwriting the key (`consul kv put KEY …`, which keeps the lock)
+//! changes it, and the holder loses the lease at its next renewal.
+//!
+//! A metadata update ([`update_metadata`](regent_core::LeaseStore::update_metadata))
+//! writes the key and so moves its `ModifyIndex`; the value it writes
+//! therefore carries the term's token, `{"holder": …, "metadata": {…},
+//! "token": N}`, and readers take the token from there. Such a token is
+//! always below the key's `ModifyIndex` (it was copied from the lock's
+//! index by a later write of the same term); one that is not is
+//! [`Corrupt`](regent_core::ErrorKind::Corrupt). Every acquisition writes
+//! a value without it, so a new term's token is the new lock's index, above
+//! every write of the terms before, as before. An operator's overwrite
+//! still costs the lease: `consul kv put` writes flags 0 and its own value.
+//! (A regent from before metadata updates reads a record with a token as
+//! not its own: run one version per election when updating metadata.)
 //!
 //! ## Records that are not regent's
 //!

@@ -54,13 +54,41 @@ impl KvEntry {
     /// of `holder`, at `token`.
     pub(crate) fn is_held_by(&self, session: &str, holder: &HolderId, token: FencingToken) -> bool {
         self.holder_session() == Some(session)
-            && self.modify_index == token.get()
             && self.flags == RECORD_FLAGS
             && self
-                .value_bytes()
-                .ok()
-                .and_then(|v| decode(&v).ok())
-                .is_some_and(|(h, _)| &h == holder)
+                .record()
+                .is_ok_and(|r| &r.holder == holder && r.token == token)
+    }
+
+    /// The record in the value, with the fencing token of its term: the
+    /// one the value carries (written by a metadata update), else the
+    /// `ModifyIndex`, which is the index the lock was taken at until the
+    /// holder updates its metadata.
+    ///
+    /// # Errors
+    ///
+    /// Why the value is not a regent record, for a `Corrupt` error.
+    pub(crate) fn record(&self) -> Result<Decoded, String> {
+        let value = decode_value(&self.value_bytes()?)?;
+        // Invariant: a token in the value was copied from the lock's index
+        // by a later write of the same term, so it is below the index of
+        // that write. One that is not was not written by regent.
+        let token = match value.token {
+            None => self.modify_index,
+            Some(t) if t > 0 && t < self.modify_index => t,
+            Some(t) => {
+                return Err(format!(
+                    "its value names token {t}, but a term's token is above 0 and below the \
+                     key's ModifyIndex ({})",
+                    self.modify_index
+                ));
+            }
+        };
+        Ok(Decoded {
+            holder: value.holder,
+            metadata: value.metadata,
+            token: FencingToken::new(token),
+        })
     }
 
     /// The leader this entry shows: `None` when no session holds the lock.
@@ -74,11 +102,11 @@ impl KvEntry {
         if self.holder_session().is_none() {
             return Ok(None);
         }
-        let (holder, metadata) = decode(&self.value_bytes()?)?;
+        let record = self.record()?;
         Ok(Some(LeaderInfo {
-            holder,
-            token: FencingToken::new(self.modify_index),
-            metadata,
+            holder: record.holder,
+            token: record.token,
+            metadata: record.metadata,
         }))
     }
 
@@ -92,17 +120,38 @@ impl KvEntry {
                 self.flags
             ));
         }
-        decode(&self.value_bytes()?).map(|_| ())
+        self.record().map(|_| ())
     }
 }
 
-/// The JSON form of a record, for holders with metadata.
+/// A record read from an entry: its holder, metadata and term's token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Decoded {
+    pub(crate) holder: HolderId,
+    pub(crate) metadata: Metadata,
+    pub(crate) token: FencingToken,
+}
+
+/// The JSON form of a record, for holders with metadata and for records a
+/// metadata update wrote.
 #[derive(Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Record {
     holder: String,
     #[serde(default)]
     metadata: BTreeMap<String, String>,
+    /// The term's fencing token, written by a metadata update: the update
+    /// moves the key's `ModifyIndex`, which is the token of a record
+    /// without it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    token: Option<u64>,
+}
+
+/// What a value says, before the entry's index is looked at.
+struct Value {
+    holder: HolderId,
+    metadata: Metadata,
+    token: Option<u64>,
 }
 
 /// The value regent writes: the holder id alone (the ClientID of Consul's
@@ -113,22 +162,38 @@ pub(crate) fn encode(holder: &HolderId, metadata: &Metadata) -> Vec<u8> {
     if metadata.is_empty() && !holder.as_str().starts_with('{') {
         return holder.as_str().as_bytes().to_vec();
     }
+    json_record(holder, metadata, None)
+}
+
+/// The value a metadata update writes: always the JSON object, with the
+/// term's token, which the key's `ModifyIndex` no longer is once written.
+pub(crate) fn encode_update(
+    holder: &HolderId,
+    metadata: &Metadata,
+    token: FencingToken,
+) -> Vec<u8> {
+    json_record(holder, metadata, Some(token.get()))
+}
+
+fn json_record(holder: &HolderId, metadata: &Metadata, token: Option<u64>) -> Vec<u8> {
     let record = Record {
         holder: holder.as_str().to_owned(),
         metadata: metadata
             .iter()
             .map(|(k, v)| (k.to_owned(), v.to_owned()))
             .collect(),
+        token,
     };
     serde_json::to_vec(&record).unwrap_or_default()
 }
 
-/// The holder and metadata of a value regent wrote.
+/// The holder, metadata and (if written by an update) token of a value
+/// regent wrote.
 ///
 /// # Errors
 ///
 /// Why the value is not one (for a `Corrupt` error); never panics.
-pub(crate) fn decode(value: &[u8]) -> Result<(HolderId, Metadata), String> {
+fn decode_value(value: &[u8]) -> Result<Value, String> {
     let text = std::str::from_utf8(value).map_err(|_| "its value is not UTF-8".to_owned())?;
     if text.starts_with('{') {
         let record: Record = serde_json::from_str(text)
@@ -137,11 +202,19 @@ pub(crate) fn decode(value: &[u8]) -> Result<(HolderId, Metadata), String> {
             .map_err(|e| format!("its value names an invalid holder ({e})"))?;
         let metadata = Metadata::from_pairs(record.metadata)
             .map_err(|e| format!("its value holds invalid metadata ({e})"))?;
-        return Ok((holder, metadata));
+        return Ok(Value {
+            holder,
+            metadata,
+            token: record.token,
+        });
     }
     let holder = HolderId::new(text)
         .map_err(|e| format!("its value is neither a holder id nor a regent record ({e})"))?;
-    Ok((holder, Metadata::new()))
+    Ok(Value {
+        holder,
+        metadata: Metadata::new(),
+        token: None,
+    })
 }
 
 /// `bytes` in base64, as the transaction endpoint takes values.
@@ -155,6 +228,10 @@ mod tests {
 
     fn holder(s: &str) -> HolderId {
         HolderId::new(s).unwrap()
+    }
+
+    fn decode(value: &[u8]) -> Result<(HolderId, Metadata), String> {
+        decode_value(value).map(|v| (v.holder, v.metadata))
     }
 
     #[test]
@@ -186,6 +263,46 @@ mod tests {
         }
         // Any printable word is a bare holder id.
         assert!(decode(b"[1,2]").is_ok());
+    }
+
+    #[test]
+    fn an_updated_record_keeps_its_terms_token_past_the_modify_index() {
+        let meta = Metadata::from_pairs([("addr", "10.0.0.1:80")]).unwrap();
+        let entry = KvEntry {
+            key: "regent/e".into(),
+            flags: RECORD_FLAGS,
+            value: Some(base64(&encode_update(
+                &holder("a"),
+                &meta,
+                FencingToken::new(9),
+            ))),
+            session: Some("s1".into()),
+            modify_index: 12,
+        };
+        let leader = entry.leader().unwrap().unwrap();
+        assert_eq!(
+            (leader.holder.as_str(), leader.token.get(), &leader.metadata),
+            ("a", 9, &meta)
+        );
+        assert!(entry.is_held_by("s1", &holder("a"), FencingToken::new(9)));
+        assert!(!entry.is_held_by("s1", &holder("a"), FencingToken::new(12)));
+        // A token in the value at or above the index was not written by a
+        // later write of its term.
+        for bad in [12, 13, 0] {
+            let forged = KvEntry {
+                value: Some(base64(&encode_update(
+                    &holder("a"),
+                    &meta,
+                    FencingToken::new(bad),
+                ))),
+                ..entry.clone()
+            };
+            assert!(
+                forged.leader().unwrap_err().contains("ModifyIndex"),
+                "{bad}"
+            );
+            assert!(!forged.is_held_by("s1", &holder("a"), FencingToken::new(bad)));
+        }
     }
 
     #[test]

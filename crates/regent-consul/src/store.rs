@@ -8,8 +8,8 @@ use std::time::Duration;
 use regent_core::store::ExpirySlack;
 use regent_core::{
     Acquire, AcquireRequest, ElectionName, ErrorKind, FencingToken, LeaderInfo, LeaderStream,
-    Lease, LeaseHandle, LeaseStore, Renewal, SafetyClass, StoreError, StoreInfo, StoreStyle,
-    WatchMode,
+    Lease, LeaseHandle, LeaseStore, Metadata, Renewal, SafetyClass, StoreError, StoreInfo,
+    StoreStyle, WatchMode,
 };
 use reqwest::header::{HeaderMap, HeaderValue};
 use reqwest::{Method, Url};
@@ -19,7 +19,7 @@ use tokio::time::Instant;
 
 use crate::error::{ConsulAnswer, answer_error, http_error, is_missing_node};
 use crate::proof::{Proofs, is_session_id};
-use crate::record::{KvEntry, RECORD_FLAGS, base64, encode};
+use crate::record::{KvEntry, RECORD_FLAGS, base64, encode, encode_update};
 
 /// The shortest session TTL Consul accepts.
 pub const MIN_TTL: Duration = Duration::from_secs(10);
@@ -1198,6 +1198,58 @@ impl LeaseStore for ConsulStore {
             "consul: renewed"
         );
         Ok(Renewal::Renewed)
+    }
+
+    async fn update_metadata(
+        &self,
+        lease: &Lease,
+        metadata: &Metadata,
+    ) -> Result<Renewal, StoreError> {
+        let what = || {
+            format!(
+                "update the metadata of election '{}' by '{}'",
+                lease.election, lease.holder
+            )
+        };
+        let key = self.election_key(&lease.election);
+        let session = lease.handle.as_str();
+        // The new value carries the term's token: the write moves the
+        // key's ModifyIndex, which was the token until now.
+        let value = encode_update(&lease.holder, metadata, lease.token);
+        let (entry, _) = self.read_key(&key, &what).await?;
+        let Some(entry) = entry.filter(|e| e.is_held_by(session, &lease.holder, lease.token))
+        else {
+            return Ok(Renewal::Lost);
+        };
+        // A lock by the session that holds the key keeps the lock and sets
+        // the value, only on the key exactly as read.
+        let ops = json!([
+            {"KV": {"Verb": "check-index", "Key": key, "Index": entry.modify_index}},
+            {"KV": {"Verb": "lock", "Key": key, "Value": base64(&value), "Flags": RECORD_FLAGS,
+                    "Session": session}},
+        ]);
+        let outcome = match self.txn(ops, &what).await? {
+            TxnOutcome::Applied(_) => Renewal::Renewed,
+            TxnOutcome::RolledBack => {
+                // The key changed since it was read, or a retried
+                // transaction applied the first time: look.
+                let (entry, _) = self.read_key(&key, &what).await?;
+                let updated = entry.is_some_and(|e| {
+                    e.is_held_by(session, &lease.holder, lease.token)
+                        && e.value_bytes().is_ok_and(|v| v == value)
+                });
+                if updated {
+                    Renewal::Renewed
+                } else {
+                    Renewal::Lost
+                }
+            }
+        };
+        tracing::debug!(
+            election = %lease.election, holder = %lease.holder, token = lease.token.get(),
+            ?outcome, "consul: update metadata"
+        );
+        Ok(outcome)
     }
 
     async fn release(&self, lease: &Lease) -> Result<(), StoreError> {

@@ -357,3 +357,82 @@ async fn the_token_of_a_lock_on_an_existing_key_is_the_locks_index_regression() 
     assert!(d.token > b.token && b.token > a.token);
     store.release(&d).await.unwrap();
 }
+
+/// The key's `ModifyIndex`, as an operator's `consul kv get -detailed`
+/// shows it.
+async fn modify_index(agent: &Arc<Consul>, key: &str) -> u64 {
+    let (status, body) = put(
+        agent,
+        "/v1/txn".into(),
+        Some(format!(r#"[{{"KV":{{"Verb":"get","Key":"{key}"}}}}]"#)),
+    )
+    .await;
+    assert_eq!(status, 200, "get {key}: {body}");
+    let json: serde_json::Value = serde_json::from_str(&body).expect("Consul answers JSON");
+    json["Results"][0]["KV"]["ModifyIndex"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no ModifyIndex in {body}"))
+}
+
+/// A metadata update writes the key, which moves its `ModifyIndex`, the
+/// token of a record that has none of its own: the token must stay the
+/// lock's index, and the next term's must still be larger than every
+/// index of the term before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_metadata_update_moves_the_index_but_not_the_token() {
+    let agent = agent().await;
+    // No lock delay: b takes the key at once after a's session ends.
+    let store = ConsulStore::builder(agent.address())
+        .lock_delay(Duration::ZERO)
+        .build()
+        .unwrap();
+    let e = election("update");
+    let key = store.election_key(&e);
+    let Acquire::Won(a) = store.try_acquire(&req(&e, "a", TTL), None).await.unwrap() else {
+        panic!("a wins an empty election");
+    };
+    assert_eq!(modify_index(&agent, &key).await, a.token.get());
+    let mut last_index = a.token.get();
+    for addr in ["10.0.0.1:80", "10.0.0.2:80"] {
+        let m = regent_core::Metadata::from_pairs([("addr", addr)]).unwrap();
+        assert_eq!(
+            store.update_metadata(&a, &m).await.unwrap(),
+            Renewal::Renewed
+        );
+        let index = modify_index(&agent, &key).await;
+        assert!(index > last_index, "the update wrote the key");
+        last_index = index;
+        let leader = store.current_leader(&e).await.unwrap().expect("a leads");
+        assert_eq!((&leader.holder, leader.token), (&a.holder, a.token));
+        assert_eq!(leader.metadata.get("addr"), Some(addr));
+        assert_eq!(store.renew(&a).await.unwrap(), Renewal::Renewed);
+    }
+
+    let (status, body) = put(
+        &agent,
+        format!("/v1/session/destroy/{}", a.handle.as_str()),
+        None,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let m = regent_core::Metadata::from_pairs([("addr", "late")]).unwrap();
+    assert_eq!(store.update_metadata(&a, &m).await.unwrap(), Renewal::Lost);
+    let Acquire::Won(b) = store.try_acquire(&req(&e, "b", TTL), None).await.unwrap() else {
+        panic!("b wins once a's session is gone");
+    };
+    assert!(b.token.get() > last_index, "{} !> {last_index}", b.token);
+    let leader = store.current_leader(&e).await.unwrap().expect("b leads");
+    assert_eq!((leader.holder, leader.token), (b.holder.clone(), b.token));
+
+    // An operator's overwrite after an update still ends the term.
+    let m = regent_core::Metadata::from_pairs([("addr", "b")]).unwrap();
+    assert_eq!(
+        store.update_metadata(&b, &m).await.unwrap(),
+        Renewal::Renewed
+    );
+    let (status, body) = put(&agent, format!("/v1/kv/{key}"), Some("mallory".into())).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(store.renew(&b).await.unwrap(), Renewal::Lost);
+    assert_eq!(store.update_metadata(&b, &m).await.unwrap(), Renewal::Lost);
+    delete_key(&agent, &key).await;
+}

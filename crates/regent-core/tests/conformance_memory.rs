@@ -158,6 +158,153 @@ async fn suite_catches_a_store_that_breaks_the_contract() {
     );
 }
 
+/// Regression (item 8): a store whose metadata update lets any holder
+/// write the leader's record is caught.
+#[tokio::test(start_paused = true)]
+async fn suite_catches_an_update_that_ignores_the_holder() {
+    let failures = run_checks(&sloppy::Harness::new(sloppy::Flaw::AnyHolder)).await;
+    let names: Vec<String> = failures.iter().map(ToString::to_string).collect();
+    assert!(
+        failed(&names, "update_metadata_is_seen_and_keeps_the_term"),
+        "{names:#?}"
+    );
+}
+
+/// Regression (item 8): a store that publishes new metadata by taking a
+/// new term (release, then acquire) is caught: the token must stay.
+#[tokio::test(start_paused = true)]
+async fn suite_catches_an_update_that_takes_a_new_term() {
+    let failures = run_checks(&sloppy::Harness::new(sloppy::Flaw::NewTerm)).await;
+    let names: Vec<String> = failures.iter().map(ToString::to_string).collect();
+    assert!(
+        failed(&names, "update_metadata_is_seen_and_keeps_the_term"),
+        "{names:#?}"
+    );
+}
+
+mod sloppy {
+    //! A memory store whose `update_metadata` breaks contract item 8.
+    use std::time::Duration;
+
+    use regent_core::memory::MemoryStore;
+    use regent_core::{
+        Acquire, AcquireRequest, ElectionName, LeaderInfo, LeaderStream, Lease, LeaseStore,
+        Metadata, Renewal, StoreError, StoreInfo,
+    };
+
+    #[derive(Clone, Copy)]
+    pub(crate) enum Flaw {
+        /// Updates the record that has the lease's token, whoever holds it.
+        AnyHolder,
+        /// Releases the lease and acquires the election again.
+        NewTerm,
+    }
+
+    #[derive(Clone)]
+    pub(crate) struct Store {
+        inner: MemoryStore,
+        flaw: Flaw,
+    }
+
+    impl LeaseStore for Store {
+        fn info(&self) -> StoreInfo {
+            self.inner.info()
+        }
+        async fn try_acquire(
+            &self,
+            req: &AcquireRequest,
+            queued: Option<&Lease>,
+        ) -> Result<Acquire, StoreError> {
+            self.inner.try_acquire(req, queued).await
+        }
+        async fn renew(&self, lease: &Lease) -> Result<Renewal, StoreError> {
+            self.inner.renew(lease).await
+        }
+        async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
+            self.inner.release(lease).await
+        }
+        async fn update_metadata(
+            &self,
+            lease: &Lease,
+            metadata: &Metadata,
+        ) -> Result<Renewal, StoreError> {
+            match self.flaw {
+                Flaw::AnyHolder => match self.inner.current_leader(&lease.election).await? {
+                    Some(l) if l.token == lease.token => {
+                        let theirs = Lease {
+                            holder: l.holder,
+                            ..lease.clone()
+                        };
+                        self.inner.update_metadata(&theirs, metadata).await
+                    }
+                    _ => Ok(Renewal::Lost),
+                },
+                Flaw::NewTerm => {
+                    if self.inner.renew(lease).await? == Renewal::Lost {
+                        return Ok(Renewal::Lost);
+                    }
+                    self.inner.release(lease).await?;
+                    let req = AcquireRequest {
+                        election: lease.election.clone(),
+                        holder: lease.holder.clone(),
+                        ttl: lease.ttl,
+                        metadata: metadata.clone(),
+                    };
+                    match self.inner.try_acquire(&req, None).await? {
+                        Acquire::Won(_) => Ok(Renewal::Renewed),
+                        Acquire::Held { .. } => Ok(Renewal::Lost),
+                    }
+                }
+            }
+        }
+        async fn current_leader(&self, e: &ElectionName) -> Result<Option<LeaderInfo>, StoreError> {
+            self.inner.current_leader(e).await
+        }
+        async fn watch(&self, e: &ElectionName) -> Result<LeaderStream, StoreError> {
+            self.inner.watch(e).await
+        }
+    }
+
+    pub(crate) struct Harness {
+        store: Store,
+    }
+
+    impl Harness {
+        pub(crate) fn new(flaw: Flaw) -> Self {
+            Self {
+                store: Store {
+                    inner: MemoryStore::race(),
+                    flaw,
+                },
+            }
+        }
+    }
+
+    impl regent_core::testing::Harness for Harness {
+        type Store = Store;
+        async fn store(&self) -> Store {
+            self.store.clone()
+        }
+        async fn unreachable_store(&self) -> Store {
+            let dead = MemoryStore::race();
+            dead.fail_next(u32::MAX);
+            Store {
+                inner: dead,
+                flaw: self.store.flaw,
+            }
+        }
+        fn ttl(&self) -> Duration {
+            Duration::from_secs(2)
+        }
+        async fn delete_records(&self, e: &ElectionName) {
+            self.store.inner.delete_records(e);
+        }
+        async fn put_garbage(&self, e: &ElectionName) {
+            self.store.inner.put_garbage(e);
+        }
+    }
+}
+
 mod broken {
     //! A store that always lets the acquirer win (and reuses tokens).
     use std::time::Duration;
@@ -165,7 +312,7 @@ mod broken {
     use regent_core::memory::MemoryStore;
     use regent_core::{
         Acquire, AcquireRequest, ElectionName, LeaderInfo, LeaderStream, Lease, LeaseStore,
-        Renewal, StoreError, StoreInfo,
+        Metadata, Renewal, StoreError, StoreInfo,
     };
 
     #[derive(Clone, Default)]
@@ -204,6 +351,13 @@ mod broken {
         }
         async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
             self.inner().release(lease).await
+        }
+        async fn update_metadata(
+            &self,
+            lease: &Lease,
+            metadata: &Metadata,
+        ) -> Result<Renewal, StoreError> {
+            self.inner().update_metadata(lease, metadata).await
         }
         async fn current_leader(&self, e: &ElectionName) -> Result<Option<LeaderInfo>, StoreError> {
             self.inner().current_leader(e).await
@@ -255,7 +409,7 @@ mod lying {
     use regent_core::memory::MemoryStore;
     use regent_core::{
         Acquire, AcquireRequest, ElectionName, LeaderInfo, LeaderStream, Lease, LeaseStore,
-        Renewal, StoreError, StoreInfo,
+        Metadata, Renewal, StoreError, StoreInfo,
     };
 
     type Claim = Arc<dyn Fn(StoreInfo) -> StoreInfo + Send + Sync>;
@@ -282,6 +436,13 @@ mod lying {
         }
         async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
             self.inner.release(lease).await
+        }
+        async fn update_metadata(
+            &self,
+            lease: &Lease,
+            metadata: &Metadata,
+        ) -> Result<Renewal, StoreError> {
+            self.inner.update_metadata(lease, metadata).await
         }
         async fn current_leader(&self, e: &ElectionName) -> Result<Option<LeaderInfo>, StoreError> {
             self.inner.current_leader(e).await

@@ -90,6 +90,15 @@
 //!   cluster is an [`Unavailable`](regent_core::ErrorKind::Unavailable)
 //!   error, and the [`Candidate`](regent_core::Candidate) steps down at its
 //!   renew deadline on its own clock.
+//! * **update_metadata** (Go's `Proclaim`, two requests): read our key as
+//!   `renew` does (create revision = our token, our lease, our holder),
+//!   then one transaction: *if* its create and mod revisions are still the
+//!   ones read *then* put the new value with our lease. A put keeps the
+//!   key's create revision, so the token stays; the key stays attached to
+//!   our lease, so its expiry stays too (an update does not renew). A
+//!   missing, foreign or meanwhile rewritten key is
+//!   [`Renewal::Lost`](regent_core::Renewal::Lost). Watches see the put
+//!   as any other event and read the head again.
 //! * **release**: if our key is still ours, revoke the lease (which deletes
 //!   the key). Idempotent: "lease not found" is success, and someone else's
 //!   key is never touched.

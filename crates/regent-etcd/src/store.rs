@@ -11,7 +11,7 @@ use etcd_client::{
 };
 use regent_core::{
     Acquire, AcquireRequest, ElectionName, ErrorKind, FencingToken, LeaderInfo, LeaderStream,
-    Lease, LeaseHandle, LeaseStore, MAX_TTL, Renewal, SafetyClass, StoreError, StoreInfo,
+    Lease, LeaseHandle, LeaseStore, MAX_TTL, Metadata, Renewal, SafetyClass, StoreError, StoreInfo,
     StoreStyle, WatchMode,
 };
 
@@ -602,6 +602,17 @@ impl EtcdStore {
     /// Whether our key exists with our token (create revision), our lease,
     /// and a value that names our holder.
     async fn own_key(&self, lease: &Lease, id: i64, what: &str) -> Result<bool, StoreError> {
+        Ok(self.own_record(lease, id, what).await?.is_some())
+    }
+
+    /// Our key, if it exists with our token (create revision), our lease,
+    /// and a value that names our holder.
+    async fn own_record(
+        &self,
+        lease: &Lease,
+        id: i64,
+        what: &str,
+    ) -> Result<Option<KeyValue>, StoreError> {
         let key = candidate_key(&self.election_prefix(&lease.election), id);
         let mut client = self.client.clone();
         let mut resp = self
@@ -611,7 +622,7 @@ impl EtcdStore {
                 client.get(key, None),
             )
             .await?;
-        Ok(resp.take_kvs().into_iter().next().is_some_and(|kv| {
+        Ok(resp.take_kvs().into_iter().next().filter(|kv| {
             i64::try_from(lease.token.get()).ok() == Some(kv.create_revision())
                 && kv.lease() == id
                 && decode(kv.value()).is_some_and(|(h, _)| h == lease.holder)
@@ -698,6 +709,57 @@ impl LeaseStore for EtcdStore {
             "etcd: renewed"
         );
         Ok(Renewal::Renewed)
+    }
+
+    async fn update_metadata(
+        &self,
+        lease: &Lease,
+        metadata: &Metadata,
+    ) -> Result<Renewal, StoreError> {
+        let Some(id) = parse_lease_hex(lease.handle.as_str()) else {
+            return Ok(Renewal::Lost);
+        };
+        // Read first: the holder is in the value, which a compare cannot
+        // look into.
+        let Some(mine) = self.own_record(lease, id, "update the metadata of").await? else {
+            return Ok(Renewal::Lost);
+        };
+        let value = encode(&lease.holder, metadata);
+        if mine.value() == value.as_slice() {
+            return Ok(Renewal::Renewed);
+        }
+        // Go's Proclaim, guarded by the key exactly as read: put the new
+        // value with our lease (which keeps the key's create revision, our
+        // token, and its expiry) only if nothing wrote the key since.
+        let key = mine.key().to_vec();
+        let txn = Txn::new()
+            .when([
+                Compare::create_revision(key.clone(), CompareOp::Equal, mine.create_revision()),
+                Compare::mod_revision(key.clone(), CompareOp::Equal, mine.mod_revision()),
+            ])
+            .and_then([TxnOp::put(
+                key,
+                value,
+                Some(PutOptions::new().with_lease(id)),
+            )]);
+        let what = || {
+            format!(
+                "update the metadata of election '{}' by '{}'",
+                lease.election, lease.holder
+            )
+        };
+        let mut client = self.client.clone();
+        let resp = self.call(&lease.election, what, client.txn(txn)).await?;
+        let outcome = if resp.succeeded() {
+            Renewal::Renewed
+        } else {
+            Renewal::Lost
+        };
+        tracing::debug!(
+            election = %lease.election, holder = %lease.holder, token = lease.token.get(),
+            ?outcome, "etcd: update metadata"
+        );
+        Ok(outcome)
     }
 
     async fn release(&self, lease: &Lease) -> Result<(), StoreError> {

@@ -219,6 +219,27 @@ async fn etcdctl_observes_regents_leader_and_queues_behind_it() {
     assert_eq!(json["holder"], "regent-1");
     assert_eq!(json["metadata"]["who"], "regent-1");
 
+    // A metadata update is etcd's Proclaim: the observer sees the new value
+    // on the same key.
+    let metadata =
+        regent_core::Metadata::from_pairs([("who", "regent-1"), ("addr", "10.0.0.1:80")]).unwrap();
+    assert_eq!(
+        store.update_metadata(&lease, &metadata).await.unwrap(),
+        regent_core::Renewal::Renewed
+    );
+    assert_eq!(
+        observer.line(Duration::from_secs(5)).await.as_deref(),
+        Some(key.as_str()),
+        "the observer sees the proclaimed value on the leader's key"
+    );
+    let value = observer
+        .line(Duration::from_secs(5))
+        .await
+        .expect("observer prints the new value");
+    let json: serde_json::Value = serde_json::from_str(&value).expect("regent's value is JSON");
+    assert_eq!(json["holder"], "regent-1");
+    assert_eq!(json["metadata"]["addr"], "10.0.0.1:80");
+
     // An etcdctl candidate queues behind regent's leader.
     let mut elect = Elect::spawn(&etcd, &[election.as_str(), "etcdctl-host-2"]);
     for _ in 0..3 {

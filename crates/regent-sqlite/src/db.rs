@@ -555,6 +555,36 @@ pub(crate) fn renew(
     Ok(Renewal::Renewed)
 }
 
+/// `update_metadata`: replaces the row's metadata if the row is still ours
+/// and live, in one write transaction; its token, holder and expiry stay.
+pub(crate) fn update_metadata(
+    conn: &mut Connection,
+    site: &Site,
+    lease: &Lease,
+    metadata: &Metadata,
+) -> Result<Renewal, StoreError> {
+    const OP: &str = "update the metadata of";
+    let election = &lease.election;
+    let err = |e| db_error(site.context(OP, election), e);
+    let (tx, now, row) = begin_write(conn, site, OP, election)?;
+    let Some(row) = row else {
+        return Ok(Renewal::Lost);
+    };
+    let ours = row.holder == lease.holder && token_of(row.token) == lease.token;
+    // As in `renew`: an expired row of ours is not written to; its term is
+    // over.
+    if !ours || !is_live(site, election, &row, now)? {
+        return Ok(Renewal::Lost);
+    }
+    tx.execute(
+        "UPDATE regent_lease SET metadata = ?2 WHERE election = ?1 AND token = ?3",
+        (election.as_str(), metadata_json(metadata), row.token),
+    )
+    .map_err(err)?;
+    tx.commit().map_err(err)?;
+    Ok(Renewal::Renewed)
+}
+
 /// `release`: deletes the row if it is ours (same holder and token).
 /// Returns whether a row was deleted.
 pub(crate) fn release(

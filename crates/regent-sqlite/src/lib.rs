@@ -125,6 +125,12 @@
 //! * **Renew** (`BEGIN IMMEDIATE`): extend the row by its `ttl_ms` from now,
 //!   only if holder *and* token match and the row is live. An expired row
 //!   of ours is [`Renewal::Lost`](regent_core::Renewal::Lost), never revived.
+//! * **Update metadata** (one `BEGIN IMMEDIATE` transaction, the cost of a
+//!   renewal): replace the row's `metadata` only if holder *and* token match
+//!   and the row is live; token, holder and `expires_at_ns` stay, so the
+//!   term goes on and the update does not renew. Otherwise
+//!   [`Renewal::Lost`](regent_core::Renewal::Lost). Watches see the new
+//!   metadata at their next poll.
 //! * **Release**: delete the row only if holder and token match. Idempotent.
 //!
 //! The fencing counter lives in its own table so that tokens keep growing

@@ -9,7 +9,7 @@ use std::time::Duration;
 use regent_core::store::{ExpirySlack, poll_watch};
 use regent_core::{
     Acquire, AcquireRequest, ElectionName, ErrorKind, LeaderInfo, LeaderStream, Lease, LeaseStore,
-    MAX_TTL, Renewal, SafetyClass, StoreError, StoreInfo, StoreStyle, WatchMode,
+    MAX_TTL, Metadata, Renewal, SafetyClass, StoreError, StoreInfo, StoreStyle, WatchMode,
 };
 use rusqlite::Connection;
 
@@ -279,6 +279,25 @@ impl LeaseStore for SqliteStore {
             deleted, "sqlite: release"
         );
         Ok(())
+    }
+
+    async fn update_metadata(
+        &self,
+        lease: &Lease,
+        metadata: &Metadata,
+    ) -> Result<Renewal, StoreError> {
+        let (l, m) = (lease.clone(), metadata.clone());
+        let outcome = self
+            .call(
+                || self.context("update the metadata of", &lease.election),
+                move |conn, site| db::update_metadata(conn, site, &l, &m),
+            )
+            .await?;
+        tracing::debug!(
+            election = %lease.election, holder = %lease.holder, token = %lease.token,
+            outcome = ?outcome, "sqlite: update metadata"
+        );
+        Ok(outcome)
     }
 
     async fn current_leader(

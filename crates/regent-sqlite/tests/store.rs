@@ -324,3 +324,43 @@ async fn watch_polls_changes_and_ends_after_a_permanent_error() {
     assert_eq!(err.kind(), ErrorKind::Corrupt, "{err}");
     assert!(next(&mut w).await.is_none(), "the watch ends");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn update_metadata_rewrites_only_the_metadata_and_never_a_garbage_row() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("regent.db");
+    let store = SqliteStore::open(&path).await.expect("open");
+    let a = win(&store, "e", "a", TTL).await;
+    let columns = |conn: &rusqlite::Connection| -> (String, i64, i64, String) {
+        conn.query_row(
+            "SELECT holder, token, expires_at_ns, metadata FROM regent_lease WHERE election = 'e'",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+        )
+        .expect("the row")
+    };
+    let before = columns(&raw(&path));
+    let m = regent_core::Metadata::from_pairs([("addr", "10.0.0.1:80")]).expect("small");
+    assert_eq!(
+        store.update_metadata(&a, &m).await.expect("update"),
+        Renewal::Renewed
+    );
+    let after = columns(&raw(&path));
+    assert_eq!(
+        (&after.0, after.1, after.2),
+        (&before.0, before.1, before.2),
+        "holder, token and expiry stay: an update is not a renewal"
+    );
+    assert_eq!(after.3, r#"{"addr":"10.0.0.1:80"}"#);
+
+    let mut row = HandRow::live("e", "a", 1, TTL);
+    row.metadata = Value::Text("[1, 2, 3]".to_owned());
+    row.write(&raw(&path));
+    let err = store.update_metadata(&a, &m).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Corrupt, "{err}");
+    assert_eq!(
+        columns(&raw(&path)).3,
+        "[1, 2, 3]",
+        "garbage stays as it was"
+    );
+}

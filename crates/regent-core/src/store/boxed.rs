@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use super::{Acquire, AcquireRequest, LeaderStream, LeaseStore, Renewal, StoreInfo};
 use crate::error::StoreError;
-use crate::types::{ElectionName, LeaderInfo, Lease};
+use crate::types::{ElectionName, LeaderInfo, Lease, Metadata};
 
 type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
@@ -26,6 +26,12 @@ pub trait DynLeaseStore: Send + Sync + 'static {
     fn renew<'a>(&'a self, lease: &'a Lease) -> BoxFuture<'a, Result<Renewal, StoreError>>;
     /// See [`LeaseStore::release`].
     fn release<'a>(&'a self, lease: &'a Lease) -> BoxFuture<'a, Result<(), StoreError>>;
+    /// See [`LeaseStore::update_metadata`].
+    fn update_metadata<'a>(
+        &'a self,
+        lease: &'a Lease,
+        metadata: &'a Metadata,
+    ) -> BoxFuture<'a, Result<Renewal, StoreError>>;
     /// See [`LeaseStore::current_leader`].
     fn current_leader<'a>(
         &'a self,
@@ -54,6 +60,13 @@ impl<S: LeaseStore> DynLeaseStore for S {
     }
     fn release<'a>(&'a self, lease: &'a Lease) -> BoxFuture<'a, Result<(), StoreError>> {
         Box::pin(LeaseStore::release(self, lease))
+    }
+    fn update_metadata<'a>(
+        &'a self,
+        lease: &'a Lease,
+        metadata: &'a Metadata,
+    ) -> BoxFuture<'a, Result<Renewal, StoreError>> {
+        Box::pin(LeaseStore::update_metadata(self, lease, metadata))
     }
     fn current_leader<'a>(
         &'a self,
@@ -104,6 +117,13 @@ impl LeaseStore for BoxStore {
     }
     async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
         self.0.release(lease).await
+    }
+    async fn update_metadata(
+        &self,
+        lease: &Lease,
+        metadata: &Metadata,
+    ) -> Result<Renewal, StoreError> {
+        self.0.update_metadata(lease, metadata).await
     }
     async fn current_leader(
         &self,

@@ -12,8 +12,8 @@
 //! * a delay before each request is applied and before each reply returns
 //!   ([`MemoryStore::set_request_delay`], [`MemoryStore::set_reply_delay`]);
 //! * failing the next N calls as unavailable ([`MemoryStore::fail_next`]);
-//! * partitioning one holder: its acquire, renew and release fail
-//!   ([`MemoryStore::partition`]);
+//! * partitioning one holder: its acquire, renew, metadata update and
+//!   release fail ([`MemoryStore::partition`]);
 //! * holding expiry: no lease expires while held
 //!   ([`MemoryStore::hold_expiry`]);
 //! * deleting an election's records from outside
@@ -127,6 +127,8 @@ pub struct CallStats {
     pub renews: u64,
     /// `release` calls.
     pub releases: u64,
+    /// `update_metadata` calls.
+    pub metadata_updates: u64,
 }
 
 impl Election {
@@ -215,8 +217,8 @@ impl MemoryStore {
         self.faults().fail_next = n;
     }
 
-    /// Cuts `holder` off: its acquire, renew and release fail as unavailable
-    /// until [`heal`](Self::heal).
+    /// Cuts `holder` off: its acquire, renew, metadata update and release
+    /// fail as unavailable until [`heal`](Self::heal).
     pub fn partition(&self, holder: &HolderId) {
         self.faults().partitioned.insert(holder.clone());
     }
@@ -307,6 +309,7 @@ impl MemoryStore {
                 "acquire" => state.stats.acquires += 1,
                 "renew" => state.stats.renews += 1,
                 "release" => state.stats.releases += 1,
+                "update metadata" => state.stats.metadata_updates += 1,
                 _ => {}
             }
         }
@@ -477,6 +480,33 @@ impl LeaseStore for MemoryStore {
         .await
     }
 
+    async fn update_metadata(
+        &self,
+        lease: &Lease,
+        metadata: &Metadata,
+    ) -> Result<Renewal, StoreError> {
+        self.call(Some(&lease.holder), "update metadata", |state, now| {
+            let held = state.expiry_held;
+            let Some(e) = state.elections.get_mut(&lease.election) else {
+                return Ok((Renewal::Lost, false));
+            };
+            let changed = e.purge(now, held);
+            if e.garbage {
+                return Err(corrupt(&lease.election));
+            }
+            match e.records.get_mut(&lease.token.get()) {
+                // The expiry stays: an update is not a renewal.
+                Some(r) if r.holder == lease.holder => {
+                    let updated = r.metadata != *metadata;
+                    r.metadata = metadata.clone();
+                    Ok((Renewal::Renewed, changed || updated))
+                }
+                _ => Ok((Renewal::Lost, changed)),
+            }
+        })
+        .await
+    }
+
     async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
         self.call(Some(&lease.holder), "release", |state, now| {
             let held = state.expiry_held;
@@ -628,6 +658,36 @@ mod tests {
         let start = Instant::now();
         assert_eq!(w.next().await.unwrap().unwrap(), None);
         assert_eq!(start.elapsed(), Duration::from_secs(10));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn update_metadata_keeps_the_term_and_its_expiry() {
+        let s = MemoryStore::race();
+        let e = ElectionName::new("e").unwrap();
+        let mut w = s.watch(&e).await.unwrap();
+        assert_eq!(w.next().await.unwrap().unwrap(), None);
+        let Acquire::Won(a) = s.try_acquire(&req("a"), None).await.unwrap() else {
+            panic!("a must win an empty election")
+        };
+        let first = w.next().await.unwrap().unwrap().unwrap();
+        let expires_at = s.leader_expires_at(&e);
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let m = Metadata::from_pairs([("addr", "10.0.0.1:80")]).unwrap();
+        assert_eq!(s.update_metadata(&a, &m).await.unwrap(), Renewal::Renewed);
+        let seen = w.next().await.unwrap().unwrap().unwrap();
+        assert_eq!((seen.token, &seen.metadata), (first.token, &m));
+        assert_eq!(s.leader_expires_at(&e), expires_at, "not a renewal");
+        assert_eq!(s.stats().metadata_updates, 1);
+
+        s.partition(&a.holder);
+        assert!(s.update_metadata(&a, &m).await.unwrap_err().is_transient());
+        s.heal(&a.holder);
+        tokio::time::sleep(Duration::from_secs(7)).await;
+        assert_eq!(s.update_metadata(&a, &m).await.unwrap(), Renewal::Lost);
+
+        s.put_garbage(&e);
+        let err = s.update_metadata(&a, &m).await.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Corrupt);
     }
 
     #[tokio::test(start_paused = true)]

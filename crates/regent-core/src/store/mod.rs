@@ -39,6 +39,22 @@
 //! 7. Garbage in the store (a foreign value on our key, a malformed record) is
 //!    [`ErrorKind::Corrupt`](crate::ErrorKind::Corrupt) or "held by someone
 //!    else", never a panic and never a silent takeover.
+//! 8. `update_metadata` replaces the metadata of the caller's own live
+//!    record (same holder, same token) in one atomic step, and nothing
+//!    else: the token, the holder and the store's handle stay as they are,
+//!    so the term goes on. It never moves the record's expiry earlier; a
+//!    store may extend it as a side effect, but the caller counts on no
+//!    such thing: its deadline stays where its last confirmed acquire or
+//!    renewal put it. A record that is gone, expired or someone else's is
+//!    [`Renewal::Lost`] and is left as it is. Once it answers
+//!    [`Renewal::Renewed`], `current_leader` reports the new metadata with
+//!    the same token, and a watch yields a new item with the changed
+//!    [`LeaderInfo`] (a polling watch within its interval). Metadata the
+//!    store cannot hold is [`ErrorKind::Config`](crate::ErrorKind::Config),
+//!    refused before anything is written; garbage where the record should
+//!    be is treated as `renew` treats it (item 7). An update whose answer
+//!    never came (dropped, timed out) leaves the old or the new metadata
+//!    and must not cost the lease: the next `renew` still succeeds.
 //!
 //! # Timing
 //!
@@ -149,10 +165,13 @@ pub enum Acquire {
     },
 }
 
-/// The outcome of [`LeaseStore::renew`].
+/// The outcome of [`LeaseStore::renew`] and [`LeaseStore::update_metadata`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Renewal {
-    /// The record is ours for `ttl` more from the instant the call was sent.
+    /// From `renew`: the record is ours for `ttl` more from the instant the
+    /// call was sent. From `update_metadata`: the record is ours and shows
+    /// the new metadata; its expiry was not moved earlier, and the
+    /// caller's deadline stays where its last renewal put it.
     Renewed,
     /// The record is gone, expired, or belongs to someone else.
     Lost,
@@ -428,6 +447,36 @@ pub trait LeaseStore: Send + Sync + 'static {
     ///
     /// Cancel safe in effect: the record is released or expires by its ttl.
     fn release(&self, lease: &Lease) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// Replaces the metadata of the caller's own live record (same holder,
+    /// same token) with `metadata`, keeping its token, holder, handle and
+    /// expiry: the term goes on, and followers' `current_leader` and
+    /// `watch` show the new metadata (contract item 8). On a queue store
+    /// the record may be a place in line; it then leads with this
+    /// metadata.
+    ///
+    /// The update does not renew: the caller's deadline stays where its
+    /// last confirmed acquire or renewal put it, whatever a store does to
+    /// the record's expiry on the side (it never moves it earlier).
+    ///
+    /// # Errors
+    ///
+    /// A classified [`StoreError`]: [`ErrorKind::Config`](crate::ErrorKind::Config)
+    /// for metadata the store cannot hold (nothing is written then). A
+    /// record that is gone, expired or someone else's is
+    /// `Ok(Renewal::Lost)`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: if the future is dropped the record may show the
+    /// old metadata or the new. Either way the lease is unaffected (the
+    /// next `renew` works as before), and calling again with the same
+    /// metadata is harmless.
+    fn update_metadata(
+        &self,
+        lease: &Lease,
+        metadata: &Metadata,
+    ) -> impl Future<Output = Result<Renewal, StoreError>> + Send;
 
     /// Reads who leads `election` now.
     ///

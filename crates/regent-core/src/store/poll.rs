@@ -196,6 +196,13 @@ mod tests {
         async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
             self.inner.release(lease).await
         }
+        async fn update_metadata(
+            &self,
+            lease: &Lease,
+            metadata: &Metadata,
+        ) -> Result<Renewal, StoreError> {
+            self.inner.update_metadata(lease, metadata).await
+        }
         async fn current_leader(
             &self,
             election: &ElectionName,

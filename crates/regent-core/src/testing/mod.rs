@@ -1,6 +1,6 @@
 //! The store conformance suite (feature `testing`): one entry point,
 //! [`run`], that every store crate calls with a [`Harness`] for its real
-//! engine. It checks items 1–7 of the store contract ([`crate::store`]).
+//! engine. It checks items 1–8 of the store contract ([`crate::store`]).
 //!
 //! ```no_run
 //! # async fn demo() {
@@ -213,6 +213,7 @@ pub async fn run_checks<H: Harness>(h: &H) -> Vec<Failure> {
     check!(release_frees_only_own_lease);
     check!(concurrent_acquires_have_one_winner);
     check!(watch_sees_acquire_release_and_expiry);
+    check!(update_metadata_is_seen_and_keeps_the_term);
     check!(garbage_is_never_taken_over);
     check!(unreachable_store_is_transient);
     check!(ttl_outside_the_store_range_is_refused);
@@ -581,6 +582,136 @@ async fn watch_sees_acquire_release_and_expiry<H: Harness>(c: &Ctx<'_, H>) -> Ch
     await_state(&mut w, Some(&b.holder), within, "b's acquire").await?;
     // b never renews: the watch must see it expire without anyone calling.
     await_state(&mut w, None, within * 2, "b's expiry").await
+}
+
+/// Waits for the watch to show a leader that `want` accepts, skipping
+/// repeats and other states, for at most `within`.
+async fn await_leader(
+    w: &mut LeaderStream,
+    want: impl Fn(&LeaderInfo) -> bool,
+    within: Duration,
+    what: &str,
+) -> Check {
+    let deadline = tokio::time::Instant::now() + within;
+    let mut seen = Vec::new();
+    loop {
+        match tokio::time::timeout_at(deadline, w.next()).await {
+            Err(_) => {
+                return Err(format!(
+                    "watch did not show {what} within {within:?}; saw {seen:?}"
+                ));
+            }
+            Ok(None) => return Err(format!("watch ended while waiting for {what}")),
+            Ok(Some(Err(e))) if e.is_transient() => seen.push(format!("error: {e}")),
+            Ok(Some(Err(e))) => return Err(format!("watch failed waiting for {what}: {e}")),
+            Ok(Some(Ok(Some(leader)))) if want(&leader) => return Ok(()),
+            Ok(Some(Ok(leader))) => seen.push(format!("{leader:?}")),
+        }
+    }
+}
+
+/// Item 8: the leader replaces its metadata without losing its term:
+/// `current_leader` and a watch opened before show the new metadata with
+/// the same token, renewals go on, and nobody else's update (another
+/// holder, another token) changes anything. After release or expiry the
+/// update is lost, and an expired record is not revived by it.
+async fn update_metadata_is_seen_and_keeps_the_term<H: Harness>(c: &Ctx<'_, H>) -> Check {
+    let mut w = ok("watch", c.store.watch(&c.election).await)?;
+    let within = c.ttl * 2 + c.slack;
+    await_state(&mut w, None, within, "no leader at start").await?;
+    let a = c.win("a").await?;
+    await_state(&mut w, Some(&a.holder), within, "a's acquire").await?;
+
+    let new = Metadata::from_pairs([("who", "a"), ("addr", "10.0.0.1:80")]).expect("small");
+    let r = ok("update by a", c.store.update_metadata(&a, &new).await)?;
+    ensure!(r == Renewal::Renewed, "a's update of its live lease: {r:?}");
+    let leader = c.leader().await?.ok_or("no leader after a's update")?;
+    ensure!(
+        leader.holder == a.holder && leader.token == a.token && leader.metadata == new,
+        "current_leader after a's update is {leader:?}; want holder a, token {}, metadata {new:?}",
+        a.token
+    );
+    await_leader(
+        &mut w,
+        |l| l.holder == a.holder && l.token == a.token && l.metadata == new,
+        within,
+        "a's new metadata with its token",
+    )
+    .await?;
+    drop(w);
+    let r = ok("renew after the update", c.store.renew(&a).await)?;
+    ensure!(r == Renewal::Renewed, "renew after a's update: {r:?}");
+
+    // Someone else's update, of another holder or another token, on a's
+    // record: lost, and a's record is as it was.
+    let theirs = Metadata::from_pairs([("who", "b")]).expect("small");
+    for (what, forged) in [
+        (
+            "another holder",
+            Lease {
+                holder: holder("b"),
+                ..a.clone()
+            },
+        ),
+        (
+            "another token",
+            Lease {
+                token: FencingToken::new(a.token.get() + 1000),
+                ..a.clone()
+            },
+        ),
+    ] {
+        let r = ok(
+            &format!("update by {what}"),
+            c.store.update_metadata(&forged, &theirs).await,
+        )?;
+        ensure!(
+            r == Renewal::Lost,
+            "an update by {what} on a's record: {r:?}"
+        );
+        let leader = c.leader().await?;
+        ensure!(
+            leader.as_ref().map(|l| (&l.holder, l.token, &l.metadata))
+                == Some((&a.holder, a.token, &new)),
+            "an update by {what} changed a's record: leader now {leader:?}"
+        );
+    }
+    let r = ok("renew after foreign updates", c.store.renew(&a).await)?;
+    ensure!(
+        r == Renewal::Renewed,
+        "a's lease after foreign updates: {r:?}"
+    );
+
+    ok("release", c.store.release(&a).await)?;
+    let r = ok(
+        "update after release",
+        c.store.update_metadata(&a, &new).await,
+    )?;
+    ensure!(r == Renewal::Lost, "update after release: {r:?}");
+    ensure!(
+        c.leader().await?.is_none(),
+        "an update after release brought a leader back"
+    );
+
+    let a2 = c.win("a").await?;
+    ensure!(a2.token > a.token, "token {} !> {}", a2.token, a.token);
+    c.wait_expiry().await;
+    let r = ok(
+        "update after expiry",
+        c.store.update_metadata(&a2, &new).await,
+    )?;
+    ensure!(r == Renewal::Lost, "update of an expired lease: {r:?}");
+    ensure!(
+        c.leader().await?.is_none(),
+        "an update revived an expired lease"
+    );
+    let r = ok("renew after expiry", c.store.renew(&a2).await)?;
+    ensure!(
+        r == Renewal::Lost,
+        "renew of an expired, updated lease: {r:?}"
+    );
+    let _ = c.store.release(&a2).await;
+    Ok(())
 }
 
 /// Item 7: garbage on the election's key is an error or "held", never a

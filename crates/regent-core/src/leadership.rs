@@ -11,11 +11,11 @@ use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::CancellationToken;
 
 use crate::candidate::Core;
-use crate::error::{ErrorKind, NotLeader, StoreError};
+use crate::error::{ErrorKind, NotLeader, ProclaimError, StoreError};
 use crate::status::Status;
 use crate::store::{LeaseStore, Renewal};
 use crate::timing::Timing;
-use crate::types::{ElectionName, FencingToken, HolderId, LeaderInfo, Lease};
+use crate::types::{ElectionName, FencingToken, HolderId, LeaderInfo, Lease, Metadata};
 
 /// Why a leadership ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -75,9 +75,19 @@ pub struct LeaseState {
     pub ended: Option<Ended>,
 }
 
+type BoxFuture<T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send>>;
+
+/// Sends a metadata update of this term's record to the store.
+type Update = Box<dyn Fn(Metadata) -> BoxFuture<Result<Renewal, StoreError>> + Send + Sync>;
+
 struct Shared {
     lease: Lease,
+    /// This leader as elected.
     info: LeaderInfo,
+    /// The metadata published now (`proclaim` changes it).
+    metadata: std::sync::Mutex<Metadata>,
+    update: Update,
+    status: Arc<watch::Sender<Status>>,
     timing: Timing,
     cancel: CancellationToken,
     state: watch::Sender<LeaseState>,
@@ -138,7 +148,17 @@ impl Leadership {
             step_down_at: timing.step_down_at(sent_at),
             ended: None,
         });
+        let update: Update = {
+            let (store, lease) = (core.store.clone(), lease.clone());
+            Box::new(move |metadata: Metadata| {
+                let (store, lease) = (store.clone(), lease.clone());
+                Box::pin(async move { store.update_metadata(&lease, &metadata).await })
+            })
+        };
         let shared = Arc::new(Shared {
+            metadata: std::sync::Mutex::new(info.metadata.clone()),
+            update,
+            status: status.clone(),
             lease,
             info,
             timing,
@@ -192,9 +212,59 @@ impl Leadership {
         &self.shared.lease.holder
     }
 
-    /// The leader as followers see it.
+    /// This leader as followers saw it when it was elected; see
+    /// [`metadata`](Self::metadata) for what it publishes now.
     pub fn info(&self) -> &LeaderInfo {
         &self.shared.info
+    }
+
+    /// The metadata this leader publishes now: what it was elected with,
+    /// or what it last [proclaimed](Self::proclaim).
+    pub fn metadata(&self) -> Metadata {
+        self.shared.current_metadata()
+    }
+
+    /// Publishes new metadata for this term without ending it (etcd's
+    /// `Proclaim`): followers' [`Observer`](crate::Observer)s, their status
+    /// and `regent watch` see the change; the token stays.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use regent_core::{Candidate, ElectionName, HolderId, Metadata, memory::MemoryStore};
+    ///
+    /// let candidate = Candidate::builder(MemoryStore::race(), ElectionName::new("db-primary")?, HolderId::new("host-a")?)
+    ///     .metadata(Metadata::from_pairs([("state", "warming up")])?)
+    ///     .build()?;
+    /// let leadership = candidate.campaign().await?;
+    /// leadership
+    ///     .proclaim(Metadata::from_pairs([("state", "serving"), ("addr", "10.0.0.7:5432")])?)
+    ///     .await?;
+    /// assert_eq!(leadership.metadata().get("state"), Some("serving"));
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`ProclaimError::NotLeader`] if leadership has ended, or the store
+    /// says the lease is lost (leadership then ends with
+    /// [`EndReason::Lost`]); [`ProclaimError::Store`] if the store failed
+    /// or did not answer before the local lease deadline: leadership goes
+    /// on (the renewals decide), and the record shows the old metadata or
+    /// the new.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe in effect: a dropped call leaves the old metadata or the
+    /// new, and costs no lease.
+    pub async fn proclaim(&self, metadata: Metadata) -> Result<(), ProclaimError> {
+        proclaim(&self.shared, metadata).await
+    }
+
+    /// A handle that proclaims for this term from elsewhere (the
+    /// supervisor's leader task).
+    pub(crate) fn herald(&self) -> Herald {
+        Herald(self.shared.clone())
     }
 
     /// The lease record.
@@ -312,6 +382,91 @@ impl Leadership {
     }
 }
 
+impl Shared {
+    fn current_metadata(&self) -> Metadata {
+        self.metadata
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+}
+
+/// Proclaims new metadata for one term: what [`Leadership::proclaim`] and
+/// the supervisor's [`LeaderContext`](crate::LeaderContext) share.
+#[derive(Clone)]
+pub(crate) struct Herald(Arc<Shared>);
+
+impl fmt::Debug for Herald {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("Herald").field(&self.0.lease.token).finish()
+    }
+}
+
+impl Herald {
+    pub(crate) async fn proclaim(&self, metadata: Metadata) -> Result<(), ProclaimError> {
+        proclaim(&self.0, metadata).await
+    }
+
+    pub(crate) fn metadata(&self) -> Metadata {
+        self.0.current_metadata()
+    }
+}
+
+async fn proclaim(shared: &Shared, metadata: Metadata) -> Result<(), ProclaimError> {
+    let lease = &shared.lease;
+    let leading = |shared: &Shared| -> Result<Instant, NotLeader> {
+        let state = *shared.state.borrow();
+        if let Some(ended) = state.ended {
+            return Err(NotLeader {
+                reason: ended.reason,
+            });
+        }
+        if Instant::now() >= state.deadline {
+            return Err(NotLeader {
+                reason: EndReason::DeadlinePassed,
+            });
+        }
+        Ok(state.deadline)
+    };
+    let deadline = leading(shared)?;
+    match tokio::time::timeout_at(deadline, (shared.update)(metadata.clone())).await {
+        Ok(Ok(Renewal::Renewed)) => {
+            *shared
+                .metadata
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = metadata.clone();
+            // A term that ended meanwhile keeps its status as it ended.
+            leading(shared)?;
+            crate::status::publish(
+                &shared.status,
+                Status::Leader {
+                    leader: LeaderInfo {
+                        metadata,
+                        ..shared.info.clone()
+                    },
+                },
+            );
+            tracing::info!(
+                election = %lease.election, holder = %lease.holder, token = lease.token.get(),
+                "proclaimed new metadata"
+            );
+            Ok(())
+        }
+        Ok(Ok(Renewal::Lost)) => {
+            let ended = mark_ended(shared, EndReason::Lost);
+            Err(NotLeader {
+                reason: ended.reason,
+            }
+            .into())
+        }
+        Ok(Err(e)) => Err(ProclaimError::Store(e)),
+        Err(_) => Err(ProclaimError::Store(StoreError::unavailable(format!(
+            "metadata update of election '{}' got no answer before the lease deadline",
+            lease.election
+        )))),
+    }
+}
+
 /// Marks the end of leadership, once: publishes it and fires the
 /// cancellation token. Returns the end that stands (the first one).
 fn mark_ended(shared: &Shared, reason: EndReason) -> Ended {
@@ -360,6 +515,8 @@ async fn keep<S: LeaseStore>(
             biased;
             r = &mut stop => break r.unwrap_or(EndReason::Dropped),
             () = shutdown.cancelled() => break EndReason::Shutdown,
+            // Ended elsewhere (a proclaim the store answered "lost").
+            () = shared.cancel.cancelled() => break EndReason::Lost,
             () = sleep_until(step_down) => break EndReason::DeadlinePassed,
             () = sleep_until(next_attempt) => {}
         }
@@ -368,6 +525,7 @@ async fn keep<S: LeaseStore>(
             biased;
             r = &mut stop => break r.unwrap_or(EndReason::Dropped),
             () = shutdown.cancelled() => break EndReason::Shutdown,
+            () = shared.cancel.cancelled() => break EndReason::Lost,
             () = sleep_until(step_down) => break EndReason::DeadlinePassed,
             r = store.renew(lease) => r,
         };

@@ -81,7 +81,8 @@ mod types;
 
 pub use candidate::{Candidate, CandidateBuilder, DEFAULT_TTL};
 pub use error::{
-    BoxError, CampaignError, ConfigError, ErrorKind, InvalidName, NotLeader, StoreError, report,
+    BoxError, CampaignError, ConfigError, ErrorKind, InvalidName, NotLeader, ProclaimError,
+    StoreError, report,
 };
 pub use leadership::{EndReason, Ended, Leadership, LeaseState};
 pub use observer::{LeaderChanges, Observer};

@@ -17,10 +17,10 @@ use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
 
 use crate::backoff::Backoff;
 use crate::candidate::Candidate;
-use crate::error::{BoxError, CampaignError, ConfigError};
+use crate::error::{BoxError, CampaignError, ConfigError, ProclaimError};
 use crate::leadership::{EndReason, LeaseState};
 use crate::store::LeaseStore;
-use crate::types::{FencingToken, LeaderInfo};
+use crate::types::{FencingToken, LeaderInfo, Metadata};
 
 /// When the supervisor campaigns again after a term ends.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -44,6 +44,7 @@ pub struct LeaderContext {
     cancel: CancellationToken,
     heartbeat: Heartbeat,
     lease: watch::Receiver<LeaseState>,
+    herald: crate::leadership::Herald,
 }
 
 impl LeaderContext {
@@ -75,6 +76,21 @@ impl LeaderContext {
     /// The lease's timing state (local deadline), updated on renewals.
     pub fn lease_state(&self) -> watch::Receiver<LeaseState> {
         self.lease.clone()
+    }
+
+    /// Publishes new metadata for this term without ending it; see
+    /// [`Leadership::proclaim`](crate::Leadership::proclaim).
+    ///
+    /// # Errors
+    ///
+    /// As [`Leadership::proclaim`](crate::Leadership::proclaim).
+    pub async fn proclaim(&self, metadata: Metadata) -> Result<(), ProclaimError> {
+        self.herald.proclaim(metadata).await
+    }
+
+    /// The metadata this leader publishes now.
+    pub fn metadata(&self) -> Metadata {
+        self.herald.metadata()
     }
 }
 
@@ -329,6 +345,7 @@ impl<S: LeaseStore> Supervisor<S> {
             cancel: leadership.cancellation(),
             heartbeat: heartbeat.clone(),
             lease: leadership.lease_state(),
+            herald: leadership.herald(),
         };
         let token = ctx.token();
         // Boxed so that it can be dropped before the lease is released.

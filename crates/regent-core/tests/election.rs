@@ -571,3 +571,67 @@ async fn observers_follow_without_pinning_or_extra_crates() {
     );
     callback.abort();
 }
+
+/// Issue 12: metadata that changes while leading (etcd's Proclaim). The
+/// term goes on with its token; observers and the candidate's status see
+/// the new metadata; a lost record ends leadership.
+#[tokio::test(start_paused = true)]
+async fn a_leader_proclaims_new_metadata_without_losing_its_term() {
+    let store = MemoryStore::race();
+    let a = Candidate::builder(store.clone(), jobs(), id("a"))
+        .ttl(secs(10))
+        .metadata(Metadata::from_pairs([("state", "starting")]).unwrap())
+        .build()
+        .unwrap();
+    let la = a.campaign().await.unwrap();
+    let observer = Observer::new(store.clone(), jobs());
+    let mut changes = observer.changes();
+    let first = changes.next().await.unwrap().unwrap().unwrap();
+    assert_eq!(first.metadata.get("state"), Some("starting"));
+
+    la.proclaim(Metadata::from_pairs([("state", "serving")]).unwrap())
+        .await
+        .unwrap();
+    let next = changes.next().await.unwrap().unwrap().unwrap();
+    assert_eq!(next.metadata.get("state"), Some("serving"));
+    assert_eq!(next.token, la.token(), "same term");
+    assert_eq!(la.metadata().get("state"), Some("serving"));
+    assert_eq!(
+        a.status().borrow().leader().unwrap().metadata.get("state"),
+        Some("serving")
+    );
+    // Renewals go on; the term outlives several ttls.
+    sleep(secs(35)).await;
+    assert_eq!(la.check(), Ok(la.token()));
+    assert_eq!(
+        observer
+            .current()
+            .await
+            .unwrap()
+            .unwrap()
+            .metadata
+            .get("state"),
+        Some("serving")
+    );
+
+    // The record deleted behind its back: the proclaim finds it lost and
+    // leadership ends.
+    store.delete_records(&jobs());
+    let err = la
+        .proclaim(Metadata::from_pairs([("state", "draining")]).unwrap())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            regent_core::ProclaimError::NotLeader(regent_core::NotLeader {
+                reason: EndReason::Lost
+            })
+        ),
+        "{err:?}"
+    );
+    assert_eq!(la.ended().unwrap().reason, EndReason::Lost);
+    assert!(la.cancellation().is_cancelled());
+    let err = la.proclaim(Metadata::new()).await.unwrap_err();
+    assert!(err.to_string().contains("lease lost"), "{err}");
+}

@@ -362,3 +362,21 @@ async fn run_until_a_signal_hands_over_at_once() {
         won_at - asked
     );
 }
+
+/// The leader task proclaims through its context.
+#[tokio::test(start_paused = true)]
+async fn the_leader_task_proclaims_through_its_context() {
+    let store = MemoryStore::race();
+    let a = candidate(&store, "a");
+    let exit = Supervisor::new(a.clone())
+        .restart(Restart::Never)
+        .run(|leader: LeaderContext| async move {
+            let md = regent_core::Metadata::from_pairs([("shard", "7")]).unwrap();
+            leader.proclaim(md.clone()).await?;
+            assert_eq!(leader.metadata(), md);
+            Ok::<_, BoxError>(())
+        })
+        .await
+        .unwrap();
+    assert!(matches!(finished(exit).outcome, TermOutcome::TaskSucceeded));
+}

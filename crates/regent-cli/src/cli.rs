@@ -201,7 +201,7 @@ pub(crate) struct RunArgs {
     /// is longer: Consul's 10s, Azure Blob's 15s).
     #[arg(long, value_parser = parse_duration)]
     pub(crate) ttl: Option<Duration>,
-    /// Renewal interval (default: ttl/5).
+    /// Renew interval: how often the leader renews (default: ttl/5).
     #[arg(long, value_parser = parse_duration)]
     pub(crate) renew_every: Option<Duration>,
     /// Step down when no renewal succeeded for this long (default: 3*ttl/5).

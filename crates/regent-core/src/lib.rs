@@ -48,8 +48,18 @@
 //!   [`StoreInfo::max_ttl`]), and is at most a day.
 //!
 //! Defaults derive from `ttl` (10 s): renew every `ttl/5`, step down after
-//! `3*ttl/5`, grace 2 s. [`Candidate::explain`] turns settings into
-//! worst-case failover and safety-budget numbers.
+//! `3*ttl/5`, grace 2 s (less at short ttls: [`Timing::default_grace`]);
+//! a follower's retry ([`Timing::retry_every`]) defaults to the renew
+//! interval.
+//! [`Timing`] draws the timeline of a lease; [`Candidate::explain`] turns
+//! settings into worst-case failover and safety-budget numbers.
+//!
+//! # Running work on the leader
+//!
+//! [`Supervisor`] runs a task only while leading, cancels it when
+//! leadership ends, hands the lease over when it finishes, and campaigns
+//! again by its [`Restart`] policy (per instance, not per fleet);
+//! [`Supervisor::run_until`] stops it on a signal and releases the lease.
 //!
 //! # Fencing contract
 //!

@@ -19,7 +19,9 @@ pub(crate) fn publish(tx: &watch::Sender<Status>, status: Status) {
     });
 }
 
-/// A candidate's view of its election.
+/// A candidate's view of its election, published on a
+/// `tokio::sync::watch` channel ([`Candidate::status`](crate::Candidate::status))
+/// for health endpoints, metrics and logs; changes only.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Status {

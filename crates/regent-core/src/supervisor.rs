@@ -1,12 +1,6 @@
-//! [`Supervisor`]: the pattern's "run a task when the mutex is acquired".
-//!
-//! It campaigns, runs the leader task while it leads, and makes whichever
-//! ends first — the task or the lease — end the other: a lost lease cancels
-//! the task (which gets `grace` to stop, then is dropped); a finished task
-//! resigns the lease, so a follower takes over at once. A health watchdog
-//! fed by the task's [`Heartbeat`] makes a leader whose task went silent
-//! step down instead of renewing forever. Then, by the [`Restart`] policy, it
-//! campaigns again.
+//! [`Supervisor`] and what its leader task gets. What a user needs to know
+//! is on [`Supervisor`] and [`Restart`] (private modules' docs do not reach
+//! rustdoc).
 
 use std::future::Future;
 use std::time::Duration;
@@ -23,16 +17,35 @@ use crate::store::LeaseStore;
 use crate::types::{FencingToken, LeaderInfo, Metadata};
 
 /// When the supervisor campaigns again after a term ends.
+///
+/// The policy is **per instance**, not per fleet: each process's
+/// [`Supervisor`] applies it to its own terms, and nothing about it is
+/// shared through the store. A task that returns `Ok` under
+/// [`OnFailure`](Self::OnFailure) ends *that* instance's supervision and
+/// resigns the lease; the next instance to lead runs the task again. With
+/// three instances a one-shot job then runs three times, once per
+/// instance; [`Never`](Self::Never) gives the same count.
+///
+/// For "one instance runs this job, once, across the fleet", the job's
+/// completion must live where every instance sees it: record it in the
+/// resource the job works on, under the term's fencing token, and have the
+/// task check that record first and return at once when the job is done.
+/// A stale leader's late "done" is then refused by the token check like any
+/// other write. The facade's example `one_shot_job`
+/// (`crates/regent/examples/one_shot_job.rs`) shows the pattern with
+/// `OnFailure`: every instance exits once the job is done, by whichever
+/// instance did it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Restart {
     /// After every term, however it ended (until shutdown).
     #[default]
     Always,
-    /// After a term whose task failed or whose leadership was lost; a task
-    /// that returns `Ok` ends supervision.
+    /// After a term whose task failed or whose leadership ended first
+    /// (lost, deadline passed, unhealthy); a task that returns `Ok` ends
+    /// this instance's supervision.
     OnFailure,
-    /// Never: supervision ends with the first term.
+    /// Never: this instance's supervision ends with its first term.
     Never,
 }
 
@@ -155,9 +168,62 @@ pub enum SupervisorExit {
     Finished(Term),
 }
 
-/// Runs a leader task only while leading: whichever ends first, the task
-/// or the lease, ends the other; then it campaigns again by its [`Restart`]
-/// policy.
+/// Runs a leader task only while leading: the Leader Election pattern's
+/// "run a task when the mutex is acquired".
+///
+/// A supervisor campaigns with its [`Candidate`]. Each time it wins it
+/// starts a *term*: it calls the task with a [`LeaderContext`] (the term's
+/// fencing token, a cancellation token, a [`Heartbeat`]) and makes whichever
+/// ends first, the task or the lease, end the other:
+///
+/// * **The lease ends first** (lost, not renewed by the renew deadline, the
+///   candidate shut down, the health watchdog below): the context's
+///   cancellation token fires, [`LeaderContext::cancelled`] completes, and
+///   the task has [`Timing::grace`](crate::Timing::grace) to return; then
+///   it is dropped. The lease is released only after the task has stopped
+///   or been dropped, never while it may still write.
+/// * **The task ends first** (`Ok` or `Err`): the lease is resigned at
+///   once. This candidate's next campaign first leaves the election to the
+///   followers that are waiting, so a finished task hands over to one of
+///   them instead of winning again ([`Candidate::campaign`] says for how
+///   long).
+///
+/// With a [health timeout](Self::health_timeout), a task that stops calling
+/// [`Heartbeat::beat`] for that long makes its leader step down instead of
+/// renewing the lease for ever.
+///
+/// After each term the [`Restart`] policy (per instance) decides whether
+/// to campaign again; [`run`](Self::run) returns how supervision ended
+/// ([`SupervisorExit`]). Stop a service with [`run_until`](Self::run_until)
+/// and a signal (the facade's `regent::shutdown_signal()`): the lease is
+/// then given back and a follower leads at once, not a ttl later.
+///
+/// ```
+/// # use std::time::Duration;
+/// # use regent_core::{BoxError, Candidate, ElectionName, HolderId, Restart, Supervisor, SupervisorExit, memory::MemoryStore};
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let candidate = Candidate::builder(
+///     MemoryStore::race(),
+///     ElectionName::new("billing")?,
+///     HolderId::new("host-a")?,
+/// )
+/// .build()?;
+/// let exit = Supervisor::new(candidate)
+///     .restart(Restart::Never)
+///     .run(|leader| async move {
+///         let token = leader.token(); // pass it with every write
+///         tokio::select! {
+///             () = leader.cancelled() => {} // leadership ended: stop now
+///             () = tokio::time::sleep(Duration::from_secs(1)) => {} // the work
+///         }
+///         # let _ = token;
+///         Ok::<_, BoxError>(())
+///     })
+///     .await?;
+/// assert!(matches!(exit, SupervisorExit::Finished(_)));
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone)]
 pub struct Supervisor<S> {
     candidate: Candidate<S>,

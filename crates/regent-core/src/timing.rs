@@ -1,30 +1,6 @@
-//! The timing rules of a lease, validated once, and `explain()`.
-//!
-//! With the last successful acquire or renewal *sent* at `t0` (monotonic
-//! clock):
-//!
-//! ```text
-//! t0 + renew_every       next renewal attempt (retried on transient errors)
-//! t0 + renew_deadline    still not renewed: step down. The cancellation token
-//!                        fires; the leader task has `grace` to stop.
-//! t0 + renew_deadline + grace
-//!                        the task is stopped (or abandoned)
-//! t0 + ttl*(1-drift) - margin
-//!                        local lease deadline: past it the guard refuses to
-//!                        vouch for leadership whatever the network says
-//! t0 + ttl               the earliest the store can hand the lease on
-//! t0 + ttl + slack(ttl)  the latest the store frees a dead holder's lease
-//!                        (its [`ExpirySlack`](crate::store::ExpirySlack))
-//! ```
-//!
-//! The rules, checked by [`Timing::validate`]:
-//! `ttl*(1-drift) - margin > renew_deadline > 1.2 * renew_every` and
-//! `renew_deadline + grace <= ttl*(1-drift) - margin`.
-//!
-//! `ttl` here is the ttl the lease really has. When a store grants less
-//! than asked ([`TtlGrant::Negotiated`](crate::store::TtlGrant::Negotiated)),
-//! [`Timing::for_granted`] gives the timing of that lease: the granted ttl,
-//! everything else as configured, checked against the same rules.
+//! The timing rules of a lease, validated once, and `explain()`. The
+//! timeline and the rules are documented on [`Timing`], where rustdoc
+//! shows them.
 
 use std::fmt;
 use std::time::Duration;
@@ -43,12 +19,59 @@ pub const MIN_TTL: Duration = Duration::from_millis(1);
 
 /// A lease's timing, validated. Build it through
 /// [`CandidateBuilder`](crate::CandidateBuilder), or [`Timing::new`] plus
-/// the setters and [`Timing::validate`].
+/// the fields and [`Timing::validate`]; [`Candidate::explain`] turns it
+/// into worst cases and a safety budget, in numbers.
+///
+/// # The timeline of a lease
+///
+/// With the last successful acquire or renewal *sent* at `t0` (monotonic
+/// clock):
+///
+/// ```text
+/// t0 + renew_every       next renewal attempt (a failed one is retried
+///                        every renew_every/4: Explanation::renew_retry_every)
+/// t0 + renew_deadline    still not renewed: step down. The cancellation token
+///                        fires; the leader task has `grace` to stop.
+/// t0 + renew_deadline + grace
+///                        the task is stopped (or abandoned)
+/// t0 + ttl*(1-drift) - margin
+///                        local lease deadline: past it the guard refuses to
+///                        vouch for leadership whatever the network says
+/// t0 + ttl               the earliest the store can hand the lease on
+/// t0 + ttl + slack(ttl)  the latest the store frees a dead holder's lease
+///                        (its ExpirySlack)
+/// ```
+///
+/// A follower, meanwhile, tries to acquire whenever the store's watch shows
+/// the leader changed or gone, and every [`retry_every`](Self::retry_every)
+/// in any case.
+///
+/// # The rules
+///
+/// Checked by [`Timing::validate`] (and so by
+/// [`CandidateBuilder::build`](crate::CandidateBuilder::build)); the error
+/// names the rule broken:
+///
+/// * `ttl*(1-drift) - margin > renew_deadline`: the leader steps down before
+///   its local lease deadline;
+/// * `renew_deadline > 1.2 * renew_every`: room to retry a failed renewal;
+/// * `renew_deadline + grace <= ttl*(1-drift) - margin`: the task is stopped
+///   before the lease can pass on.
+///
+/// `ttl` here is the ttl the lease really has. When a store grants less
+/// than asked ([`TtlGrant::Negotiated`](crate::store::TtlGrant::Negotiated)),
+/// [`Timing::for_granted`] gives the timing of that lease: the granted ttl,
+/// everything else as configured, checked against the same rules. The
+/// store's own limits ([`ExpirySlack`](crate::store::ExpirySlack), its ttl
+/// range) are in its [`StoreInfo`].
+///
+/// [`Candidate::explain`]: crate::Candidate::explain
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Timing {
     /// The lease's time to live on the store.
     pub ttl: Duration,
-    /// How often the leader renews.
+    /// How often the leader renews (a failed renewal is retried sooner:
+    /// see [`Explanation::renew_retry_every`]).
     pub renew_every: Duration,
     /// How long after its last successful renewal was sent the leader steps
     /// down if it has not renewed since.
@@ -62,7 +85,8 @@ pub struct Timing {
     /// 5 ms).
     pub margin: Duration,
     /// How often a follower tries to acquire even when its watch reports no
-    /// change (default: `renew_every`).
+    /// change (default: `renew_every`). A follower's retry only: the
+    /// leader's renewal retry is [`Explanation::renew_retry_every`].
     pub retry_every: Duration,
 }
 

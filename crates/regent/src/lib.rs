@@ -7,13 +7,15 @@
 //!
 //! This crate is the facade: it re-exports [`regent_core`] and, behind one
 //! feature per backend, the store crates: `sqlite` (default) as
-//! `regent::sqlite`; `etcd` (and `etcd-tls` for TLS) as `regent::etcd`,
-//! which needs `protoc` to build; `consul` as `regent::consul`; `azblob`
-//! (Azure Blob leases) as `regent::azblob`; ZooKeeper as it lands.
+//! `regent::sqlite`; `etcd` (and `etcd-tls` for TLS) as
+//! `regent::etcd`, which needs `protoc` to build; `consul` as
+//! `regent::consul`; `azblob` (Azure Blob leases) as `regent::azblob`;
+//! ZooKeeper as it lands. [`regent::memory`](memory) keeps leases in
+//! process memory, with fault injection: for tests and examples.
 //!
 //! ```
 //! use std::time::Duration;
-//! use regent::{Candidate, ElectionName, HolderId, Supervisor, Restart, BoxError};
+//! use regent::{BoxError, Candidate, ElectionName, HolderId, Restart, Supervisor};
 //! use regent::memory::MemoryStore;
 //!
 //! # #[tokio::main(flavor = "current_thread", start_paused = true)]
@@ -24,22 +26,91 @@
 //!     HolderId::new("host-a")?,
 //! )
 //! .ttl(Duration::from_secs(10))
-//! .build()?;
+//! .build()?; // the timing rules are checked here
 //! println!("{}", candidate.explain());
 //!
+//! // Until SIGINT or SIGTERM, which stop the task and give the lease back
+//! // so that a follower leads at once.
 //! let exit = Supervisor::new(candidate)
-//!     .restart(Restart::Never)
-//!     .run(|leader| async move {
+//!     .restart(Restart::Never) // one term, for this example
+//!     .run_until(regent::shutdown_signal(), |leader| async move {
 //!         // Only the leader runs this. Pass the token with every write, and
 //!         // stop when `leader.cancelled()` fires.
 //!         let token = leader.token();
 //!         println!("leading with fencing token {token}");
+//!         tokio::select! {
+//!             () = leader.cancelled() => {}
+//!             () = tokio::time::sleep(Duration::from_secs(1)) => {} // the work
+//!         }
 //!         Ok::<_, BoxError>(())
 //!     })
 //!     .await?;
 //! # let _ = exit;
 //! # Ok(()) }
 //! ```
+//!
+//! # Where things are
+//!
+//! * [`Candidate`]: one instance's bid for one election; its builder takes
+//!   the timing settings, [`Candidate::campaign`] waits until it leads and
+//!   returns a [`Leadership`] guard carrying the term's [`FencingToken`].
+//! * [`Supervisor`]: runs a task only while leading, cancels it when
+//!   leadership ends, hands over when it finishes; its docs describe a
+//!   term from start to end. [`Restart`] says when it campaigns again (per
+//!   instance, not per fleet).
+//! * [`Observer`]: follows the leader without campaigning
+//!   ([`Observer::leader_watch`], [`Observer::changes`],
+//!   [`Observer::on_new_leader`]); a candidate's own view is
+//!   [`Candidate::status`].
+//! * [`Timing`]: the timeline of a lease and the rules its settings must
+//!   keep; [`Candidate::explain`] gives the numbers for a store
+//!   ([`Explanation`]).
+//! * [`regent_core`]'s crate docs: the safety model and the fencing
+//!   contract; [`store`]: the contract every store implements.
+//! * Errors: [`ConfigError`] from `build()`, [`CampaignError`] from a
+//!   campaign, [`StoreError`] underneath; [`report`] renders one with its
+//!   causes in one line. Expected outcomes ("someone else leads", "the
+//!   lease is lost") are values ([`Acquire`], [`EndReason`]), not errors.
+//!
+//! # Examples
+//!
+//! In `crates/regent/examples/`, each runnable on the embedded SQLite store
+//! (`cargo run -p regent --example NAME -- [ARGS]`; start several in
+//! different terminals):
+//!
+//! * `leader_task`: a leader task that appends fenced lines to a file
+//!   which refuses smaller tokens, and stops on SIGINT or SIGTERM,
+//!   releasing the lease;
+//! * `observer`: follows the leader of `leader_task`'s election with
+//!   [`Observer::leader_watch`] and [`Observer::on_new_leader`];
+//! * `one_shot_job`: a job that runs once across the fleet, its completion
+//!   recorded in the resource under the fencing token;
+//! * `many_elections`: one process holding many elections (one per shard)
+//!   on one shared store.
+//!
+//! # Coming from client-go's `leaderelection`
+//!
+//! | client-go | regent |
+//! |---|---|
+//! | `LeaderElectionConfig{Lock, …}` | [`Candidate::builder`]`(store, election, holder)` |
+//! | `LeaseDuration`, `RenewDeadline` | [`ttl`](CandidateBuilder::ttl), [`renew_deadline`](CandidateBuilder::renew_deadline) |
+//! | `RetryPeriod` (the leader's renewals and the followers' tries) | [`renew_every`](CandidateBuilder::renew_every) (the leader) and [`retry_every`](CandidateBuilder::retry_every) (a follower) |
+//! | `OnStartedLeading(ctx)` | the [`Supervisor`]'s task, called with a [`LeaderContext`] |
+//! | `OnStoppedLeading` | the task's cancellation: [`LeaderContext::cancelled`] completes, and the task has `grace` to return |
+//! | `OnNewLeader(identity)` | [`Observer::on_new_leader`], or [`Candidate::status`] |
+//! | `ReleaseOnCancel: true` | [`Supervisor::run_until`] (a stop always releases) |
+//! | `IsLeader()` | none: leadership is a guard with a fencing token ([`Leadership::check`]) |
+//!
+//! # Coming from etcd's `concurrency.Election`
+//!
+//! | etcd | regent |
+//! |---|---|
+//! | `NewSession(client, WithTTL(…))` | a store (`regent::etcd`, feature `etcd`) and [`ttl`](CandidateBuilder::ttl); the [`Leadership`] guard keeps the lease alive |
+//! | `Campaign(ctx, value)` | [`Candidate::campaign`] (the value: the [holder id](HolderId) and [`metadata`](CandidateBuilder::metadata), as JSON) |
+//! | `Resign(ctx)` | [`Leadership::resign`] |
+//! | `Observe(ctx)` | [`Observer::changes`] |
+//! | `Leader(ctx)` | [`Observer::current`] |
+//! | `Rev()` | [`Leadership::token`]: on etcd the leader key's create revision, the fencing token |
 //!
 //! # Stores by URL
 //!
@@ -53,11 +124,14 @@
 //! in its crate, described by a [`StoreKind`]; this crate only picks it by
 //! scheme, one feature each. Adding a store is a crate, a feature here and
 //! an entry in [`url`] (the README's "adding a store" lists the steps).
-//!
-//! See [`regent_core`] for the safety model, the timing rules and the
-//! fencing contract.
 
 pub use regent_core::*;
+
+/// The memory store: leases in process memory, with fault injection, for
+/// tests and examples (not shared between processes).
+// Named here: rustdoc does not show it through the glob above.
+#[doc(inline)]
+pub use regent_core::memory;
 
 pub mod url;
 pub use url::{ConnectError, connect};

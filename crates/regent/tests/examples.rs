@@ -1,0 +1,373 @@
+//! The examples, run as the processes a user would start, on one SQLite
+//! file in a temporary directory: a graceful stop hands over at once and
+//! the fenced file only sees tokens grow (`leader_task`); a one-shot job
+//! runs once across three instances, also when an attempt fails
+//! (`one_shot_job`); the observer follows a running leader (`observer`);
+//! one process holds many elections and gives them all back on SIGTERM
+//! (`many_elections`).
+//!
+//! The binaries are found next to this test's executable
+//! (`target/PROFILE/examples/`), where `cargo test` builds them. A run of
+//! this file alone (`cargo test -p regent --test examples`) does not build
+//! examples: the test then builds the one it needs with `$CARGO build
+//! --example NAME`, and also when the binary is older than its source.
+#![cfg(feature = "sqlite")]
+
+use std::io::{BufRead as _, BufReader, Read as _};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use rustix::process::{Pid, Signal};
+
+/// The examples' ttl.
+const TTL: Duration = Duration::from_secs(3);
+
+/// Bounds every wait for a line, generous for a loaded machine.
+const PATIENCE: Duration = Duration::from_secs(20);
+
+/// A graceful stop hands the lease over well before the ttl, and the
+/// fenced file sees every token at least as large as the one before.
+#[test]
+fn leader_task_hands_over_on_sigterm_and_fences_its_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let (db, out) = (path(&dir, "store.db"), path(&dir, "out.log"));
+    let mut a = Example::start("leader_task", &[&db, &out, "a"], &[]);
+    let first = a.wait_for("a to lead", |l| token_of(l, "leading: token "));
+    let mut b = Example::start("leader_task", &[&db, &out, "b"], &[]);
+    b.wait_for("b to follow a", |l| {
+        l.starts_with(&format!("following: a (token {first})"))
+            .then_some(())
+    });
+    // A few fenced lines from a.
+    wait_until("a's lines", || count_lines(&out) >= 3);
+
+    let stopped = Instant::now();
+    a.signal(Signal::TERM);
+    let second = b.wait_for("b to lead", |l| token_of(l, "leading: token "));
+    let handed_over = stopped.elapsed();
+    assert!(second > first, "token {second} after {first}");
+    assert!(
+        handed_over < TTL / 2,
+        "b led {handed_over:?} after a's SIGTERM: a graceful stop must not wait for the ttl ({TTL:?})"
+    );
+    a.wait_for("a to stop its task", |l| {
+        (l == format!("stopped leading: token {first}")).then_some(())
+    });
+    assert!(a.exit().success(), "{}", a.log());
+    a.drain();
+    assert_eq!(a.lines.last().map(String::as_str), Some("exit: Shutdown"));
+
+    wait_until("b's lines", || {
+        std::fs::read_to_string(&out)
+            .unwrap()
+            .lines()
+            .any(|l| l.starts_with(&format!("{second} b ")))
+    });
+    b.signal(Signal::TERM);
+    assert!(b.exit().success(), "{}", b.log());
+
+    let text = std::fs::read_to_string(&out).unwrap();
+    let tokens: Vec<u64> = text
+        .lines()
+        .map(|l| l.split(' ').next().unwrap().parse().unwrap())
+        .collect();
+    assert!(
+        tokens.windows(2).all(|w| w[0] <= w[1]),
+        "a token fell:\n{text}"
+    );
+    assert!(
+        tokens.contains(&first) && tokens.contains(&second),
+        "{text}"
+    );
+}
+
+/// Three instances of a one-shot job: it runs once, and all three exit 0.
+#[test]
+fn one_shot_job_runs_once_across_three_instances() {
+    one_shot_job(false);
+}
+
+/// As above, with every instance's first attempt failing: the first
+/// leader's job fails, and the job still runs to completion exactly once.
+#[test]
+fn one_shot_job_runs_once_when_an_attempt_fails() {
+    one_shot_job(true);
+}
+
+fn one_shot_job(fail_once: bool) {
+    let dir = tempfile::tempdir().unwrap();
+    let (db, resource) = (path(&dir, "store.db"), path(&dir, "resource.db"));
+    let env: &[(&str, &str)] = if fail_once {
+        &[("ONE_SHOT_JOB_FAIL_ONCE", "1")]
+    } else {
+        &[]
+    };
+    let mut jobs: Vec<Example> = ["a", "b", "c"]
+        .into_iter()
+        .map(|id| Example::start("one_shot_job", &[&db, &resource, id], env))
+        .collect();
+    for job in &mut jobs {
+        assert!(job.exit().success(), "{}", job.log());
+        job.drain();
+    }
+    let all: Vec<&String> = jobs.iter().flat_map(|j| &j.lines).collect();
+    let count = |prefix: &str| all.iter().filter(|l| l.starts_with(prefix)).count();
+    let report = || format!("{all:#?}");
+    assert_eq!(count("job done: "), 1, "{}", report());
+    assert_eq!(count("job step "), 3, "{}", report());
+    assert_eq!(count("exit: job done"), 3, "{}", report());
+    if fail_once {
+        assert!(count("job failed: ") >= 1, "{}", report());
+    }
+    // The resource holds one run's output.
+    let conn = rusqlite::Connection::open(&resource).unwrap();
+    let rows: i64 = conn
+        .query_row("SELECT count(*) FROM job_output", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(rows, 3);
+}
+
+/// The observer prints the leader of a running `leader_task`.
+#[test]
+fn observer_follows_a_running_leader() {
+    let dir = tempfile::tempdir().unwrap();
+    let (db, out) = (path(&dir, "store.db"), path(&dir, "out.log"));
+    let mut leader = Example::start("leader_task", &[&db, &out, "a"], &[]);
+    let token = leader.wait_for("a to lead", |l| token_of(l, "leading: token "));
+    let mut observer = Example::start("observer", &[&db], &[]);
+    // Both ways of following, in whichever order they print.
+    let mut expected = vec![
+        format!("requests go to: a (token {token})"),
+        format!("new leader: a (token {token})"),
+    ];
+    observer.wait_for("the leader through both ways", |l| {
+        expected.retain(|e| e != l);
+        expected.is_empty().then_some(())
+    });
+    leader.signal(Signal::TERM);
+    observer.wait_for("the observer to see no leader", |l| {
+        (l == "requests go to: no leader").then_some(())
+    });
+    observer.signal(Signal::TERM);
+    assert!(observer.exit().success(), "{}", observer.log());
+    assert!(leader.exit().success(), "{}", leader.log());
+}
+
+/// One process leads every election it holds, and gives them all back on
+/// SIGTERM.
+#[test]
+fn many_elections_leads_them_all_and_gives_them_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = path(&dir, "store.db");
+    let mut shards = Example::start("many_elections", &[&db, "20", "p"], &[]);
+    shards.wait_for("all 20 led", |l| {
+        (l == "leading 20 of 20 elections").then_some(())
+    });
+    shards.signal(Signal::TERM);
+    assert!(shards.exit().success(), "{}", shards.log());
+    shards.drain();
+    assert_eq!(
+        shards.lines.last().map(String::as_str),
+        Some("stopped: leading 0 of 20 elections")
+    );
+}
+
+/// One example's process; SIGKILLed on drop if it still runs.
+struct Example {
+    name: &'static str,
+    child: Child,
+    /// Standard output, line by line as it comes.
+    incoming: Receiver<String>,
+    /// The lines read so far.
+    lines: Vec<String>,
+    stderr: Arc<Mutex<String>>,
+}
+
+impl Example {
+    fn start(name: &'static str, args: &[&str], env: &[(&str, &str)]) -> Self {
+        let mut child = Command::new(binary(name))
+            .args(args)
+            .envs(env.iter().copied())
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("start {name}: {e}"));
+        let (tx, incoming) = mpsc::channel();
+        let stdout = child.stdout.take().expect("piped");
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let (mut pipe, collected) = (child.stderr.take().expect("piped"), stderr.clone());
+        std::thread::spawn(move || {
+            let mut buf = [0; 4096];
+            while let Ok(n @ 1..) = pipe.read(&mut buf) {
+                let text = String::from_utf8_lossy(&buf[..n]);
+                collected.lock().unwrap().push_str(&text);
+            }
+        });
+        Self {
+            name,
+            child,
+            incoming,
+            lines: Vec::new(),
+            stderr,
+        }
+    }
+
+    /// Reads lines until `pick` says yes, within [`PATIENCE`].
+    fn wait_for<T>(&mut self, what: &str, mut pick: impl FnMut(&str) -> Option<T>) -> T {
+        let until = Instant::now() + PATIENCE;
+        loop {
+            let left = until.saturating_duration_since(Instant::now());
+            match self.incoming.recv_timeout(left) {
+                Ok(line) => {
+                    let picked = pick(&line);
+                    self.lines.push(line);
+                    if let Some(v) = picked {
+                        return v;
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) => panic!("no sign of {what}\n{}", self.log()),
+                Err(RecvTimeoutError::Disconnected) => {
+                    panic!("{} exited before {what}\n{}", self.name, self.log())
+                }
+            }
+        }
+    }
+
+    /// Reads the rest of standard output (the process has exited).
+    fn drain(&mut self) {
+        while let Ok(line) = self.incoming.recv_timeout(PATIENCE) {
+            self.lines.push(line);
+        }
+    }
+
+    fn signal(&self, signal: Signal) {
+        let pid = Pid::from_raw(i32::try_from(self.child.id()).unwrap()).unwrap();
+        rustix::process::kill_process(pid, signal).unwrap();
+    }
+
+    /// Waits for the process to exit, within [`PATIENCE`].
+    fn exit(&mut self) -> ExitStatus {
+        let until = Instant::now() + PATIENCE;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            assert!(
+                Instant::now() < until,
+                "{} did not exit\n{}",
+                self.name,
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn log(&self) -> String {
+        format!(
+            "--- {}: standard output\n{}\n--- standard error\n{}",
+            self.name,
+            self.lines.join("\n"),
+            self.stderr.lock().unwrap()
+        )
+    }
+}
+
+impl Drop for Example {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// The example's binary, built first if it is missing or older than its
+/// source or the crate's.
+fn binary(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    // target/PROFILE/deps/examples-HASH
+    let profile_dir = exe.parent().and_then(Path::parent).unwrap();
+    let binary = profile_dir.join("examples").join(name);
+    let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let sources = [
+        crate_dir.join("examples").join(format!("{name}.rs")),
+        crate_dir.join("src/lib.rs"),
+        crate_dir.join("Cargo.toml"),
+    ];
+    let newest = sources.iter().filter_map(|p| modified(p)).max();
+    if modified(&binary).is_some_and(|built| Some(built) >= newest) {
+        return binary;
+    }
+    // One build at a time: the tests run in parallel.
+    static BUILD: Mutex<()> = Mutex::new(());
+    let _one = BUILD
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut build = Command::new(cargo);
+    build
+        .args(["build", "-p", "regent", "--example", name])
+        .env("CARGO_TARGET_DIR", profile_dir.parent().unwrap())
+        .current_dir(crate_dir);
+    // Set by cargo for this test's run, not for a build: build scripts that
+    // watch them would run again.
+    for (var, _) in std::env::vars_os() {
+        let v = var.to_string_lossy();
+        if v == "OUT_DIR"
+            || [
+                "CARGO_MANIFEST_",
+                "CARGO_PKG_",
+                "CARGO_CRATE_NAME",
+                "CARGO_PRIMARY_PACKAGE",
+            ]
+            .iter()
+            .any(|p| v.starts_with(p))
+        {
+            build.env_remove(&var);
+        }
+    }
+    if profile_dir.file_name().is_some_and(|p| p == "release") {
+        build.arg("--release");
+    }
+    eprintln!("building the example {name}: {build:?}");
+    assert!(build.status().unwrap().success(), "building {name} failed");
+    binary
+}
+
+fn modified(path: &Path) -> Option<SystemTime> {
+    std::fs::metadata(path).and_then(|m| m.modified()).ok()
+}
+
+fn path(dir: &tempfile::TempDir, name: &str) -> String {
+    dir.path().join(name).to_str().unwrap().to_owned()
+}
+
+/// The token of a line `PREFIX TOKEN`.
+fn token_of(line: &str, prefix: &str) -> Option<u64> {
+    line.strip_prefix(prefix)?.parse().ok()
+}
+
+fn count_lines(path: &str) -> usize {
+    std::fs::read_to_string(path).map_or(0, |s| s.lines().count())
+}
+
+/// Polls `done` until it holds, within [`PATIENCE`].
+fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let until = Instant::now() + PATIENCE;
+    while !done() {
+        assert!(Instant::now() < until, "no sign of {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

@@ -149,6 +149,51 @@ fn watch_json_prints_one_object_per_change(mut sb: Sandbox) {
     assert!(extra.is_empty(), "watch printed more: {extra:?}");
 }
 
+/// Issue 12: metadata a leader proclaims while leading reaches `regent
+/// watch`, with the same token (the term goes on).
+#[test]
+fn watch_shows_metadata_a_leader_proclaims() {
+    let sb = Sandbox::new();
+    let watch = Watch::start(&sb);
+    let none = json!({"election": ELECTION, "leader": null});
+    assert_eq!(watch.next(Duration::from_secs(10), "first object"), none);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let store = regent::connect(&sb.store(), &[]).await.unwrap();
+        let candidate = regent::Candidate::builder(
+            store,
+            regent::ElectionName::new(ELECTION).unwrap(),
+            regent::HolderId::new("lib-1").unwrap(),
+        )
+        .ttl(Duration::from_secs(5))
+        .metadata(regent::Metadata::from_pairs([("state", "starting")]).unwrap())
+        .build()
+        .unwrap();
+        let leadership = candidate.campaign().await.unwrap();
+        let token = leadership.token().get();
+        let seen = watch.next(Duration::from_secs(3), "leader object");
+        assert_eq!(
+            seen,
+            json!({"election": ELECTION, "leader": {"id": "lib-1", "token": token, "metadata": {"state": "starting"}}})
+        );
+        leadership
+            .proclaim(regent::Metadata::from_pairs([("state", "serving")]).unwrap())
+            .await
+            .unwrap();
+        let seen = watch.next(Duration::from_secs(3), "object with the new metadata");
+        assert_eq!(
+            seen,
+            json!({"election": ELECTION, "leader": {"id": "lib-1", "token": token, "metadata": {"state": "serving"}}})
+        );
+        leadership.resign().await.unwrap();
+        candidate.shutdown().await;
+    });
+    assert_eq!(watch.next(Duration::from_secs(3), "no leader"), none);
+}
+
 regent_testkit::for_every_engine!(
     Sandbox::with_engine,
     [

@@ -108,6 +108,7 @@
 //! | `NewSession(client, WithTTL(…))` | a store (`regent::etcd`, feature `etcd`) and [`ttl`](CandidateBuilder::ttl); the [`Leadership`] guard keeps the lease alive |
 //! | `Campaign(ctx, value)` | [`Candidate::campaign`] (the value: the [holder id](HolderId) and [`metadata`](CandidateBuilder::metadata), as JSON) |
 //! | `Resign(ctx)` | [`Leadership::resign`] |
+//! | `Proclaim(ctx, value)` | [`Leadership::proclaim`], or [`LeaderContext::proclaim`] from the supervisor's task: new metadata, same term |
 //! | `Observe(ctx)` | [`Observer::changes`] |
 //! | `Leader(ctx)` | [`Observer::current`] |
 //! | `Rev()` | [`Leadership::token`]: on etcd the leader key's create revision, the fencing token |

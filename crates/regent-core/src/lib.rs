@@ -95,7 +95,7 @@ pub use error::{
     StoreError, report,
 };
 pub use leadership::{EndReason, Ended, Leadership, LeaseState};
-pub use observer::{LeaderChanges, Observer};
+pub use observer::{LeaderChanges, LeaderWatch, Observer};
 pub use status::Status;
 pub use store::memory;
 pub use store::{

@@ -176,24 +176,29 @@ impl<S: LeaseStore> Observer<S> {
         }
     }
 
-    /// A receiver that always holds the current leader (`None`: nobody),
-    /// kept up to date by a background task until every receiver is
-    /// dropped. Returns once the first answer is in, so the value is never
-    /// a guess.
+    /// The current leader (`None`: nobody), kept up to date by a background
+    /// task that lives as long as the returned [`LeaderWatch`] (or a clone
+    /// of it). Returns once the first answer is in, so the value is never
+    /// a guess. The watch dereferences to a `tokio::sync::watch::Receiver`:
+    /// `borrow()` reads, `changed().await` waits.
     ///
     /// Transient store errors are logged and retried (the value then stays
     /// the last one known); a permanent error is logged and ends the task,
-    /// after which [`changed`](watch::Receiver::changed) returns an error.
-    /// Use [`changes`](Self::changes) to handle errors yourself.
+    /// after which `changed()` returns an error. Use
+    /// [`changes`](Self::changes) to handle errors yourself.
     ///
     /// # Errors
     ///
     /// The store's error if the first read fails.
     ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: nothing is started until the first answer is in.
+    ///
     /// # Panics
     ///
     /// Outside a tokio runtime.
-    pub async fn leader_watch(&self) -> Result<watch::Receiver<Option<LeaderInfo>>, StoreError> {
+    pub async fn leader_watch(&self) -> Result<LeaderWatch, StoreError> {
         let mut changes = self.changes();
         let first = match changes.next().await {
             Some(first) => first?,
@@ -201,7 +206,7 @@ impl<S: LeaseStore> Observer<S> {
         };
         let (tx, rx) = watch::channel(first);
         let election = self.election.clone();
-        tokio::spawn(async move {
+        let task = tokio::spawn(async move {
             loop {
                 let item = tokio::select! {
                     () = tx.closed() => return,
@@ -222,7 +227,10 @@ impl<S: LeaseStore> Observer<S> {
                 }
             }
         });
-        Ok(rx)
+        Ok(LeaderWatch {
+            rx,
+            _task: Arc::new(tokio_util::task::AbortOnDropHandle::new(task)),
+        })
     }
 
     /// Calls `on_change` with the leader now and then on every change
@@ -257,6 +265,35 @@ impl<S: LeaseStore> Observer<S> {
                 }
             }
         })
+    }
+}
+
+/// The current leader of one election ([`Observer::leader_watch`]): a
+/// `tokio::sync::watch::Receiver` (through `Deref`), and the background task
+/// that keeps it current, which ends when the last clone is dropped.
+#[derive(Clone, Debug)]
+pub struct LeaderWatch {
+    rx: watch::Receiver<Option<LeaderInfo>>,
+    _task: Arc<tokio_util::task::AbortOnDropHandle<()>>,
+}
+
+impl LeaderWatch {
+    /// A copy of the current leader.
+    pub fn current(&self) -> Option<LeaderInfo> {
+        self.rx.borrow().clone()
+    }
+}
+
+impl std::ops::Deref for LeaderWatch {
+    type Target = watch::Receiver<Option<LeaderInfo>>;
+    fn deref(&self) -> &Self::Target {
+        &self.rx
+    }
+}
+
+impl std::ops::DerefMut for LeaderWatch {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.rx
     }
 }
 

@@ -371,6 +371,11 @@ impl<S: LeaseStore> Supervisor<S> {
     /// # Errors
     ///
     /// As [`run`](Self::run).
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe, as [`run`](Self::run): a dropped call drops the
+    /// task; the lease is then released in the background.
     pub async fn run_until<F, Fut, E>(
         &self,
         shutdown: impl Future<Output = ()>,

@@ -93,9 +93,25 @@ pub(crate) fn open(path: &Path, busy_timeout: Duration) -> Result<Connection, St
     let mut conn = Connection::open_with_flags(path, flags).map_err(|e| open_error("open", e))?;
     conn.busy_timeout(busy_timeout)
         .map_err(|e| open_error("set the busy timeout", e))?;
-    let mode: String = conn
-        .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
-        .map_err(|e| open_error("switch to WAL journal mode", e))?;
+    // Switching a new file to WAL takes an exclusive lock, and SQLite
+    // answers SQLITE_BUSY at once (without its busy handler) while another
+    // process is switching or creating the schema: retry within the busy
+    // timeout, as any other wait for the file.
+    let give_up = std::time::Instant::now() + busy_timeout;
+    let mode: String = loop {
+        match conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0)) {
+            Ok(mode) => break mode,
+            Err(e)
+                if matches!(
+                    e.sqlite_error_code(),
+                    Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked)
+                ) && std::time::Instant::now() < give_up =>
+            {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            Err(e) => return Err(open_error("switch to WAL journal mode", e)),
+        }
+    };
     if !mode.eq_ignore_ascii_case("wal") {
         return Err(StoreError::new(
             ErrorKind::Config,

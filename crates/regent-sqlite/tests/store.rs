@@ -364,3 +364,37 @@ async fn update_metadata_rewrites_only_the_metadata_and_never_a_garbage_row() {
         "garbage stays as it was"
     );
 }
+
+/// Regression: processes that open a new file at the same time failed with
+/// "database is locked" while switching it to WAL (SQLite answers that
+/// switch SQLITE_BUSY without waiting on the busy timeout). Every opener
+/// must succeed within its busy timeout.
+#[test]
+fn many_openers_of_a_new_file_all_succeed() {
+    for round in 0..30 {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("new.db");
+        let barrier = std::sync::Arc::new(std::sync::Barrier::new(6));
+        let openers: Vec<_> = (0..6)
+            .map(|_| {
+                let (path, barrier) = (path.clone(), barrier.clone());
+                std::thread::spawn(move || {
+                    let rt = tokio::runtime::Builder::new_current_thread()
+                        .enable_all()
+                        .build()
+                        .unwrap();
+                    barrier.wait();
+                    rt.block_on(async { SqliteStore::open(&path).await.map(drop) })
+                })
+            })
+            .collect();
+        for opener in openers {
+            if let Err(e) = opener.join().unwrap() {
+                panic!(
+                    "round {round}: an opener failed: {}",
+                    regent_core::report(&e)
+                );
+            }
+        }
+    }
+}

@@ -1,6 +1,9 @@
 //! The blocking half: the schema, the SQL of every operation and the
-//! validation of every row read back. Everything here runs on a
-//! `spawn_blocking` thread with the connection's mutex held.
+//! validation of every row read back. Everything here runs on the store's
+//! connection thread ([`crate::conn`]), inside the transaction of the batch
+//! it belongs to: a write inside the batch's `BEGIN IMMEDIATE`, under the
+//! write lock; a read inside a read transaction or on its own. The
+//! operations neither begin nor end transactions.
 
 use std::path::Path;
 use std::time::Duration;
@@ -9,10 +12,8 @@ use regent_core::{
     Acquire, AcquireRequest, ElectionName, ErrorKind, FencingToken, HolderId, LeaderInfo, Lease,
     LeaseHandle, MAX_TTL, Metadata, Renewal, StoreError,
 };
-use rusqlite::types::Value;
-use rusqlite::{
-    Connection, ErrorCode, OpenFlags, OptionalExtension, Transaction, TransactionBehavior,
-};
+use rusqlite::types::{Value, ValueRef};
+use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension, TransactionBehavior};
 
 use crate::clock::monotonic_now_ns;
 use crate::error::db_error;
@@ -85,8 +86,8 @@ pub(crate) fn open(path: &Path, busy_timeout: Duration) -> Result<Connection, St
         .with_source(e),
         _ => db_error(at(what), e),
     };
-    // No URI interpretation: the path is a path. No SQLite-level mutex: the
-    // store's own mutex serialises access to the connection.
+    // No URI interpretation: the path is a path. No SQLite-level mutex:
+    // only the store's connection thread ever uses the connection.
     let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
         | OpenFlags::SQLITE_OPEN_CREATE
         | OpenFlags::SQLITE_OPEN_NO_MUTEX;
@@ -124,6 +125,8 @@ pub(crate) fn open(path: &Path, busy_timeout: Duration) -> Result<Connection, St
     // a power cut could hand out that token again.
     conn.execute_batch("PRAGMA synchronous = FULL")
         .map_err(|e| open_error("set synchronous = FULL", e))?;
+    // Every statement of the operations and of the batches, prepared once.
+    conn.set_prepared_statement_cache_capacity(32);
     ensure_schema(&mut conn, path).map_err(|e| match e {
         SchemaError::Db(what, e) => open_error(what, e),
         SchemaError::Foreign(what) => StoreError::new(ErrorKind::Config, at(&what)),
@@ -276,6 +279,14 @@ fn type_name(v: &Value) -> &'static str {
 
 const MAX_TTL_MS: i64 = MAX_TTL.as_millis() as i64;
 
+/// The lease row of election `?1` and its fencing counter. The counter is
+/// a correlated subquery, not a `LEFT JOIN`: SQLite (built with STAT4, as
+/// rusqlite's bundled build is) re-prepares the join's statement each time
+/// a new election is bound, which cost more than the rest of a renewal.
+const READ_ROW: &str = "SELECT holder, token, expires_at_ns, ttl_ms, boot_id, metadata,
+        (SELECT f.last_token FROM regent_fencing f WHERE f.election = l.election)
+    FROM regent_lease l WHERE l.election = ?1";
+
 /// Reads and validates `election`'s lease row and its fencing counter.
 fn read_row(
     conn: &Connection,
@@ -283,13 +294,21 @@ fn read_row(
     op: &str,
     election: &ElectionName,
 ) -> Result<Option<LeaseRow>, StoreError> {
-    let raw = conn
-        .query_row(
-            "SELECT l.holder, l.token, l.expires_at_ns, l.ttl_ms, l.boot_id, l.metadata, f.last_token
-             FROM regent_lease l LEFT JOIN regent_fencing f ON f.election = l.election
-             WHERE l.election = ?1",
-            [election.as_str()],
-            |r| {
+    let raw = read_raw(conn, site, op, election)?;
+    raw.map(|raw| validate(site, election, raw)).transpose()
+}
+
+/// The columns of `election`'s lease row and its fencing counter, as
+/// stored.
+fn read_raw(
+    conn: &Connection,
+    site: &Site,
+    op: &str,
+    election: &ElectionName,
+) -> Result<Option<[Value; 7]>, StoreError> {
+    conn.prepare_cached(READ_ROW)
+        .and_then(|mut stmt| {
+            stmt.query_row([election.as_str()], |r| {
                 Ok([
                     r.get(0)?,
                     r.get(1)?,
@@ -299,11 +318,10 @@ fn read_row(
                     r.get(5)?,
                     r.get(6)?,
                 ])
-            },
-        )
+            })
+        })
         .optional()
-        .map_err(|e| db_error(site.context(op, election), e))?;
-    raw.map(|raw| validate(site, election, raw)).transpose()
+        .map_err(|e| db_error(site.context(op, election), e))
 }
 
 fn validate(site: &Site, election: &ElectionName, raw: [Value; 7]) -> Result<LeaseRow, StoreError> {
@@ -436,6 +454,156 @@ fn is_live(
     Ok(remaining > 0)
 }
 
+// ---------------------------------------------------------------- the shared poll
+
+/// A lease row as the shared poll of the watches keeps it between polls:
+/// as stored, and validated.
+#[derive(Debug)]
+pub(crate) struct Seen {
+    raw: [Value; 7],
+    row: LeaseRow,
+}
+
+/// The column of `expires_at_ns` in a raw row: the only one a renewal
+/// changes.
+const EXPIRES_AT: usize = 2;
+
+/// Every lease row, with its election first, then the columns of
+/// [`READ_ROW`].
+const SCAN_ROWS: &str = "SELECT election, holder, token, expires_at_ns, ttl_ms, boot_id, metadata,
+        (SELECT f.last_token FROM regent_fencing f WHERE f.election = l.election)
+    FROM regent_lease l";
+
+/// Calls `each` with the election and the row of every lease row, for the
+/// shared poll: one statement for all, where one per election would cost
+/// a lookup each. Returns the number of rows.
+pub(crate) fn scan_rows(
+    conn: &Connection,
+    mut each: impl FnMut(&str, &rusqlite::Row<'_>),
+) -> rusqlite::Result<usize> {
+    let mut stmt = conn.prepare_cached(SCAN_ROWS)?;
+    let mut rows = stmt.query([])?;
+    let mut n = 0;
+    while let Some(row) = rows.next()? {
+        n += 1;
+        // A name that is not text is no election anyone can watch.
+        if let ValueRef::Text(name) = row.get_ref(0)?
+            && let Ok(name) = std::str::from_utf8(name)
+        {
+            each(name, row);
+        }
+    }
+    Ok(n)
+}
+
+/// Reads `election`'s row again for the shared poll: see [`refresh`].
+pub(crate) fn read_again(
+    conn: &Connection,
+    site: &Site,
+    election: &ElectionName,
+    before: Option<Seen>,
+) -> Result<Option<Seen>, StoreError> {
+    let err = |e| db_error(site.context("watch", election), e);
+    let mut stmt = conn.prepare_cached(READ_ROW).map_err(err)?;
+    let mut rows = stmt.query([election.as_str()]).map_err(err)?;
+    match rows.next().map_err(err)? {
+        None => Ok(None),
+        Some(row) => refresh(site, election, row, 0, before).map(Some),
+    }
+}
+
+/// The row `row` holds from its column `at` on (the columns of
+/// [`READ_ROW`]), as the shared poll keeps it. A row that differs from
+/// `before` in its expiry alone is neither copied nor validated again: a
+/// renewal costs the poll no allocation and no JSON parsing.
+pub(crate) fn refresh(
+    site: &Site,
+    election: &ElectionName,
+    row: &rusqlite::Row<'_>,
+    at: usize,
+    before: Option<Seen>,
+) -> Result<Seen, StoreError> {
+    let err = |e| db_error(site.context("watch", election), e);
+    if let Some(mut seen) = before {
+        let mut expires_at_ns = None;
+        let mut same = true;
+        for (i, kept) in seen.raw.iter().enumerate() {
+            let now = row.get_ref(at + i).map_err(err)?;
+            if i == EXPIRES_AT
+                && let ValueRef::Integer(e) = now
+            {
+                expires_at_ns = Some(e);
+                continue;
+            }
+            if !same_value(now, kept) {
+                same = false;
+                break;
+            }
+        }
+        if same && let Some(e) = expires_at_ns {
+            seen.row.expires_at_ns = e;
+            seen.raw[EXPIRES_AT] = Value::Integer(e);
+            return Ok(seen);
+        }
+    }
+    let get = |i: usize| row.get::<_, Value>(at + i).map_err(err);
+    let raw = [
+        get(0)?,
+        get(1)?,
+        get(2)?,
+        get(3)?,
+        get(4)?,
+        get(5)?,
+        get(6)?,
+    ];
+    let row = validate(site, election, raw.clone())?;
+    Ok(Seen { raw, row })
+}
+
+fn same_value(now: ValueRef<'_>, kept: &Value) -> bool {
+    match (now, kept) {
+        (ValueRef::Null, Value::Null) => true,
+        (ValueRef::Integer(a), Value::Integer(b)) => a == *b,
+        (ValueRef::Real(a), Value::Real(b)) => a.to_bits() == b.to_bits(),
+        (ValueRef::Text(a), Value::Text(b)) => a == b.as_bytes(),
+        (ValueRef::Blob(a), Value::Blob(b)) => a == b.as_slice(),
+        _ => false,
+    }
+}
+
+impl Seen {
+    /// Whether the row holds its election at `now` (the clock read after
+    /// the row), as [`leader`] judges it.
+    pub(crate) fn live_at(
+        &self,
+        site: &Site,
+        election: &ElectionName,
+        now: i64,
+    ) -> Result<bool, StoreError> {
+        is_live(site, election, &self.row, now)
+    }
+
+    /// Whether `info` is this row's leader.
+    pub(crate) fn is_leader(&self, info: &LeaderInfo) -> bool {
+        info.token == token_of(self.row.token)
+            && info.holder == self.row.holder
+            && info.metadata == self.row.metadata
+    }
+
+    /// This row's leader.
+    pub(crate) fn leader(&self) -> LeaderInfo {
+        self.row.leader()
+    }
+}
+
+/// The read transaction's view of the database: changes whenever another
+/// connection has committed since the last read. (Our own commits leave it
+/// as it is.)
+pub(crate) fn data_version(conn: &Connection) -> rusqlite::Result<i64> {
+    conn.prepare_cached("PRAGMA data_version")?
+        .query_row([], |r| r.get(0))
+}
+
 // ---------------------------------------------------------------- operations
 
 /// The whole milliseconds to store for `ttl`, rounded up: a store never
@@ -445,28 +613,24 @@ pub(crate) fn ttl_ms(ttl: Duration) -> i64 {
     i64::try_from(ms).unwrap_or(i64::MAX)
 }
 
-/// Opens the immediate (write-locked) transaction of `op` on `election` and
-/// reads the clock, then the election's row, under its lock.
-fn begin_write<'c>(
-    conn: &'c mut Connection,
+/// Reads the clock, then `election`'s row. Called under the write lock:
+/// every writer reads the clock after the one before it committed, so
+/// expiry decisions follow commit order.
+fn clock_and_row(
+    conn: &Connection,
     site: &Site,
     op: &str,
     election: &ElectionName,
-) -> Result<(Transaction<'c>, i64, Option<LeaseRow>), StoreError> {
-    let tx = conn
-        .transaction_with_behavior(TransactionBehavior::Immediate)
-        .map_err(|e| db_error(site.context(op, election), e))?;
-    // Read under the write lock: every writer reads the clock after the one
-    // before it committed, so expiry decisions follow commit order.
+) -> Result<(i64, Option<LeaseRow>), StoreError> {
     let now = monotonic_now_ns();
-    let row = read_row(&tx, site, op, election)?;
-    Ok((tx, now, row))
+    let row = read_row(conn, site, op, election)?;
+    Ok((now, row))
 }
 
 /// `try_acquire`: takes the election if its row is missing, expired or from
 /// another boot; bumps the fencing counter in the same transaction.
 pub(crate) fn acquire(
-    conn: &mut Connection,
+    conn: &Connection,
     site: &Site,
     req: &AcquireRequest,
     ttl_ms: i64,
@@ -474,7 +638,7 @@ pub(crate) fn acquire(
     const OP: &str = "acquire";
     let election = &req.election;
     let err = |e| db_error(site.context(OP, election), e);
-    let (tx, now, row) = begin_write(conn, site, OP, election)?;
+    let (now, row) = clock_and_row(conn, site, OP, election)?;
     if let Some(row) = row
         && is_live(site, election, &row, now)?
     {
@@ -483,12 +647,9 @@ pub(crate) fn acquire(
             queued: None,
         });
     }
-    let counter: Option<Value> = tx
-        .query_row(
-            "SELECT last_token FROM regent_fencing WHERE election = ?1",
-            [election.as_str()],
-            |r| r.get(0),
-        )
+    let counter: Option<Value> = conn
+        .prepare_cached("SELECT last_token FROM regent_fencing WHERE election = ?1")
+        .and_then(|mut stmt| stmt.query_row([election.as_str()], |r| r.get(0)))
         .optional()
         .map_err(err)?;
     let last = match counter {
@@ -508,20 +669,22 @@ pub(crate) fn acquire(
         ))
     })?;
     let expires_at_ns = now.saturating_add(ttl_ms.saturating_mul(1_000_000));
-    tx.execute(
+    conn.prepare_cached(
         "INSERT INTO regent_fencing (election, last_token) VALUES (?1, ?2)
          ON CONFLICT (election) DO UPDATE SET last_token = excluded.last_token",
-        (election.as_str(), token),
     )
+    .and_then(|mut stmt| stmt.execute((election.as_str(), token)))
     .map_err(err)?;
-    tx.execute(
+    conn.prepare_cached(
         "INSERT INTO regent_lease (election, holder, token, expires_at_ns, ttl_ms, boot_id, metadata)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
          ON CONFLICT (election) DO UPDATE SET
              holder = excluded.holder, token = excluded.token,
              expires_at_ns = excluded.expires_at_ns, ttl_ms = excluded.ttl_ms,
              boot_id = excluded.boot_id, metadata = excluded.metadata",
-        (
+    )
+    .and_then(|mut stmt| {
+        stmt.execute((
             election.as_str(),
             req.holder.as_str(),
             token,
@@ -529,10 +692,9 @@ pub(crate) fn acquire(
             ttl_ms,
             site.boot_id.as_str(),
             metadata_json(&req.metadata),
-        ),
-    )
+        ))
+    })
     .map_err(err)?;
-    tx.commit().map_err(err)?;
     Ok(Acquire::Won(Lease {
         election: election.clone(),
         holder: req.holder.clone(),
@@ -543,15 +705,11 @@ pub(crate) fn acquire(
 }
 
 /// `renew`: extends the row by its ttl if it is still ours and live.
-pub(crate) fn renew(
-    conn: &mut Connection,
-    site: &Site,
-    lease: &Lease,
-) -> Result<Renewal, StoreError> {
+pub(crate) fn renew(conn: &Connection, site: &Site, lease: &Lease) -> Result<Renewal, StoreError> {
     const OP: &str = "renew";
     let election = &lease.election;
     let err = |e| db_error(site.context(OP, election), e);
-    let (tx, now, row) = begin_write(conn, site, OP, election)?;
+    let (now, row) = clock_and_row(conn, site, OP, election)?;
     let Some(row) = row else {
         return Ok(Renewal::Lost);
     };
@@ -562,12 +720,11 @@ pub(crate) fn renew(
         return Ok(Renewal::Lost);
     }
     let expires_at_ns = now.saturating_add(row.ttl_ms.saturating_mul(1_000_000));
-    tx.execute(
+    conn.prepare_cached(
         "UPDATE regent_lease SET expires_at_ns = ?2 WHERE election = ?1 AND token = ?3",
-        (election.as_str(), expires_at_ns, row.token),
     )
+    .and_then(|mut stmt| stmt.execute((election.as_str(), expires_at_ns, row.token)))
     .map_err(err)?;
-    tx.commit().map_err(err)?;
     Ok(Renewal::Renewed)
 }
 
@@ -603,31 +760,29 @@ pub(crate) fn update_metadata(
 
 /// `release`: deletes the row if it is ours (same holder and token).
 /// Returns whether a row was deleted.
-pub(crate) fn release(
-    conn: &mut Connection,
-    site: &Site,
-    lease: &Lease,
-) -> Result<bool, StoreError> {
+pub(crate) fn release(conn: &Connection, site: &Site, lease: &Lease) -> Result<bool, StoreError> {
     let Ok(token) = i64::try_from(lease.token.get()) else {
         // No row can hold this token.
         return Ok(false);
     };
     let n = conn
-        .execute(
+        .prepare_cached(
             "DELETE FROM regent_lease WHERE election = ?1 AND holder = ?2 AND token = ?3",
-            (lease.election.as_str(), lease.holder.as_str(), token),
         )
+        .and_then(|mut stmt| stmt.execute((lease.election.as_str(), lease.holder.as_str(), token)))
         .map_err(|e| db_error(site.context("release", &lease.election), e))?;
     Ok(n > 0)
 }
 
-/// `current_leader`: the live row's holder, if any.
+/// `current_leader`, and the read that comes before an acquire: the live
+/// row's holder, if any. `op` names the operation in errors.
 pub(crate) fn leader(
     conn: &Connection,
     site: &Site,
+    op: &str,
     election: &ElectionName,
 ) -> Result<Option<LeaderInfo>, StoreError> {
-    let row = read_row(conn, site, "read the leader of", election)?;
+    let row = read_row(conn, site, op, election)?;
     // Read after the row: a row written after the clock was read would look
     // as if it expired beyond its ttl.
     let now = monotonic_now_ns();
@@ -640,6 +795,22 @@ pub(crate) fn leader(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reading_a_row_does_not_prepare_its_statement_again() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let conn = open(&dir.path().join("regent.db"), Duration::from_secs(1)).expect("open");
+        let site = Site {
+            path: dir.path().join("regent.db"),
+            boot_id: "b".into(),
+        };
+        for i in 0..10 {
+            let e = ElectionName::new(format!("e{i}")).expect("a name");
+            assert!(read_row(&conn, &site, "read", &e).expect("read").is_none());
+        }
+        let stmt = conn.prepare_cached(READ_ROW).expect("cached");
+        assert_eq!(stmt.get_status(rusqlite::StatementStatus::RePrepare), 0);
+    }
 
     #[test]
     fn ttl_rounds_up_to_whole_milliseconds() {

@@ -1,19 +1,21 @@
-//! [`SqliteStore`] and its builder: the async half, which runs every
-//! database call on tokio's blocking pool.
+//! [`SqliteStore`] and its builder: the async half, which hands every
+//! database call to the store's connection thread ([`crate::conn`]).
 
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
+use std::sync::mpsc;
 use std::time::Duration;
 
-use regent_core::store::{ExpirySlack, poll_watch};
+use regent_core::store::ExpirySlack;
 use regent_core::{
     Acquire, AcquireRequest, ElectionName, ErrorKind, LeaderInfo, LeaderStream, Lease, LeaseStore,
     MAX_TTL, Metadata, Renewal, SafetyClass, StoreError, StoreInfo, StoreStyle, WatchMode,
 };
 use rusqlite::Connection;
+use tokio::sync::{oneshot, watch};
 
-use crate::clock::{BOOT_ID_PATH, read_boot_id};
+use crate::conn::{self, Access, Message, Pending, Polled};
 use crate::db::{self, Site};
 
 /// The shortest ttl the store accepts: 10 ms. See the crate docs.
@@ -27,33 +29,40 @@ pub const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// 100 ms.
 pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_millis(100);
 
+/// The least time between the starts of two commits, unless set: 50 ms.
+/// See [`SqliteStoreBuilder::commit_interval`].
+pub const DEFAULT_COMMIT_INTERVAL: Duration = Duration::from_millis(50);
+
 /// A lease store in one SQLite file, shared by the processes of one host.
 /// See the [crate docs](crate) for the clock, the schema and what can go
 /// wrong.
 ///
-/// Cheap to clone: clones share one connection. Stores opened separately
-/// (in one process or many) each have their own connection and see the same
-/// leases through the file.
+/// Cheap to clone: clones share one connection, on one thread of its own
+/// that runs their calls in group commits (see the [crate docs](crate#one-process-many-elections)).
+/// The thread ends when the last clone is dropped. Stores opened
+/// separately (in one process or many) each have their own connection and
+/// thread, and see the same leases through the file.
 #[derive(Clone)]
 pub struct SqliteStore {
     inner: Arc<Inner>,
 }
 
 struct Inner {
-    /// Not `Sync`: every use locks it on a blocking thread, never across an
-    /// await.
-    conn: Mutex<Connection>,
-    site: Site,
-    busy_timeout: Duration,
-    poll_interval: Duration,
+    /// The connection thread's channel. Invariant: the thread runs until
+    /// every sender is dropped, so dropping the last store clone (and the
+    /// last stream of its watches) ends it.
+    requests: mpsc::Sender<Message>,
+    path: PathBuf,
+    options: conn::Options,
 }
 
 impl fmt::Debug for SqliteStore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SqliteStore")
-            .field("path", &self.inner.site.path)
-            .field("busy_timeout", &self.inner.busy_timeout)
-            .field("poll_interval", &self.inner.poll_interval)
+            .field("path", &self.inner.path)
+            .field("busy_timeout", &self.inner.options.busy_timeout)
+            .field("poll_interval", &self.inner.options.poll_interval)
+            .field("commit_interval", &self.inner.options.commit_interval)
             .finish_non_exhaustive()
     }
 }
@@ -65,6 +74,7 @@ pub struct SqliteStoreBuilder {
     path: PathBuf,
     busy_timeout: Duration,
     poll_interval: Duration,
+    commit_interval: Duration,
 }
 
 impl SqliteStoreBuilder {
@@ -78,17 +88,33 @@ impl SqliteStoreBuilder {
         self
     }
 
-    /// How often [`watch`](LeaseStore::watch) reads the lease row (default
-    /// [`DEFAULT_POLL_INTERVAL`]): a follower sees a change at most this
-    /// late. Each read is one short read transaction.
+    /// How often [`watch`](LeaseStore::watch) reads the lease rows
+    /// (default [`DEFAULT_POLL_INTERVAL`]): a follower sees a change at most
+    /// this late. Each poll is one short read transaction for every
+    /// election the store watches.
     pub fn poll_interval(mut self, interval: Duration) -> Self {
         self.poll_interval = interval;
         self
     }
 
-    /// Opens the store: creates the file and the schema if missing, checks
-    /// them otherwise, and sets the connection up (WAL, `synchronous=FULL`,
-    /// the busy timeout).
+    /// The least time between the starts of two commits of this store
+    /// (default [`DEFAULT_COMMIT_INTERVAL`]). Writes (acquires, renewals,
+    /// releases) that come meanwhile wait and share the next commit, and
+    /// its fsync: with many elections on one store, this bounds the
+    /// commits per second, and so the CPU and the bytes written, whatever
+    /// the number of elections. A write waits at most this long more than
+    /// the commit itself; one that comes after a quiet spell does not wait.
+    /// Keep it far below the candidates' renew interval. Zero commits as
+    /// soon as the previous commit ended, with whatever writes came during
+    /// it.
+    pub fn commit_interval(mut self, interval: Duration) -> Self {
+        self.commit_interval = interval;
+        self
+    }
+
+    /// Opens the store: starts its connection thread, which creates the
+    /// file and the schema if missing, checks them otherwise, and sets the
+    /// connection up (WAL, `synchronous=FULL`, the busy timeout).
     ///
     /// # Errors
     ///
@@ -99,14 +125,15 @@ impl SqliteStoreBuilder {
     /// * [`ErrorKind::Corrupt`]: the file is not a SQLite database, or is
     ///   damaged.
     /// * [`ErrorKind::Unavailable`]: the schema had to be created but
-    ///   another connection held the write lock past the busy timeout.
+    ///   another connection held the write lock past the busy timeout; the
+    ///   connection thread could not be started.
     ///
     /// Each names the path and the cause.
     ///
     /// # Cancel safety
     ///
-    /// Cancel safe: a dropped open finishes on the blocking pool and its
-    /// connection is closed.
+    /// Cancel safe: a dropped open finishes on its connection thread, which
+    /// then closes the connection and ends.
     pub async fn open(self) -> Result<SqliteStore, StoreError> {
         if self.poll_interval.is_zero() {
             return Err(StoreError::new(
@@ -117,29 +144,43 @@ impl SqliteStoreBuilder {
                 ),
             ));
         }
-        let path = self.path.clone();
-        let opened = tokio::task::spawn_blocking(move || {
-            let boot_id = read_boot_id(Path::new(BOOT_ID_PATH))?;
-            let conn = db::open(&self.path, self.busy_timeout)?;
-            Ok::<_, StoreError>(SqliteStore {
-                inner: Arc::new(Inner {
-                    conn: Mutex::new(conn),
-                    site: Site {
-                        path: self.path,
-                        boot_id,
-                    },
-                    busy_timeout: self.busy_timeout,
-                    poll_interval: self.poll_interval,
-                }),
-            })
-        })
-        .await
-        .map_err(|e| {
-            StoreError::unavailable(format!("sqlite store '{}': open", path.display()))
+        let (requests, received) = mpsc::channel();
+        let (ready, opened) = oneshot::channel();
+        let thread_path = self.path.clone();
+        let options = conn::Options {
+            busy_timeout: self.busy_timeout,
+            poll_interval: self.poll_interval,
+            commit_interval: self.commit_interval,
+        };
+        std::thread::Builder::new()
+            .name("regent-sqlite".into())
+            .spawn(move || conn::run(thread_path, options, ready, received))
+            .map_err(|e| {
+                StoreError::unavailable(format!(
+                    "sqlite store '{}': start the connection thread",
+                    self.path.display()
+                ))
                 .with_source(e)
-        })??;
+            })?;
+        match opened.await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => return Err(e),
+            Err(_) => {
+                return Err(StoreError::unavailable(format!(
+                    "sqlite store '{}': the connection thread ended while opening",
+                    self.path.display()
+                )));
+            }
+        }
+        let path = self.path;
         tracing::debug!(path = %path.display(), "opened sqlite store");
-        Ok(opened)
+        Ok(SqliteStore {
+            inner: Arc::new(Inner {
+                requests,
+                path,
+                options,
+            }),
+        })
     }
 }
 
@@ -164,35 +205,48 @@ impl SqliteStore {
             path: path.as_ref().to_path_buf(),
             busy_timeout: DEFAULT_BUSY_TIMEOUT,
             poll_interval: DEFAULT_POLL_INTERVAL,
+            commit_interval: DEFAULT_COMMIT_INTERVAL,
         }
     }
 
     /// The database file.
     pub fn path(&self) -> &Path {
-        &self.inner.site.path
+        &self.inner.path
     }
 
-    /// Runs `op` with the connection on tokio's blocking pool.
+    /// Runs `op` with the connection on the store's connection thread,
+    /// in the next batch: a write inside the batch's write transaction,
+    /// answered once it is committed. `access` must say truly what `op`
+    /// does (see [`Access`]).
     async fn call<T: Send + 'static>(
         &self,
+        access: Access,
         what: impl FnOnce() -> String,
-        op: impl FnOnce(&mut Connection, &Site) -> Result<T, StoreError> + Send + 'static,
+        op: impl FnOnce(&Connection, &Site) -> Result<T, StoreError> + Send + 'static,
     ) -> Result<T, StoreError> {
-        let inner = self.inner.clone();
-        tokio::task::spawn_blocking(move || {
-            // A panic while the lock was held left no transaction open:
-            // rusqlite rolls back when a transaction is dropped.
-            let mut conn = inner.conn.lock().unwrap_or_else(PoisonError::into_inner);
-            op(&mut conn, &inner.site)
-        })
-        .await
-        .map_err(|e| StoreError::unavailable(what()).with_source(e))?
+        let (request, answer) = Pending::request(access, op);
+        if self.inner.requests.send(Message::Request(request)).is_err() {
+            return Err(StoreError::unavailable(format!(
+                "{}: the store's connection thread has stopped",
+                what()
+            )));
+        }
+        match answer.await {
+            Ok(Ok(answered)) => answered,
+            Ok(Err(failure)) => Err(failure.into_error(what())),
+            // Dropped without an answer: the thread panicked outside any
+            // request (and serves on), or ended.
+            Err(_) => Err(StoreError::unavailable(format!(
+                "{}: the store's connection thread failed before it answered",
+                what()
+            ))),
+        }
     }
 
     fn context(&self, op: &str, election: &ElectionName) -> String {
         format!(
             "sqlite store '{}': {op} election '{election}'",
-            self.inner.site.path.display()
+            self.inner.path.display()
         )
     }
 
@@ -215,7 +269,7 @@ impl LeaseStore for SqliteStore {
         StoreInfo::new(
             "sqlite",
             StoreStyle::Race,
-            WatchMode::Poll(self.inner.poll_interval),
+            WatchMode::Poll(self.inner.options.poll_interval),
             SafetyClass::SingleNode,
         )
         .with_ttl_range(MIN_TTL, MAX_TTL)
@@ -231,13 +285,28 @@ impl LeaseStore for SqliteStore {
         _queued: Option<&Lease>,
     ) -> Result<Acquire, StoreError> {
         let ttl_ms = self.check_ttl(&req.election, req.ttl)?;
-        let r = req.clone();
-        let outcome = self
-            .call(
-                || self.context("acquire", &req.election),
-                move |conn, site| db::acquire(conn, site, &r, ttl_ms),
-            )
+        let context = || self.context("acquire", &req.election);
+        // A read first: while a live lease stands, as it does for every
+        // follower's retry, the answer needs no write lock and no commit.
+        let e = req.election.clone();
+        let live = self
+            .call(Access::Read, context, move |conn, site| {
+                db::leader(conn, site, "acquire", &e)
+            })
             .await?;
+        let outcome = match live {
+            Some(leader) => Acquire::Held {
+                leader: Some(leader),
+                queued: None,
+            },
+            None => {
+                let r = req.clone();
+                self.call(Access::Write, context, move |conn, site| {
+                    db::acquire(conn, site, &r, ttl_ms)
+                })
+                .await?
+            }
+        };
         match &outcome {
             Acquire::Won(lease) => tracing::debug!(
                 election = %req.election, holder = %req.holder, token = %lease.token,
@@ -255,6 +324,7 @@ impl LeaseStore for SqliteStore {
         let l = lease.clone();
         let renewal = self
             .call(
+                Access::WriteOne,
                 || self.context("renew", &lease.election),
                 move |conn, site| db::renew(conn, site, &l),
             )
@@ -270,6 +340,7 @@ impl LeaseStore for SqliteStore {
         let l = lease.clone();
         let deleted = self
             .call(
+                Access::WriteOne,
                 || self.context("release", &lease.election),
                 move |conn, site| db::release(conn, site, &l),
             )
@@ -306,19 +377,105 @@ impl LeaseStore for SqliteStore {
     ) -> Result<Option<LeaderInfo>, StoreError> {
         let e = election.clone();
         self.call(
+            Access::Read,
             || self.context("read the leader of", election),
-            move |conn, site| db::leader(conn, site, &e),
+            move |conn, site| db::leader(conn, site, "read the leader of", &e),
         )
         .await
     }
 
     async fn watch(&self, election: &ElectionName) -> Result<LeaderStream, StoreError> {
-        // SQLite has no notifications across processes: poll. The first
-        // read starts the watch, so a file that cannot be read fails here.
-        // No task runs between polls: dropping the stream leaves nothing
-        // behind but a read in flight on the blocking pool, which finishes
-        // within the busy timeout.
-        poll_watch(self.clone(), election.clone(), self.inner.poll_interval).await
+        // SQLite has no notifications across processes: poll, once per
+        // interval for every election this store watches (the connection
+        // thread's shared poll). The first read starts the watch, so a
+        // file that cannot be read fails here. No task runs for the
+        // stream: dropping it leaves nothing behind, and the shared poll
+        // forgets the election once no stream watches it.
+        let first = self.current_leader(election).await?;
+        let (reply, polled) = oneshot::channel();
+        let stopped = || {
+            StoreError::unavailable(format!(
+                "{}: the store's connection thread has stopped",
+                self.context("watch", election)
+            ))
+        };
+        self.inner
+            .requests
+            .send(Message::Watch(election.clone(), reply))
+            .map_err(|_| stopped())?;
+        let polled = polled.await.map_err(|_| stopped())?;
+        let follow = Follow {
+            store: self.clone(),
+            election: election.clone(),
+            polled,
+            first: Some(first),
+            last: None,
+            done: false,
+        };
+        Ok(Box::pin(futures_util::stream::unfold(follow, Follow::next)))
+    }
+}
+
+/// One stream of [`SqliteStore::watch`]: the shared poll's states of one
+/// election, as the [`LeaderStream`] contract wants them (the same rules
+/// as [`regent_core::store::poll_watch`]): the first state, then changes
+/// only; an error as it comes, and the state after it even if unchanged;
+/// a permanent error ends the stream.
+struct Follow {
+    /// Keeps the connection thread, and so the shared poll, alive.
+    store: SqliteStore,
+    election: ElectionName,
+    polled: watch::Receiver<Polled>,
+    /// The state read when the watch started, not yet emitted.
+    first: Option<Option<LeaderInfo>>,
+    /// The last state emitted; `None` after an error.
+    last: Option<Option<LeaderInfo>>,
+    done: bool,
+}
+
+type FollowItem = Result<Option<LeaderInfo>, StoreError>;
+
+impl Follow {
+    async fn next(mut self) -> Option<(FollowItem, Self)> {
+        if let Some(first) = self.first.take() {
+            self.last = Some(first.clone());
+            return Some((Ok(first), self));
+        }
+        if self.done {
+            return None;
+        }
+        loop {
+            if self.polled.changed().await.is_err() {
+                // The thread ended under a stream that keeps it alive: it
+                // cannot serve this watch any more.
+                self.done = true;
+                let e = StoreError::unavailable(format!(
+                    "{}: the store's connection thread has stopped",
+                    self.store.context("watch", &self.election)
+                ));
+                return Some((Err(e), self));
+            }
+            let polled = self.polled.borrow_and_update().clone();
+            let read = match polled {
+                Polled::Unread => continue,
+                Polled::Leader(leader) => Ok(leader),
+                // Read it again alone: the error, with its cause and kind,
+                // is the one `current_leader` reports.
+                Polled::Failed => self.store.current_leader(&self.election).await,
+            };
+            match read {
+                Ok(leader) if self.last.as_ref() == Some(&leader) => {}
+                Ok(leader) => {
+                    self.last = Some(leader.clone());
+                    return Some((Ok(leader), self));
+                }
+                Err(e) => {
+                    self.last = None;
+                    self.done = !e.is_transient();
+                    return Some((Err(e), self));
+                }
+            }
+        }
     }
 }
 

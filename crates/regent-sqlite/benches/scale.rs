@@ -799,6 +799,15 @@ impl<S: LeaseStore + Clone> LeaseStore for Counted<S> {
         self.inner.release(lease).await
     }
 
+    async fn update_metadata(
+        &self,
+        lease: &Lease,
+        metadata: &regent_core::Metadata,
+    ) -> Result<Renewal, StoreError> {
+        self.count();
+        self.inner.update_metadata(lease, metadata).await
+    }
+
     async fn current_leader(
         &self,
         election: &ElectionName,

@@ -729,9 +729,10 @@ pub(crate) fn renew(conn: &Connection, site: &Site, lease: &Lease) -> Result<Ren
 }
 
 /// `update_metadata`: replaces the row's metadata if the row is still ours
-/// and live, in one write transaction; its token, holder and expiry stay.
+/// and live (in the batch's write transaction, as one statement); its
+/// token, holder and expiry stay.
 pub(crate) fn update_metadata(
-    conn: &mut Connection,
+    conn: &Connection,
     site: &Site,
     lease: &Lease,
     metadata: &Metadata,
@@ -739,7 +740,7 @@ pub(crate) fn update_metadata(
     const OP: &str = "update the metadata of";
     let election = &lease.election;
     let err = |e| db_error(site.context(OP, election), e);
-    let (tx, now, row) = begin_write(conn, site, OP, election)?;
+    let (now, row) = clock_and_row(conn, site, OP, election)?;
     let Some(row) = row else {
         return Ok(Renewal::Lost);
     };
@@ -749,12 +750,9 @@ pub(crate) fn update_metadata(
     if !ours || !is_live(site, election, &row, now)? {
         return Ok(Renewal::Lost);
     }
-    tx.execute(
-        "UPDATE regent_lease SET metadata = ?2 WHERE election = ?1 AND token = ?3",
-        (election.as_str(), metadata_json(metadata), row.token),
-    )
-    .map_err(err)?;
-    tx.commit().map_err(err)?;
+    conn.prepare_cached("UPDATE regent_lease SET metadata = ?2 WHERE election = ?1 AND token = ?3")
+        .and_then(|mut stmt| stmt.execute((election.as_str(), metadata_json(metadata), row.token)))
+        .map_err(err)?;
     Ok(Renewal::Renewed)
 }
 

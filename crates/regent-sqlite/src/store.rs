@@ -360,6 +360,7 @@ impl LeaseStore for SqliteStore {
         let (l, m) = (lease.clone(), metadata.clone());
         let outcome = self
             .call(
+                Access::WriteOne,
                 || self.context("update the metadata of", &lease.election),
                 move |conn, site| db::update_metadata(conn, site, &l, &m),
             )

@@ -1,0 +1,171 @@
+//! Leader election among peers, with no store: **lowest-ID**, **Bully** and
+//! **Ring**, each a sans-IO state machine.
+//!
+//! A group of 3 to 7 instances with a static membership of unique `u64`
+//! ids ([`NodeId`]) elects one of them by talking among themselves. Each
+//! algorithm is a [`Machine`]: the driver feeds it the time and what
+//! arrived ([`Machine::handle`]`(now, input)`), and it answers with
+//! messages to send and leader changes ([`Output`]). It reads no clock,
+//! opens no socket and spawns nothing, so the same code runs under a tokio
+//! driver, a test that steps it by hand, and the deterministic simulator
+//! (`sim`, feature `testing`).
+//!
+//! # Safety class: timing-only
+//!
+//! **Without a quorum, a partition gives two leaders.** Each side of a
+//! split network sees the other side's members as dead and elects its own
+//! leader; both lead until the network heals. A leader that is paused (GC,
+//! SIGSTOP) or cut off keeps believing it leads, and nothing here can stop
+//! it. These algorithms promise only:
+//!
+//! * **at most one leader per epoch**, whatever the network does (by
+//!   construction, below);
+//! * **eventual agreement**: once the network is whole and reliable and the
+//!   nodes are up, every node names the same leader within a bounded time
+//!   (measured by the simulation tests);
+//! * **fencing tokens that grow** with the epoch, so the resource the
+//!   leader writes can refuse an old leader's writes.
+//!
+//! **The fencing token is the only protection against two leaders.** A
+//! resource that the leader writes must remember the largest token it has
+//! accepted and refuse smaller ones; then of two leaders on two sides of a
+//! partition, the one with the older epoch is refused once the newer one
+//! has written. A resource that does not check tokens gets two writers.
+//!
+//! # Epochs and fencing tokens
+//!
+//! Every term has an [`Epoch`], `round << 16 | rank`, where `rank` is the
+//! leader's position in the sorted membership (which is why every member
+//! must be configured with the same membership).
+//!
+//! * A node keeps the largest epoch seen in any message (its *max epoch*)
+//!   and never lowers it while it runs. Every message carries an epoch.
+//! * A node opens a term at `(max.round + 1) << 16 | rank`, strictly above
+//!   its max epoch ([`Epoch::next_for`]), and only with its own rank (Ring:
+//!   the initiator opens it with the *winner's* rank, and only the winner
+//!   leads in it). A term whose rank bits are not its claimant's is dropped
+//!   as malformed.
+//! * A COORDINATOR or HEARTBEAT from an epoch older than the receiver's max
+//!   epoch is ignored (Bully answers either, Ring a HEARTBEAT, with STALE
+//!   and the newer epoch); a leader that learns of a newer epoch than its term re-elects
+//!   (lowest-ID: opens a new term).
+//! * The fencing token is the epoch itself ([`Epoch::token`]).
+//!
+//! Why this holds: two different nodes can never lead in the same epoch,
+//! because the low 16 bits name the only node that may lead in it; a plain
+//! counter would let both sides of a partition pick `max + 1`. While a node
+//! runs, each term it claims is above everything it has seen, so its own
+//! tokens only grow; and a term that is not the newest is ended as soon as
+//! its holder hears of a newer one. Across nodes, tokens grow as far as
+//! epochs spread: a leader's term is above every epoch its group had told
+//! it of. Two sides of a partition claim independently, and the side with
+//! the larger epoch wins the resource: that is fencing doing its work.
+//!
+//! What no peer group can promise without a disk: a node restarted without
+//! memory starts at epoch zero. It learns the group's epoch from the first
+//! message it gets (every message carries one), and meanwhile it does not
+//! claim: lowest-ID and Bully wait `failure_timeout` before a first claim
+//! (a live group's heartbeats arrive well before), and Ring's ELECTION
+//! collects the epochs of every node it passes before the term is opened.
+//! If every node of the group restarts at once, epochs start again from
+//! zero and a resource sees tokens go down: a driver that needs tokens to
+//! survive a full restart must persist the max epoch (not built yet).
+
+//! # The algorithms
+//!
+//! Failure detection is the same for all: heartbeats every
+//! `heartbeat_interval`, a node is taken for dead after `failure_timeout`
+//! without one ([`Config`], validated by [`ConfigBuilder::build`]).
+//!
+//! * [`LowestId`]: every node sends heartbeats to every other; the lowest
+//!   id heard from within the failure timeout (itself included, after it
+//!   has run that long) leads. No election messages; n(n−1) heartbeats per
+//!   interval.
+//! * [`Bully`]: ELECTION to the higher members, ANSWER from them,
+//!   COORDINATOR from the winner; the highest live id wins, and a recovering
+//!   higher node bullies its way back. Only the leader sends heartbeats.
+//! * [`Ring`]: an ELECTION goes round the ring collecting the ids of the
+//!   live members; the highest collected id leads, and a COORDINATOR goes
+//!   round. Every hop is acknowledged, and a successor that does not
+//!   acknowledge within `ack_timeout` is skipped (ring repair). Only the
+//!   leader sends heartbeats.
+//!
+//! Each module documents its algorithm and its message counts.
+//!
+//! # Timer model
+//!
+//! Timers are a query, not an output: [`Machine::next_deadline`] says when
+//! the machine next wants [`Input::Tick`], and every `handle` call acts on
+//! whatever deadlines `now` has passed. A driver is a loop around
+//! `sleep_until(next_deadline())` and a receive; it never keeps, cancels or
+//! matches timer handles, and a spurious or late tick is harmless (see
+//! [`Machine`]).
+//!
+//! # Wire format
+//!
+//! [`codec`] encodes each algorithm's messages into versioned,
+//! length-prefixed frames authenticated with HMAC-SHA256 under a shared
+//! secret (checked in constant time before the body is parsed), and decodes
+//! any bytes without panicking.
+//!
+//! # Testing
+//!
+//! The simulator (module `sim`, feature `testing`) drives a group through
+//! crashes, restarts, partitions, loss, duplication, delay and reordering
+//! from a seed; the tests in `tests/` check one invariant per file over a
+//! fixed seed set and 1,000 random seeds per run (`REGENT_PEER_SEED=N`
+//! replays one, `REGENT_PEER_SEEDS=N` draws more). They also measure the
+//! messages per election against the textbook bounds.
+//!
+//! # Not built yet
+//!
+//! This crate is the first part of regent's peer elections. Still to come:
+//! a tokio driver and a real TCP transport; rejecting replayed frames (the
+//! codec authenticates a per-sender sequence number; the transport must
+//! check it); quorum mode (lead only while a majority of the members
+//! acknowledge, so that a partition cannot give two leaders); the seam in
+//! `regent-core` that lets a peer node serve the same `Leadership` guard,
+//! supervisor and status as a lease candidate; persistence of the max
+//! epoch; and the `regent peer` command. Until the transport authenticates
+//! every message, nothing stops a rogue node from announcing a high id or a
+//! huge epoch.
+
+pub mod bully;
+pub mod codec;
+mod config;
+mod epoch;
+pub mod lowest_id;
+mod machine;
+pub mod ring;
+#[cfg(feature = "testing")]
+pub mod sim;
+
+pub use bully::Bully;
+pub use config::{Config, ConfigBuilder, ConfigError, MAX_DURATION, MAX_MEMBERS};
+pub use epoch::{Epoch, Leader, MAX_ROUND, NodeId, RANK_BITS};
+pub use lowest_id::LowestId;
+pub use machine::{Input, Machine, Output, PeerMessage};
+pub use ring::Ring;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn is_send_sync<T: Send + Sync>() {}
+
+    #[test]
+    fn public_types_are_send_and_sync() {
+        is_send_sync::<Bully>();
+        is_send_sync::<Ring>();
+        is_send_sync::<LowestId>();
+        is_send_sync::<Config>();
+        is_send_sync::<ConfigError>();
+        is_send_sync::<bully::Message>();
+        is_send_sync::<ring::Message>();
+        is_send_sync::<lowest_id::Message>();
+        is_send_sync::<Output<ring::Message>>();
+        is_send_sync::<codec::Secret>();
+        is_send_sync::<codec::DecodeError>();
+        is_send_sync::<codec::Envelope<bully::Message>>();
+    }
+}

@@ -1,0 +1,125 @@
+//! The shape every algorithm shares: a sans-IO state machine fed with
+//! instants and inputs, answering with outputs.
+
+use std::fmt;
+use std::time::Duration;
+
+use regent_core::FencingToken;
+use tokio::time::Instant;
+
+use crate::epoch::{Leader, NodeId};
+
+/// What a node is told.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Input<M> {
+    /// Time has passed: the driver calls this when
+    /// [`next_deadline`](Machine::next_deadline) is reached. Calling it
+    /// early or more often is harmless.
+    Tick,
+    /// A message arrived from another member. The driver vouches for
+    /// `from` (the transport authenticates it).
+    Receive {
+        /// The sender.
+        from: NodeId,
+        /// The message.
+        message: M,
+    },
+}
+
+/// What a node asks its driver to do.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Output<M> {
+    /// Send `message` to member `to`. Best effort: the algorithms tolerate
+    /// loss, duplication, delay and reordering.
+    Send {
+        /// The receiver.
+        to: NodeId,
+        /// The message.
+        message: M,
+    },
+    /// The node's view of the leader changed (to `None` while it knows of
+    /// no leader, for example during an election).
+    LeaderChanged(Option<Leader>),
+}
+
+/// A message that can say what kind it is, for counting and logs.
+pub trait PeerMessage: Clone + fmt::Debug + PartialEq + Eq + Send + 'static {
+    /// The kind in capitals, as the textbooks name it (`ELECTION`,
+    /// `ANSWER`, `COORDINATOR`, `HEARTBEAT`, ...).
+    fn kind(&self) -> &'static str;
+}
+
+/// One peer-election algorithm at one node, without IO and without a clock.
+///
+/// # Timer model
+///
+/// The machine owns its deadlines; the driver asks for the earliest with
+/// [`next_deadline`](Self::next_deadline) and calls
+/// [`handle`](Self::handle) with [`Input::Tick`] once it has passed
+/// (`sleep_until(next_deadline)`, re-evaluated after every call). Nothing
+/// emits or cancels timers: a deadline that no longer matters simply stops
+/// being the earliest, so there are no stale timer events to filter, no
+/// timer ids to keep, and a tick that comes early, late or twice does no
+/// harm. Every call handles whatever deadlines `now` has reached, whatever
+/// the input.
+///
+/// The machine never reads a clock: `now` comes from the caller and must
+/// not go backwards (an earlier `now` is treated as no time passing).
+pub trait Machine {
+    /// The algorithm's message.
+    type Message: PeerMessage;
+
+    /// Feeds one input at `now`; returns what to send and whether the
+    /// leader view changed.
+    fn handle(&mut self, now: Instant, input: Input<Self::Message>) -> Vec<Output<Self::Message>>;
+
+    /// The earliest instant at which the machine wants a
+    /// [`Input::Tick`]. Always set: every algorithm has a heartbeat or a
+    /// failure timer running.
+    fn next_deadline(&self) -> Instant;
+
+    /// This node's id.
+    fn id(&self) -> NodeId;
+
+    /// The leader as this node sees it, with the epoch of its term;
+    /// `None` while it knows of none.
+    fn leader(&self) -> Option<Leader>;
+
+    /// The fencing token of the term this node leads, if it leads. There is
+    /// no `is_leader() -> bool`: leadership is the token.
+    fn leadership(&self) -> Option<FencingToken>;
+}
+
+/// `now + d`, or `now` in the impossible case that it overflows (every
+/// duration is validated to be at most a day).
+pub(crate) fn after(now: Instant, d: Duration) -> Instant {
+    now.checked_add(d).unwrap_or(now)
+}
+
+/// Collects outputs and reports a leader change once per call.
+pub(crate) struct Outbox<M> {
+    pub(crate) out: Vec<Output<M>>,
+}
+
+impl<M> Outbox<M> {
+    pub(crate) fn new() -> Self {
+        Self { out: Vec::new() }
+    }
+
+    pub(crate) fn send(&mut self, to: NodeId, message: M) {
+        self.out.push(Output::Send { to, message });
+    }
+
+    /// Appends a [`Output::LeaderChanged`] if the view moved from
+    /// `before` to `after`, and returns the outputs.
+    pub(crate) fn finish(
+        mut self,
+        before: Option<Leader>,
+        after: Option<Leader>,
+    ) -> Vec<Output<M>> {
+        if before != after {
+            self.out.push(Output::LeaderChanged(after));
+        }
+        self.out
+    }
+}

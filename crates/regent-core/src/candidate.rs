@@ -16,7 +16,7 @@ use crate::error::{CampaignError, ConfigError, ErrorKind, StoreError};
 use crate::leadership::Leadership;
 use crate::status::Status;
 use crate::store::{Acquire, AcquireRequest, LeaderStream, LeaseStore, Renewal};
-use crate::timing::{Explanation, MAX_TTL, MIN_TTL, Timing};
+use crate::timing::{Explanation, MAX_TTL, Timing};
 use crate::types::{ElectionName, HolderId, LeaderInfo, Lease, Metadata};
 
 /// The default lease ttl.
@@ -291,22 +291,9 @@ impl<S: LeaseStore> CandidateBuilder<S> {
     /// value derived from the ttl names the settings to change
     /// ([`ConfigError::Settings`]).
     fn timing(&self) -> Result<Timing, ConfigError> {
-        if self.ttl.is_zero() {
-            return Err(ConfigError::Zero { what: "ttl" });
-        }
-        if self.ttl > MAX_TTL {
-            return Err(ConfigError::TtlTooLong { ttl: self.ttl });
-        }
-        if self.ttl < MIN_TTL {
-            return Err(ConfigError::TtlTooShort {
-                ttl: self.ttl,
-                min: MIN_TTL,
-            });
-        }
-        if let Some(drift) = self.drift
-            && !(0.0..=0.1).contains(&drift)
-        {
-            return Err(ConfigError::DriftOutOfRange { drift });
+        crate::timing::check_ttl(self.ttl)?;
+        if let Some(drift) = self.drift {
+            crate::timing::check_drift(drift)?;
         }
         for (what, value) in [
             ("renew interval", self.renew_every),

@@ -124,8 +124,8 @@ impl Timing {
     ///
     /// The first [`ConfigError`] found.
     pub fn validate(&self) -> Result<(), ConfigError> {
+        check_ttl(self.ttl)?;
         for (what, d) in [
-            ("ttl", self.ttl),
             ("renew interval", self.renew_every),
             ("renew deadline", self.renew_deadline),
             ("retry interval", self.retry_every),
@@ -134,19 +134,7 @@ impl Timing {
                 return Err(ConfigError::Zero { what });
             }
         }
-        if self.ttl > MAX_TTL {
-            return Err(ConfigError::TtlTooLong { ttl: self.ttl });
-        }
-        if self.ttl < MIN_TTL {
-            return Err(ConfigError::TtlTooShort {
-                ttl: self.ttl,
-                min: MIN_TTL,
-            });
-        }
-        // NaN fails this too.
-        if !(0.0..=0.1).contains(&self.drift) {
-            return Err(ConfigError::DriftOutOfRange { drift: self.drift });
-        }
+        check_drift(self.drift)?;
         if self.retry_every > MAX_TTL {
             return Err(ConfigError::TooLong {
                 what: "retry interval",
@@ -248,6 +236,29 @@ impl Timing {
                 .saturating_sub(self.renew_deadline + self.grace),
             store_margin: self.ttl.saturating_sub(self.usable()),
         }
+    }
+}
+
+/// The ttl alone: not zero, not under [`MIN_TTL`], not over [`MAX_TTL`].
+pub(crate) fn check_ttl(ttl: Duration) -> Result<(), ConfigError> {
+    if ttl.is_zero() {
+        return Err(ConfigError::Zero { what: "ttl" });
+    }
+    if ttl > MAX_TTL {
+        return Err(ConfigError::TtlTooLong { ttl });
+    }
+    if ttl < MIN_TTL {
+        return Err(ConfigError::TtlTooShort { ttl, min: MIN_TTL });
+    }
+    Ok(())
+}
+
+/// The clock drift alone: a fraction in `[0, 0.1]` (NaN is not).
+pub(crate) fn check_drift(drift: f64) -> Result<(), ConfigError> {
+    if (0.0..=0.1).contains(&drift) {
+        Ok(())
+    } else {
+        Err(ConfigError::DriftOutOfRange { drift })
     }
 }
 

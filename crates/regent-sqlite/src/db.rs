@@ -704,21 +704,36 @@ pub(crate) fn acquire(
     }))
 }
 
+/// The clock and `lease`'s row, if the row is still ours (same holder and
+/// token) and live. An expired row of ours counts as gone: its holder has
+/// stepped down by its own clock by now, and a follower may be acting on
+/// the expiry, so it is neither revived nor written to.
+fn own_live_row(
+    conn: &Connection,
+    site: &Site,
+    op: &str,
+    lease: &Lease,
+) -> Result<Option<(i64, LeaseRow)>, StoreError> {
+    let election = &lease.election;
+    let (now, row) = clock_and_row(conn, site, op, election)?;
+    let Some(row) = row else {
+        return Ok(None);
+    };
+    let ours = row.holder == lease.holder && token_of(row.token) == lease.token;
+    if !ours || !is_live(site, election, &row, now)? {
+        return Ok(None);
+    }
+    Ok(Some((now, row)))
+}
+
 /// `renew`: extends the row by its ttl if it is still ours and live.
 pub(crate) fn renew(conn: &Connection, site: &Site, lease: &Lease) -> Result<Renewal, StoreError> {
     const OP: &str = "renew";
     let election = &lease.election;
     let err = |e| db_error(site.context(OP, election), e);
-    let (now, row) = clock_and_row(conn, site, OP, election)?;
-    let Some(row) = row else {
+    let Some((now, row)) = own_live_row(conn, site, OP, lease)? else {
         return Ok(Renewal::Lost);
     };
-    let ours = row.holder == lease.holder && token_of(row.token) == lease.token;
-    // An expired row of ours is not revived: the holder has stepped down
-    // by its own clock by now, and a follower may be acting on the expiry.
-    if !ours || !is_live(site, election, &row, now)? {
-        return Ok(Renewal::Lost);
-    }
     let expires_at_ns = now.saturating_add(row.ttl_ms.saturating_mul(1_000_000));
     conn.prepare_cached(
         "UPDATE regent_lease SET expires_at_ns = ?2 WHERE election = ?1 AND token = ?3",
@@ -740,16 +755,9 @@ pub(crate) fn update_metadata(
     const OP: &str = "update the metadata of";
     let election = &lease.election;
     let err = |e| db_error(site.context(OP, election), e);
-    let (now, row) = clock_and_row(conn, site, OP, election)?;
-    let Some(row) = row else {
+    let Some((_, row)) = own_live_row(conn, site, OP, lease)? else {
         return Ok(Renewal::Lost);
     };
-    let ours = row.holder == lease.holder && token_of(row.token) == lease.token;
-    // As in `renew`: an expired row of ours is not written to; its term is
-    // over.
-    if !ours || !is_live(site, election, &row, now)? {
-        return Ok(Renewal::Lost);
-    }
     conn.prepare_cached("UPDATE regent_lease SET metadata = ?2 WHERE election = ?1 AND token = ?3")
         .and_then(|mut stmt| stmt.execute((election.as_str(), metadata_json(metadata), row.token)))
         .map_err(err)?;

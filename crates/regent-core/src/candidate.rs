@@ -367,8 +367,23 @@ impl<S: LeaseStore> CandidateBuilder<S> {
                         "{rule}; both are derived from ttl {ttl:?}: set renew_every and renew_deadline"
                     )
                 } else if deadline_default {
+                    // A longer deadline helps only if one can fit.
+                    let usable = Timing {
+                        ttl,
+                        drift: self.drift.unwrap_or(0.01),
+                        margin: self.margin.unwrap_or(Timing::new(ttl).margin),
+                        ..Timing::new(ttl)
+                    }
+                    .usable();
+                    let or_deadline = if deadline_above < usable {
+                        format!(
+                            ", or set renew_deadline above {deadline_above:?} (and below {usable:?})"
+                        )
+                    } else {
+                        String::new()
+                    };
                     format!(
-                        "{rule}; renew_every {renew_every:?} is too long for ttl {ttl:?}, whose default renew deadline is 3/5 of it ({renew_deadline:?}): set renew_every below {every_below:?}, or set renew_deadline above {deadline_above:?} (and below the ttl)"
+                        "{rule}; renew_every {renew_every:?} is too long for ttl {ttl:?}, whose default renew deadline is 3/5 of it ({renew_deadline:?}): set renew_every below {every_below:?}{or_deadline}"
                     )
                 } else {
                     format!(

@@ -248,10 +248,10 @@ impl Leadership {
     ///
     /// [`ProclaimError::NotLeader`] if leadership has ended, or the store
     /// says the lease is lost (leadership then ends with
-    /// [`EndReason::Lost`]); [`ProclaimError::Store`] if the store failed
-    /// or did not answer before the local lease deadline: leadership goes
-    /// on (the renewals decide), and the record shows the old metadata or
-    /// the new.
+    /// [`EndReason::Lost`]); [`ProclaimError::Store`] if the store failed,
+    /// or did not answer before the renew deadline (by which the leader
+    /// steps down unless a renewal succeeded meanwhile): leadership is left
+    /// to the renewals, and the record shows the old metadata or the new.
     ///
     /// # Cancel safety
     ///
@@ -428,24 +428,32 @@ async fn proclaim(shared: &Shared, metadata: Metadata) -> Result<(), ProclaimErr
         }
         Ok(state.deadline)
     };
-    let deadline = leading(shared)?;
-    match tokio::time::timeout_at(deadline, (shared.update)(metadata.clone())).await {
+    leading(shared)?;
+    // Past the renew deadline the leader steps down whatever the update
+    // does: no point waiting longer.
+    let step_down_at = shared.state.borrow().step_down_at;
+    match tokio::time::timeout_at(step_down_at, (shared.update)(metadata.clone())).await {
         Ok(Ok(Renewal::Renewed)) => {
             *shared
                 .metadata
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner) = metadata.clone();
-            // A term that ended meanwhile keeps its status as it ended.
+            let leader = LeaderInfo {
+                metadata,
+                ..shared.info.clone()
+            };
+            // Checked under the status channel's lock: the renewal task
+            // publishes the end only after marking it, so a term that ended
+            // meanwhile is never shown as leading again.
+            shared.status.send_if_modified(|status| {
+                let new = Status::Leader { leader };
+                if shared.state.borrow().ended.is_some() || *status == new {
+                    return false;
+                }
+                *status = new;
+                true
+            });
             leading(shared)?;
-            crate::status::publish(
-                &shared.status,
-                Status::Leader {
-                    leader: LeaderInfo {
-                        metadata,
-                        ..shared.info.clone()
-                    },
-                },
-            );
             tracing::info!(
                 election = %lease.election, holder = %lease.holder, token = lease.token.get(),
                 "proclaimed new metadata"
@@ -461,7 +469,7 @@ async fn proclaim(shared: &Shared, metadata: Metadata) -> Result<(), ProclaimErr
         }
         Ok(Err(e)) => Err(ProclaimError::Store(e)),
         Err(_) => Err(ProclaimError::Store(StoreError::unavailable(format!(
-            "metadata update of election '{}' got no answer before the lease deadline",
+            "metadata update of election '{}' got no answer before the renew deadline",
             lease.election
         )))),
     }

@@ -46,11 +46,12 @@ use crate::types::{ElectionName, LeaderInfo};
 /// assert_eq!(changes.next().await.transpose()?, Some(None));
 ///
 /// // A callback per change, until the store fails for good.
-/// let task = observer.on_new_leader(|leader| match leader {
+/// // (Dropping the handle stops the callbacks.)
+/// let callbacks = observer.on_new_leader(|leader| match leader {
 ///     Some(l) => println!("new leader: {} (token {})", l.holder, l.token),
 ///     None => println!("no leader"),
 /// });
-/// # task.abort();
+/// # drop(callbacks);
 /// # Ok(()) }
 /// ```
 #[derive(Debug)]
@@ -236,19 +237,23 @@ impl<S: LeaseStore> Observer<S> {
     /// Calls `on_change` with the leader now and then on every change
     /// (`None`: nobody leads), in a background task: what client-go's
     /// `OnNewLeader` callback is. Transient errors are logged and retried;
-    /// the task ends with the permanent error that stops it. Abort the
-    /// handle to stop earlier.
+    /// the task ends with the permanent error that stops it. The task lives
+    /// as long as the returned handle: dropping it stops the callbacks
+    /// (await it to learn the error).
     ///
     /// # Panics
     ///
     /// Outside a tokio runtime.
-    pub fn on_new_leader<F>(&self, mut on_change: F) -> tokio::task::JoinHandle<StoreError>
+    pub fn on_new_leader<F>(
+        &self,
+        mut on_change: F,
+    ) -> tokio_util::task::AbortOnDropHandle<StoreError>
     where
         F: FnMut(Option<&LeaderInfo>) + Send + 'static,
     {
         let mut changes = self.changes();
         let election = self.election.clone();
-        tokio::spawn(async move {
+        tokio_util::task::AbortOnDropHandle::new(tokio::spawn(async move {
             loop {
                 match changes.next().await {
                     Some(Ok(leader)) => on_change(leader.as_ref()),
@@ -264,7 +269,7 @@ impl<S: LeaseStore> Observer<S> {
                     }
                 }
             }
-        })
+        }))
     }
 }
 

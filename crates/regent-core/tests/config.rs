@@ -225,7 +225,18 @@ fn a_rule_broken_by_a_default_names_the_settings_to_change() {
         "{text}"
     );
     assert!(text.contains("set renew_every below 5s"), "{text}");
-    assert!(text.contains("renew_deadline above 12s"), "{text}");
+    // A deadline above 12 s cannot fit in a 10 s ttl: not offered.
+    assert!(!text.contains("renew_deadline above"), "{text}");
+    let e = builder()
+        .ttl(secs(10))
+        .renew_every(secs(6))
+        .build()
+        .unwrap_err();
+    let text = e.to_string();
+    assert!(
+        text.contains("or set renew_deadline above 7.2s (and below"),
+        "{text}"
+    );
 
     let e = builder()
         .ttl(secs(10))

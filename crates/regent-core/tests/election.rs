@@ -543,14 +543,9 @@ async fn observers_follow_without_pinning_or_extra_crates() {
 
     let mut leader = observer.leader_watch().await.unwrap();
     assert_eq!(*leader.borrow_and_update(), None);
-    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-    let callback = observer.on_new_leader({
-        let seen = seen.clone();
-        move |l| {
-            seen.lock()
-                .unwrap()
-                .push(l.map(|l| l.holder.as_str().to_owned()))
-        }
+    let (seen, mut calls) = tokio::sync::mpsc::unbounded_channel();
+    let callback = observer.on_new_leader(move |l| {
+        let _ = seen.send(l.map(|l| l.holder.as_str().to_owned()));
     });
 
     let a = candidate(&store, "a");
@@ -564,12 +559,14 @@ async fn observers_follow_without_pinning_or_extra_crates() {
     la.resign().await.unwrap();
     leader.changed().await.unwrap();
     assert_eq!(*leader.borrow(), None);
-    sleep(secs(1)).await;
-    assert_eq!(
-        *seen.lock().unwrap(),
-        vec![None, Some("a".to_owned()), None]
-    );
-    callback.abort();
+    let mut called = Vec::new();
+    for _ in 0..3 {
+        called.push(calls.recv().await.unwrap());
+    }
+    assert_eq!(called, vec![None, Some("a".to_owned()), None]);
+    // Dropping the handle stops the callbacks (the sender it holds goes).
+    drop(callback);
+    assert_eq!(calls.recv().await, None);
 }
 
 /// Issue 12: metadata that changes while leading (etcd's Proclaim). The
@@ -632,6 +629,17 @@ async fn a_leader_proclaims_new_metadata_without_losing_its_term() {
     );
     assert_eq!(la.ended().unwrap().reason, EndReason::Lost);
     assert!(la.cancellation().is_cancelled());
+    // The renewal task saw the end at once: it renews no more, and the
+    // status says so without waiting for a renewal to find the loss.
+    let renews = store.stats().renews;
+    tokio::task::yield_now().await;
+    assert_eq!(
+        *a.status().borrow(),
+        Status::Follower { leader: None },
+        "status right after a proclaim found the lease lost"
+    );
+    sleep(secs(30)).await;
+    assert_eq!(store.stats().renews, renews, "renewed after the end");
     let err = la.proclaim(Metadata::new()).await.unwrap_err();
     assert!(err.to_string().contains("lease lost"), "{err}");
 }

@@ -156,6 +156,13 @@ pub use url::{ConnectError, connect};
 ///
 /// If a handler cannot be installed (no runtime with signals enabled), the
 /// failure is logged and this waits for the other signal, or for ever.
+///
+/// Once it listens, tokio keeps the signals' handlers for the life of the
+/// process, so a second SIGINT or SIGTERM no longer kills it: the stop is
+/// bounded instead by [`run_until`](Supervisor::run_until) itself (the
+/// task's grace, then a release bounded by the renew deadline). A program
+/// that wants a second signal to end it at once can wait for it after
+/// this one and exit.
 pub async fn shutdown_signal() {
     #[cfg(unix)]
     {

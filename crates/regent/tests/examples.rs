@@ -293,20 +293,17 @@ impl Drop for Example {
     }
 }
 
-/// The example's binary, built first if it is missing or older than its
-/// source or the crate's.
+/// The example's binary, built first if it is missing or older than any
+/// source of the workspace's crates (the store crates and the core it is
+/// built from included).
 fn binary(name: &str) -> PathBuf {
     let exe = std::env::current_exe().unwrap();
     // target/PROFILE/deps/examples-HASH
     let profile_dir = exe.parent().and_then(Path::parent).unwrap();
     let binary = profile_dir.join("examples").join(name);
     let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let sources = [
-        crate_dir.join("examples").join(format!("{name}.rs")),
-        crate_dir.join("src/lib.rs"),
-        crate_dir.join("Cargo.toml"),
-    ];
-    let newest = sources.iter().filter_map(|p| modified(p)).max();
+    let crates = crate_dir.parent().unwrap();
+    let newest = newest_source(crates).max(modified(&crates.join("../Cargo.lock")));
     if modified(&binary).is_some_and(|built| Some(built) >= newest) {
         return binary;
     }
@@ -317,8 +314,22 @@ fn binary(name: &str) -> PathBuf {
         .unwrap_or_else(std::sync::PoisonError::into_inner);
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut build = Command::new(cargo);
+    // The features this test was built with, so that the build reuses
+    // what `cargo test` built instead of building the crates again.
+    let features: Vec<&str> = [
+        ("sqlite", cfg!(feature = "sqlite")),
+        ("etcd", cfg!(feature = "etcd")),
+        ("etcd-tls", cfg!(feature = "etcd-tls")),
+        ("consul", cfg!(feature = "consul")),
+        ("azblob", cfg!(feature = "azblob")),
+        ("testing", cfg!(feature = "testing")),
+    ]
+    .into_iter()
+    .filter_map(|(f, on)| on.then_some(f))
+    .collect();
     build
         .args(["build", "-p", "regent", "--example", name])
+        .args(["--no-default-features", "--features", &features.join(",")])
         .env("CARGO_TARGET_DIR", profile_dir.parent().unwrap())
         .current_dir(crate_dir);
     // Set by cargo for this test's run, not for a build: build scripts that
@@ -344,6 +355,28 @@ fn binary(name: &str) -> PathBuf {
     eprintln!("building the example {name}: {build:?}");
     assert!(build.status().unwrap().success(), "building {name} failed");
     binary
+}
+
+/// The newest modification time of the `.rs` and `Cargo.toml` files below
+/// `dir` (target directories skipped).
+fn newest_source(dir: &Path) -> Option<SystemTime> {
+    let mut newest = None;
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return None;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            if path.file_name().is_some_and(|n| n != "target") {
+                newest = newest.max(newest_source(&path));
+            }
+        } else if path.extension().is_some_and(|e| e == "rs")
+            || path.file_name().is_some_and(|n| n == "Cargo.toml")
+        {
+            newest = newest.max(modified(&path));
+        }
+    }
+    newest
 }
 
 fn modified(path: &Path) -> Option<SystemTime> {

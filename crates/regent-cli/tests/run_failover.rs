@@ -9,286 +9,294 @@
 
 mod common;
 
-use std::time::Duration;
+/// Every test here sits in this module, so that `scripts/test` can run
+/// them beside the rest of the suite (`--test run_failover`) and skip them
+/// there (`--skip failover_runs::`).
+mod failover_runs {
 
-use common::*;
-use rustix::process::Signal;
+    use std::time::Duration;
 
-/// Starts `n` candidates c1..cn and waits for the first task to start.
-fn elect(sb: &mut Sandbox, n: usize) -> Event {
-    let ttl = sb.ttl();
-    for k in 1..=n {
-        sb.candidate(&format!("c{k}"), &ttl, &[]);
+    use crate::common::*;
+    use rustix::process::Signal;
+
+    /// Starts `n` candidates c1..cn and waits for the first task to start.
+    fn elect(sb: &mut Sandbox, n: usize) -> Event {
+        let ttl = sb.ttl();
+        for k in 1..=n {
+            sb.candidate(&format!("c{k}"), &ttl, &[]);
+        }
+        sb.first_start(Duration::from_secs(10))
     }
-    sb.first_start(Duration::from_secs(10))
-}
 
-fn exactly_one_of_three_candidates_runs_the_command_and_status_names_it(mut sb: Sandbox) {
-    let first = elect(&mut sb, 3);
-    // Several renewal and retry rounds: no second task may start.
-    std::thread::sleep(sb.timing().renew_every * 4);
-    let starts = sb.starts();
-    assert_eq!(starts.len(), 1, "more than one task ran\n{}", sb.report());
-    let tasks: Vec<i32> = ["c1", "c2", "c3"]
-        .iter()
-        .flat_map(|id| descendants(sb.by_id(id).pid))
-        .filter(|&p| is_task(p))
-        .collect();
-    assert_eq!(
-        tasks,
-        [first.pid],
-        "the running tasks are not exactly the leader's\n{}",
-        sb.report()
-    );
-    let status = sb.status();
-    assert_eq!(status["election"], ELECTION);
-    assert_eq!(status["leader"]["id"], first.id.as_str(), "{status}");
-    assert_eq!(status["leader"]["token"], first.token, "{status}");
-}
-
-fn kill_9_of_the_leader_kills_its_whole_group_and_a_follower_takes_over_after_the_lease(
-    mut sb: Sandbox,
-) {
-    let old = elect(&mut sb, 3);
-    let killed_at = mono_ns();
-    sb.by_id(&old.id).signal(Signal::KILL);
-
-    // The shim sees regent's end (EOF on its control pipe, or the death
-    // signal) and kills the group at once: the task, and the background job
-    // `sh` left behind, which PR_SET_PDEATHSIG alone would not reach.
-    sb.wait_term_gone(&old, Duration::from_secs(2));
-
-    let bound = sb.timing().crash_failover();
-    let next = wait_for(
-        bound + Duration::from_secs(5),
-        "a new leader's task",
-        || sb.start_after(old.token),
-        || sb.report(),
-    );
-    let took = Duration::from_nanos(next.mono_ns - killed_at);
-    eprintln!("kill -9 failover: {took:.3?}");
-    assert_ne!(next.id, old.id);
-    assert!(
-        took <= bound,
-        "the new task started {took:.3?} after kill -9, later than ttl + expiry slack + renew \
-         interval + 3s ({bound:.3?})\n{}",
-        sb.report()
-    );
-    let stop = sb.stop_of(&old.id, old.token).unwrap_or_else(|| {
-        panic!(
-            "the old task never saw SIGTERM (was it SIGKILLed?)\n{}",
-            sb.report()
-        )
-    });
-    assert!(
-        stop.mono_ns < next.mono_ns,
-        "old task stopped after the new one started\n{}",
-        sb.report()
-    );
-    assert_tokens_increase(&sb.starts(), &sb.report());
-}
-
-fn sigterm_of_the_leader_releases_at_once_and_regent_exits_0(mut sb: Sandbox) {
-    let old = elect(&mut sb, 2);
-    let termed_at = mono_ns();
-    sb.by_id(&old.id).signal(Signal::TERM);
-    let next = wait_for(
-        Duration::from_secs(8),
-        "a new leader's task",
-        || sb.start_after(old.token),
-        || sb.report(),
-    );
-    let took = Duration::from_nanos(next.mono_ns - termed_at);
-    eprintln!("SIGTERM failover: {took:.3?}");
-    // Far below a ttl: the follower's watch saw the release.
-    let bound = sb.timing().release_failover();
-    assert!(
-        took <= bound,
-        "the new task started {took:.3?} after SIGTERM, later than the watch's delay + 1s \
-         ({bound:.3?}): the lease was not released, it expired\n{}",
-        sb.report()
-    );
-    let status = sb.by_id(&old.id).wait_exit(Duration::from_secs(5));
-    assert_eq!(status.code(), Some(0), "{}", sb.report());
-    let stop = sb
-        .stop_of(&old.id, old.token)
-        .unwrap_or_else(|| panic!("the old task got no SIGTERM\n{}", sb.report()));
-    assert!(
-        stop.mono_ns < next.mono_ns,
-        "the lease was released before the command stopped\n{}",
-        sb.report()
-    );
-    sb.wait_term_gone(&old, Duration::from_secs(1));
-    assert_tokens_increase(&sb.starts(), &sb.report());
-}
-
-/// The whole instance pauses — regent, the shim and the command's group —
-/// as under a cgroup freeze or a paused container: nothing of it can act,
-/// so nothing can stop the command in time, and only fencing tokens protect
-/// the resources (the new leader's token is above the old one). After
-/// SIGCONT the old instance must stop its command and follow, not lead.
-fn whole_instance_paused_past_its_ttl_stops_its_command_and_follows_after_sigcont(mut sb: Sandbox) {
-    let old = elect(&mut sb, 2);
-    let i = sb.index_of(&old.id);
-    let frozen = sb.freeze_instance(i, &old);
-    let (regent, paused_at) = (frozen.regent, frozen.at);
-
-    let next = wait_for(
-        sb.timing().crash_failover() + Duration::from_secs(5),
-        "another candidate's task while the leader is paused",
-        || sb.start_after(old.token),
-        || sb.report(),
-    );
-    eprintln!(
-        "whole pause: new task {:.3}s after the pause",
-        secs(next.mono_ns - paused_at)
-    );
-    assert!(
-        stopped(regent) && stopped(old.pid),
-        "the paused processes ran on\n{}",
-        sb.report()
-    );
-
-    frozen.thaw();
-    let resumed_at = mono_ns();
-    wait_for(
-        Duration::from_secs(3),
-        "the resumed instance to stop its command",
-        || sb.stop_of(&old.id, old.token),
-        || sb.report(),
-    );
-    sb.wait_term_gone(&old, Duration::from_secs(3));
-    // It follows: still running, not leading, no new term of its own.
-    std::thread::sleep(Duration::from_millis(1200));
-    assert!(
-        sb.by_id(&old.id).running(),
-        "the resumed regent exited\n{}",
-        sb.report()
-    );
-    let late: Vec<Event> = sb
-        .starts()
-        .into_iter()
-        .filter(|e| e.id == old.id && e.mono_ns > resumed_at)
-        .collect();
-    assert!(
-        late.is_empty(),
-        "the resumed regent led again: {late:?}\n{}",
-        sb.report()
-    );
-    let status = sb.status();
-    assert_eq!(status["leader"]["id"], next.id.as_str(), "{status}");
-    assert_eq!(status["leader"]["token"], next.token, "{status}");
-    assert_tokens_increase(&sb.starts(), &sb.report());
-}
-
-/// SIGSTOP of regent alone: the shim's dead-man's switch stops the command
-/// at the step-down deadline, before the lease can pass on.
-fn sigstop_of_regent_alone_trips_the_shims_dead_mans_switch_before_failover(mut sb: Sandbox) {
-    let old = elect(&mut sb, 2);
-    let stopped_at = mono_ns();
-    sb.by_id(&old.id).signal(Signal::STOP);
-    let stop = wait_for(
-        sb.timing().renew_deadline + Duration::from_secs(3),
-        "the shim to stop the command of the stopped regent",
-        || sb.stop_of(&old.id, old.token),
-        || sb.report(),
-    );
-    let next = wait_for(
-        sb.timing().crash_failover() + Duration::from_secs(5),
-        "another candidate's task",
-        || sb.start_after(old.token),
-        || sb.report(),
-    );
-    eprintln!(
-        "SIGSTOP of regent: command stopped {:.3}s after SIGSTOP, new task {:.3}s after SIGSTOP ({:.3}s after the stop)",
-        secs(stop.mono_ns - stopped_at),
-        secs(next.mono_ns - stopped_at),
-        secs(next.mono_ns - stop.mono_ns),
-    );
-    // The last renewal was sent before SIGSTOP, so the deadline the shim
-    // holds is at most renew_deadline after it; 300 ms covers the SIGTERM's
-    // delivery on a loaded machine.
-    let deadline = u64::try_from(sb.timing().renew_deadline.as_nanos()).unwrap();
-    assert!(
-        stop.mono_ns - stopped_at <= deadline + 300_000_000,
-        "the shim stopped the command {:.3}s after regent stopped, past the step-down deadline\n{}",
-        secs(stop.mono_ns - stopped_at),
-        sb.report()
-    );
-    assert!(
-        stop.mono_ns < next.mono_ns,
-        "the new leader's task started while the old one still ran\n{}",
-        sb.report()
-    );
-    sb.wait_term_gone(&old, Duration::from_secs(2));
-    assert!(stopped(sb.by_id(&old.id).pid));
-
-    sb.by_id(&old.id).signal(Signal::CONT);
-    let resumed_at = mono_ns();
-    std::thread::sleep(Duration::from_millis(1500));
-    assert!(
-        sb.by_id(&old.id).running(),
-        "the resumed regent exited\n{}",
-        sb.report()
-    );
-    assert!(
-        !sb.starts()
+    fn exactly_one_of_three_candidates_runs_the_command_and_status_names_it(mut sb: Sandbox) {
+        let first = elect(&mut sb, 3);
+        // Several renewal and retry rounds: no second task may start.
+        std::thread::sleep(sb.timing().renew_every * 4);
+        let starts = sb.starts();
+        assert_eq!(starts.len(), 1, "more than one task ran\n{}", sb.report());
+        let tasks: Vec<i32> = ["c1", "c2", "c3"]
             .iter()
-            .any(|e| e.id == old.id && e.mono_ns > resumed_at),
-        "the resumed regent led again\n{}",
-        sb.report()
-    );
-    let status = sb.status();
-    assert_eq!(status["leader"]["id"], next.id.as_str(), "{status}");
-    assert_tokens_increase(&sb.starts(), &sb.report());
-}
+            .flat_map(|id| descendants(sb.by_id(id).pid))
+            .filter(|&p| is_task(p))
+            .collect();
+        assert_eq!(
+            tasks,
+            [first.pid],
+            "the running tasks are not exactly the leader's\n{}",
+            sb.report()
+        );
+        let status = sb.status();
+        assert_eq!(status["election"], ELECTION);
+        assert_eq!(status["leader"]["id"], first.id.as_str(), "{status}");
+        assert_eq!(status["leader"]["token"], first.token, "{status}");
+    }
 
-/// Regression: the shim shared regent's process group, so a job-control
-/// stop of regent's group (Ctrl-Z in a terminal, `kill -STOP -PGID`) froze
-/// the dead-man's switch along with regent while the command, in a group of
-/// its own, ran on past the lease next to the new leader's. The shim now
-/// leads a process group of its own.
-fn job_control_stop_of_regents_process_group_still_stops_the_command_before_failover(
-    mut sb: Sandbox,
-) {
-    let old = elect(&mut sb, 2);
-    let regent = sb.by_id(&old.id).pid;
-    // Spawned with process_group(0): regent leads its group.
-    assert_eq!(stat(regent).map(|s| s.pgrp), Some(regent));
-    let stopped_at = mono_ns();
-    signal_group(regent, Signal::STOP);
-    let next = wait_for(
-        sb.timing().crash_failover() + Duration::from_secs(5),
-        "another candidate's task",
-        || sb.start_after(old.token),
-        || sb.report(),
-    );
-    let stop = sb.stop_of(&old.id, old.token);
-    signal_group(regent, Signal::CONT);
-    let stop = stop.unwrap_or_else(|| {
+    fn kill_9_of_the_leader_kills_its_whole_group_and_a_follower_takes_over_after_the_lease(
+        mut sb: Sandbox,
+    ) {
+        let old = elect(&mut sb, 3);
+        let killed_at = mono_ns();
+        sb.by_id(&old.id).signal(Signal::KILL);
+
+        // The shim sees regent's end (EOF on its control pipe, or the death
+        // signal) and kills the group at once: the task, and the background job
+        // `sh` left behind, which PR_SET_PDEATHSIG alone would not reach.
+        sb.wait_term_gone(&old, Duration::from_secs(2));
+
+        let bound = sb.timing().crash_failover();
+        let next = wait_for(
+            bound + Duration::from_secs(5),
+            "a new leader's task",
+            || sb.start_after(old.token),
+            || sb.report(),
+        );
+        let took = Duration::from_nanos(next.mono_ns - killed_at);
+        eprintln!("kill -9 failover: {took:.3?}");
+        assert_ne!(next.id, old.id);
+        assert!(
+            took <= bound,
+            "the new task started {took:.3?} after kill -9, later than ttl + expiry slack + renew \
+         interval + 3s ({bound:.3?})\n{}",
+            sb.report()
+        );
+        let stop = sb.stop_of(&old.id, old.token).unwrap_or_else(|| {
+            panic!(
+                "the old task never saw SIGTERM (was it SIGKILLed?)\n{}",
+                sb.report()
+            )
+        });
+        assert!(
+            stop.mono_ns < next.mono_ns,
+            "old task stopped after the new one started\n{}",
+            sb.report()
+        );
+        assert_tokens_increase(&sb.starts(), &sb.report());
+    }
+
+    fn sigterm_of_the_leader_releases_at_once_and_regent_exits_0(mut sb: Sandbox) {
+        let old = elect(&mut sb, 2);
+        let termed_at = mono_ns();
+        sb.by_id(&old.id).signal(Signal::TERM);
+        let next = wait_for(
+            Duration::from_secs(8),
+            "a new leader's task",
+            || sb.start_after(old.token),
+            || sb.report(),
+        );
+        let took = Duration::from_nanos(next.mono_ns - termed_at);
+        eprintln!("SIGTERM failover: {took:.3?}");
+        // Far below a ttl: the follower's watch saw the release.
+        let bound = sb.timing().release_failover();
+        assert!(
+            took <= bound,
+            "the new task started {took:.3?} after SIGTERM, later than the watch's delay + 1s \
+         ({bound:.3?}): the lease was not released, it expired\n{}",
+            sb.report()
+        );
+        let status = sb.by_id(&old.id).wait_exit(Duration::from_secs(5));
+        assert_eq!(status.code(), Some(0), "{}", sb.report());
+        let stop = sb
+            .stop_of(&old.id, old.token)
+            .unwrap_or_else(|| panic!("the old task got no SIGTERM\n{}", sb.report()));
+        assert!(
+            stop.mono_ns < next.mono_ns,
+            "the lease was released before the command stopped\n{}",
+            sb.report()
+        );
+        sb.wait_term_gone(&old, Duration::from_secs(1));
+        assert_tokens_increase(&sb.starts(), &sb.report());
+    }
+
+    /// The whole instance pauses — regent, the shim and the command's group —
+    /// as under a cgroup freeze or a paused container: nothing of it can act,
+    /// so nothing can stop the command in time, and only fencing tokens protect
+    /// the resources (the new leader's token is above the old one). After
+    /// SIGCONT the old instance must stop its command and follow, not lead.
+    fn whole_instance_paused_past_its_ttl_stops_its_command_and_follows_after_sigcont(
+        mut sb: Sandbox,
+    ) {
+        let old = elect(&mut sb, 2);
+        let i = sb.index_of(&old.id);
+        let frozen = sb.freeze_instance(i, &old);
+        let (regent, paused_at) = (frozen.regent, frozen.at);
+
+        let next = wait_for(
+            sb.timing().crash_failover() + Duration::from_secs(5),
+            "another candidate's task while the leader is paused",
+            || sb.start_after(old.token),
+            || sb.report(),
+        );
+        eprintln!(
+            "whole pause: new task {:.3}s after the pause",
+            secs(next.mono_ns - paused_at)
+        );
+        assert!(
+            stopped(regent) && stopped(old.pid),
+            "the paused processes ran on\n{}",
+            sb.report()
+        );
+
+        frozen.thaw();
+        let resumed_at = mono_ns();
+        wait_for(
+            Duration::from_secs(3),
+            "the resumed instance to stop its command",
+            || sb.stop_of(&old.id, old.token),
+            || sb.report(),
+        );
+        sb.wait_term_gone(&old, Duration::from_secs(3));
+        // It follows: still running, not leading, no new term of its own.
+        std::thread::sleep(Duration::from_millis(1200));
+        assert!(
+            sb.by_id(&old.id).running(),
+            "the resumed regent exited\n{}",
+            sb.report()
+        );
+        let late: Vec<Event> = sb
+            .starts()
+            .into_iter()
+            .filter(|e| e.id == old.id && e.mono_ns > resumed_at)
+            .collect();
+        assert!(
+            late.is_empty(),
+            "the resumed regent led again: {late:?}\n{}",
+            sb.report()
+        );
+        let status = sb.status();
+        assert_eq!(status["leader"]["id"], next.id.as_str(), "{status}");
+        assert_eq!(status["leader"]["token"], next.token, "{status}");
+        assert_tokens_increase(&sb.starts(), &sb.report());
+    }
+
+    /// SIGSTOP of regent alone: the shim's dead-man's switch stops the command
+    /// at the step-down deadline, before the lease can pass on.
+    fn sigstop_of_regent_alone_trips_the_shims_dead_mans_switch_before_failover(mut sb: Sandbox) {
+        let old = elect(&mut sb, 2);
+        let stopped_at = mono_ns();
+        sb.by_id(&old.id).signal(Signal::STOP);
+        let stop = wait_for(
+            sb.timing().renew_deadline + Duration::from_secs(3),
+            "the shim to stop the command of the stopped regent",
+            || sb.stop_of(&old.id, old.token),
+            || sb.report(),
+        );
+        let next = wait_for(
+            sb.timing().crash_failover() + Duration::from_secs(5),
+            "another candidate's task",
+            || sb.start_after(old.token),
+            || sb.report(),
+        );
+        eprintln!(
+            "SIGSTOP of regent: command stopped {:.3}s after SIGSTOP, new task {:.3}s after SIGSTOP ({:.3}s after the stop)",
+            secs(stop.mono_ns - stopped_at),
+            secs(next.mono_ns - stopped_at),
+            secs(next.mono_ns - stop.mono_ns),
+        );
+        // The last renewal was sent before SIGSTOP, so the deadline the shim
+        // holds is at most renew_deadline after it; 300 ms covers the SIGTERM's
+        // delivery on a loaded machine.
+        let deadline = u64::try_from(sb.timing().renew_deadline.as_nanos()).unwrap();
+        assert!(
+            stop.mono_ns - stopped_at <= deadline + 300_000_000,
+            "the shim stopped the command {:.3}s after regent stopped, past the step-down deadline\n{}",
+            secs(stop.mono_ns - stopped_at),
+            sb.report()
+        );
+        assert!(
+            stop.mono_ns < next.mono_ns,
+            "the new leader's task started while the old one still ran\n{}",
+            sb.report()
+        );
+        sb.wait_term_gone(&old, Duration::from_secs(2));
+        assert!(stopped(sb.by_id(&old.id).pid));
+
+        sb.by_id(&old.id).signal(Signal::CONT);
+        let resumed_at = mono_ns();
+        std::thread::sleep(Duration::from_millis(1500));
+        assert!(
+            sb.by_id(&old.id).running(),
+            "the resumed regent exited\n{}",
+            sb.report()
+        );
+        assert!(
+            !sb.starts()
+                .iter()
+                .any(|e| e.id == old.id && e.mono_ns > resumed_at),
+            "the resumed regent led again\n{}",
+            sb.report()
+        );
+        let status = sb.status();
+        assert_eq!(status["leader"]["id"], next.id.as_str(), "{status}");
+        assert_tokens_increase(&sb.starts(), &sb.report());
+    }
+
+    /// Regression: the shim shared regent's process group, so a job-control
+    /// stop of regent's group (Ctrl-Z in a terminal, `kill -STOP -PGID`) froze
+    /// the dead-man's switch along with regent while the command, in a group of
+    /// its own, ran on past the lease next to the new leader's. The shim now
+    /// leads a process group of its own.
+    fn job_control_stop_of_regents_process_group_still_stops_the_command_before_failover(
+        mut sb: Sandbox,
+    ) {
+        let old = elect(&mut sb, 2);
+        let regent = sb.by_id(&old.id).pid;
+        // Spawned with process_group(0): regent leads its group.
+        assert_eq!(stat(regent).map(|s| s.pgrp), Some(regent));
+        let stopped_at = mono_ns();
+        signal_group(regent, Signal::STOP);
+        let next = wait_for(
+            sb.timing().crash_failover() + Duration::from_secs(5),
+            "another candidate's task",
+            || sb.start_after(old.token),
+            || sb.report(),
+        );
+        let stop = sb.stop_of(&old.id, old.token);
+        signal_group(regent, Signal::CONT);
+        let stop = stop.unwrap_or_else(|| {
         panic!(
             "the command ran on while regent's process group was stopped and another leader started\n{}",
             sb.report()
         )
     });
-    eprintln!(
-        "SIGSTOP of regent's group: command stopped {:.3}s after, new task {:.3}s after",
-        secs(stop.mono_ns - stopped_at),
-        secs(next.mono_ns - stopped_at)
-    );
-    assert!(stop.mono_ns < next.mono_ns, "{}", sb.report());
-    sb.wait_term_gone(&old, Duration::from_secs(2));
-    assert_tokens_increase(&sb.starts(), &sb.report());
-}
+        eprintln!(
+            "SIGSTOP of regent's group: command stopped {:.3}s after, new task {:.3}s after",
+            secs(stop.mono_ns - stopped_at),
+            secs(next.mono_ns - stopped_at)
+        );
+        assert!(stop.mono_ns < next.mono_ns, "{}", sb.report());
+        sb.wait_term_gone(&old, Duration::from_secs(2));
+        assert_tokens_increase(&sb.starts(), &sb.report());
+    }
 
-regent_testkit::for_every_engine!(
-    Sandbox::with_engine,
-    [
-        exactly_one_of_three_candidates_runs_the_command_and_status_names_it,
-        kill_9_of_the_leader_kills_its_whole_group_and_a_follower_takes_over_after_the_lease,
-        sigterm_of_the_leader_releases_at_once_and_regent_exits_0,
-        whole_instance_paused_past_its_ttl_stops_its_command_and_follows_after_sigcont,
-        sigstop_of_regent_alone_trips_the_shims_dead_mans_switch_before_failover,
-        job_control_stop_of_regents_process_group_still_stops_the_command_before_failover,
-    ]
-);
+    regent_testkit::for_every_engine!(
+        Sandbox::with_engine,
+        [
+            exactly_one_of_three_candidates_runs_the_command_and_status_names_it,
+            kill_9_of_the_leader_kills_its_whole_group_and_a_follower_takes_over_after_the_lease,
+            sigterm_of_the_leader_releases_at_once_and_regent_exits_0,
+            whole_instance_paused_past_its_ttl_stops_its_command_and_follows_after_sigcont,
+            sigstop_of_regent_alone_trips_the_shims_dead_mans_switch_before_failover,
+            job_control_stop_of_regents_process_group_still_stops_the_command_before_failover,
+        ]
+    );
+}

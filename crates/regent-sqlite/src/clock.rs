@@ -2,6 +2,7 @@
 //! Why this clock and not another is in the crate docs.
 
 use std::path::Path;
+use std::time::{Duration, Instant};
 
 use regent_core::{ErrorKind, StoreError};
 
@@ -19,6 +20,24 @@ pub(crate) fn monotonic_now_ns() -> i64 {
     ts.tv_sec
         .saturating_mul(1_000_000_000)
         .saturating_add(ts.tv_nsec)
+}
+
+/// `at + d`, or the latest instant the clock can tell when that is beyond
+/// it: never a panic. The store's options are bounded (at most a day), so
+/// this only guards against a bound forgotten.
+pub(crate) fn later(at: Instant, d: Duration) -> Instant {
+    if let Some(t) = at.checked_add(d) {
+        return t;
+    }
+    // Halving the step until it fits ends within 128 steps.
+    let (mut t, mut step) = (at, d / 2);
+    while !step.is_zero() {
+        match t.checked_add(step) {
+            Some(next) => t = next,
+            None => step /= 2,
+        }
+    }
+    t
 }
 
 /// Reads the boot id. Without it, a lease written before a reboot would be
@@ -76,6 +95,19 @@ mod tests {
             before <= std_ns && std_ns <= after,
             "std::time::Instant ({std_ns} ns) is not CLOCK_MONOTONIC ({before}..={after} ns)"
         );
+    }
+
+    #[test]
+    fn later_never_overflows() {
+        let now = Instant::now();
+        let d = Duration::from_secs(86_400);
+        assert_eq!(later(now, d), now + d);
+        let far = later(now, Duration::MAX);
+        assert!(
+            far > now + Duration::from_secs(100 * 365 * 86_400),
+            "{far:?}"
+        );
+        assert_eq!(later(far, Duration::MAX), far, "already as late as it goes");
     }
 
     #[test]

@@ -6,12 +6,14 @@
 //!
 //! * reads run at once, together in one read transaction, and are answered
 //!   at once: they wait for no write lock (but a read that comes while
-//!   writes wait for their commit waits with them, at most the commit
-//!   interval);
+//!   writes wait for their commit waits with them: at most the commit
+//!   interval, and at most its own [`longest_wait`] for an acquire's
+//!   read);
 //! * writes wait until the commit interval has passed since the previous
 //!   commit began (at once if it has), gathering the writes that come
-//!   meanwhile; then they run in one `BEGIN IMMEDIATE` transaction and
-//!   one `COMMIT`: one fsync for all of them.
+//!   meanwhile, but never longer than the most urgent of them may wait
+//!   ([`longest_wait`]); then they run in one `BEGIN IMMEDIATE`
+//!   transaction and one `COMMIT`: one fsync for all of them.
 //!
 //! Invariant: a write is answered only after the commit that made it
 //! durable succeeded. If the transaction cannot begin or commit, or an
@@ -29,17 +31,25 @@
 //! watches ([`Watches`]): one read transaction per poll interval for all
 //! the elections watched.
 //!
+//! While writes wait, the thread parks rather than wake for every request
+//! that joins them; a sender whose request may not wait that long unparks
+//! it (see [`longest_wait`]).
+//!
 //! The thread ends when every sender of its channel is gone (the last
 //! store clone, including those held by the streams of its watches), after
 //! the batch in hand; it closes the connection as it ends. It is not
 //! joined: joining from the last clone's `drop` would block an async
-//! worker for as long as that batch waits for a lock.
+//! worker for as long as that batch waits for a lock. Invariant: every
+//! request the thread takes is answered, unless the thread itself dies (a
+//! bug: a panic outside [`Thread::guarded`]); a caller whose answer is
+//! dropped, or who cannot send, knows that the thread is gone for good.
 
 use std::collections::HashMap;
 use std::error::Error as StdError;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
 use std::time::{Duration, Instant};
 
@@ -47,7 +57,7 @@ use regent_core::{ElectionName, ErrorKind, LeaderInfo, StoreError};
 use rusqlite::Connection;
 use tokio::sync::{oneshot, watch};
 
-use crate::clock::{BOOT_ID_PATH, monotonic_now_ns, read_boot_id};
+use crate::clock::{BOOT_ID_PATH, later, monotonic_now_ns, read_boot_id};
 use crate::db::{self, Seen, Site};
 use crate::error::classify;
 
@@ -55,6 +65,43 @@ use crate::error::classify;
 /// most writes that wait for a commit: bounds the time the first of a
 /// batch waits for the last one to run.
 const MAX_BATCH: usize = 1024;
+
+/// A request may wait in the thread's hands for others to join it at most
+/// this share of its lease's ttl: see [`longest_wait`].
+pub(crate) const WAIT_SHARE: u32 = 20;
+
+/// The longest a request of a lease of `ttl` waits for the requests that
+/// join it: the commit interval, but at most `ttl / WAIT_SHARE`.
+///
+/// Why a twentieth: with the candidates' defaults (a renewal every ttl/5,
+/// a step-down 3·ttl/5 after the last renewal sent) a renewal has 2·ttl/5
+/// from its send to the step-down, eight twentieths. A renewal cycle can
+/// wait twice (an answer that comes late delays the next send; the next
+/// renewal waits again): two twentieths, a quarter of that budget. The
+/// other three quarters are left for the commits themselves (an fsync
+/// each), a failed renewal's retry (ttl/20 later) and a loaded host. An
+/// acquire also waits twice (its read, then its write): ttl/10, against a
+/// campaign's attempt bound of 3·ttl/5. At the default ttl of 10 s the
+/// share is 500 ms, so the default commit interval of 50 ms decides; it
+/// starts to shorten the wait below a ttl of one second (20 × 50 ms).
+/// Commits per second then stay bounded by `WAIT_SHARE / ttl` of the
+/// shortest ttl in use, however many elections there are.
+pub(crate) fn longest_wait(ttl: Duration, commit_interval: Duration) -> Duration {
+    (ttl / WAIT_SHARE).min(commit_interval)
+}
+
+/// What the thread has done, counted for tests and benches.
+#[derive(Debug, Default)]
+pub(crate) struct Stats {
+    /// Group commits that succeeded.
+    pub(crate) commits: AtomicU64,
+    /// Writes those commits answered (each its own outcome).
+    pub(crate) writes: AtomicU64,
+    /// The most writes one commit answered.
+    pub(crate) largest: AtomicU64,
+    /// Times the thread waited with writes in hand.
+    pub(crate) waits: AtomicU64,
+}
 
 /// A source error shared by the answers of every request of a batch.
 type SharedError = Arc<dyn StdError + Send + Sync>;
@@ -70,6 +117,9 @@ pub(crate) enum Failure {
     },
     /// The request's closure panicked; its work was rolled back.
     Panicked,
+    /// The thread recovered from a panic (a bug) while the request was in
+    /// hand, before it could answer; the transaction was rolled back.
+    Recovered,
 }
 
 impl Failure {
@@ -94,6 +144,9 @@ impl Failure {
             }
             Failure::Panicked => StoreError::unavailable(format!(
                 "{context}: the request panicked on the store's connection thread"
+            )),
+            Failure::Recovered => StoreError::unavailable(format!(
+                "{context}: the store's connection thread recovered from a panic before it answered"
             )),
         }
     }
@@ -125,11 +178,17 @@ pub(crate) enum Message {
     /// Follow an election in the shared poll; the answer is the election's
     /// channel of polled states.
     Watch(ElectionName, oneshot::Sender<watch::Receiver<Polled>>),
+    /// Kill the thread, as a bug outside any request would.
+    #[cfg(test)]
+    Die,
 }
 
 /// One request: a closure on the connection and the caller's answer.
 pub(crate) trait Request: Send {
     fn access(&self) -> Access;
+    /// When a write should be committed at the latest: its send, plus its
+    /// [`longest_wait`].
+    fn due(&self) -> Instant;
     /// The caller has stopped waiting (its future was dropped).
     fn abandoned(&self) -> bool;
     /// Runs the closure and keeps its result for [`Request::answer`].
@@ -153,6 +212,7 @@ pub(crate) enum Ran {
 /// A [`Request`] made of a closure returning `T`.
 pub(crate) struct Pending<T, F> {
     access: Access,
+    due: Instant,
     op: Option<F>,
     result: Option<Answer<T>>,
     reply: oneshot::Sender<Answer<T>>,
@@ -163,14 +223,17 @@ where
     T: Send + 'static,
     F: FnOnce(&Connection, &Site) -> Result<T, StoreError> + Send + 'static,
 {
-    /// A request, and the receiver of its answer.
+    /// A request due at `due` (see [`Request::due`]), and the receiver of
+    /// its answer.
     pub(crate) fn request(
         access: Access,
+        due: Instant,
         op: F,
     ) -> (Box<dyn Request>, oneshot::Receiver<Answer<T>>) {
         let (reply, answer) = oneshot::channel();
         let pending = Pending {
             access,
+            due,
             op: Some(op),
             result: None,
             reply,
@@ -186,6 +249,10 @@ where
 {
     fn access(&self) -> Access {
         self.access
+    }
+
+    fn due(&self) -> Instant {
+        self.due
     }
 
     fn abandoned(&self) -> bool {
@@ -241,6 +308,7 @@ pub(crate) struct Options {
 pub(crate) fn run(
     path: PathBuf,
     options: Options,
+    stats: Arc<Stats>,
     ready: oneshot::Sender<Result<(), StoreError>>,
     requests: Receiver<Message>,
 ) {
@@ -264,14 +332,21 @@ pub(crate) fn run(
     if ready.send(Ok(())).is_err() {
         return;
     }
-    Thread {
+    let path = site.path.clone();
+    let thread = Thread {
         conn,
         site,
         requests,
         watches: Watches::new(poll_interval),
         pace: Pace::new(commit_interval),
+        stats,
+    };
+    // A bug outside any request: the requests in hand and in the channel
+    // are dropped unanswered, and their callers, and every later one, get
+    // a permanent error.
+    if catch_unwind(AssertUnwindSafe(|| thread.serve())).is_err() {
+        tracing::error!(path = %path.display(), "sqlite store: the connection thread died of a panic; the store is unusable");
     }
-    .serve();
 }
 
 struct Thread {
@@ -280,6 +355,7 @@ struct Thread {
     requests: Receiver<Message>,
     watches: Watches,
     pace: Pace,
+    stats: Arc<Stats>,
 }
 
 /// When writes may commit: at most [`Pace::BURST`] commits at once, then
@@ -287,11 +363,17 @@ struct Thread {
 /// come while they may not wait, and share the next commit. Only commits
 /// that changed rows count: one that wrote nothing (an acquire held by
 /// another, a lost renewal) costs no fsync.
+///
+/// Invariant: `next` is at most [`Pace::BURST`] intervals after the last
+/// commit, so that a commit made early (for an urgent write, see
+/// [`longest_wait`]) delays the next one by at most one interval.
 struct Pace {
     interval: Duration,
     /// The theoretical time of the next commit, were commits evenly
     /// spaced.
     next: Instant,
+    /// When the pace began: an instant already past.
+    start: Instant,
 }
 
 impl Pace {
@@ -301,28 +383,36 @@ impl Pace {
     const BURST: u32 = 4;
 
     fn new(interval: Duration) -> Self {
+        let now = Instant::now();
         Pace {
             interval,
-            next: Instant::now(),
+            next: now,
+            start: now,
         }
     }
 
     /// The earliest instant the next commit may start.
     fn commit_at(&self) -> Instant {
-        let allowance = self.interval * (Self::BURST - 1);
-        self.next.checked_sub(allowance).unwrap_or(self.next)
+        // An allowance that reaches before the clock's origin allows the
+        // commit at once.
+        self.interval
+            .checked_mul(Self::BURST - 1)
+            .and_then(|allowance| self.next.checked_sub(allowance))
+            .unwrap_or(self.start)
     }
 
     /// A commit that changed rows started at `now`.
     fn committed(&mut self, now: Instant) {
-        self.next = self.next.max(now) + self.interval;
+        let most = later(now, self.interval.saturating_mul(Self::BURST));
+        self.next = later(self.next.max(now), self.interval).min(most);
     }
 }
 
 impl Thread {
     fn serve(mut self) {
-        // Writes waiting for their commit.
+        // Writes waiting for their commit, and the earliest of their dues.
         let mut writes: Vec<Box<dyn Request>> = Vec::new();
+        let mut commit_by: Option<Instant> = None;
         let mut closed = false;
         loop {
             let mut received = None;
@@ -343,11 +433,18 @@ impl Thread {
                     Err(RecvTimeoutError::Disconnected) => closed = true,
                 }
             } else {
-                // Writes wait for their commit: sleep rather than wake for
+                // Writes wait for their commit: park rather than wake for
                 // each request that joins them (reads too wait that long).
-                let commit_at = self.pace.commit_at();
-                let until = self.watches.next.map_or(commit_at, |at| at.min(commit_at));
-                std::thread::sleep(until.saturating_duration_since(Instant::now()));
+                // A request that may not wait that long unparks the thread.
+                let until = [commit_by, self.watches.next]
+                    .into_iter()
+                    .flatten()
+                    .fold(self.pace.commit_at(), Instant::min);
+                let wait = until.saturating_duration_since(Instant::now());
+                if !wait.is_zero() {
+                    self.stats.waits.fetch_add(1, Ordering::Relaxed);
+                    std::thread::park_timeout(wait);
+                }
             }
             let mut reads = Vec::new();
             let mut taken = 0;
@@ -368,22 +465,33 @@ impl Thread {
                 match message {
                     Message::Request(r) => match r.access() {
                         Access::Read => reads.push(r),
-                        Access::WriteOne | Access::Write => writes.push(r),
+                        Access::WriteOne | Access::Write => {
+                            commit_by = Some(commit_by.map_or(r.due(), |by| by.min(r.due())));
+                            writes.push(r);
+                        }
                     },
                     Message::Watch(election, reply) => {
                         let _ = reply.send(self.watches.add(election));
                     }
+                    #[cfg(test)]
+                    Message::Die => panic!("the connection thread dies (as the test wants)"),
                 }
             }
             if !reads.is_empty() {
-                self.guarded(|t| run_reads(&t.conn, &t.site, reads));
+                self.guarded(&mut reads, |t, reads| run_reads(&t.conn, &t.site, reads));
             }
             let now = Instant::now();
-            let due = closed || writes.len() >= MAX_BATCH || self.pace.commit_at() <= now;
+            let due = closed
+                || writes.len() >= MAX_BATCH
+                || self.pace.commit_at() <= now
+                || commit_by.is_some_and(|by| by <= now);
             if !writes.is_empty() && due {
-                let batch = std::mem::take(&mut writes);
+                let mut batch = std::mem::take(&mut writes);
+                commit_by = None;
                 let changes = self.conn.total_changes();
-                self.guarded(|t| run_writes(&t.conn, &t.site, batch));
+                self.guarded(&mut batch, |t, batch| {
+                    run_writes(&t.conn, &t.site, &t.stats, batch);
+                });
                 if self.conn.total_changes() != changes {
                     self.watches.wrote = true;
                     self.pace.committed(now);
@@ -393,20 +501,26 @@ impl Thread {
                 return;
             }
             if self.watches.next.is_some_and(|at| at <= Instant::now()) {
-                self.guarded(|t| t.watches.poll(&t.conn, &t.site));
+                self.guarded(&mut Vec::new(), |t, _| t.watches.poll(&t.conn, &t.site));
             }
         }
     }
 
-    /// Runs `f`; a panic in it (a bug: requests catch their own) drops the
-    /// requests in hand, whose callers then get an error, and rolls back
-    /// whatever transaction it left open, so that the thread serves on.
-    fn guarded(&mut self, f: impl FnOnce(&mut Self)) {
-        if catch_unwind(AssertUnwindSafe(|| f(self))).is_err() {
+    /// Runs `f` on `requests`, which it answers and removes as it goes. A
+    /// panic in it (a bug: requests catch their own) rolls back whatever
+    /// transaction it left open and fails the requests it left unanswered,
+    /// with a transient error, so that the thread serves on.
+    fn guarded(
+        &mut self,
+        requests: &mut Vec<Box<dyn Request>>,
+        f: impl FnOnce(&mut Self, &mut Vec<Box<dyn Request>>),
+    ) {
+        if catch_unwind(AssertUnwindSafe(|| f(self, requests))).is_err() {
             tracing::error!(path = %self.site.path.display(), "sqlite store: the connection thread recovered from a panic");
             if !self.conn.is_autocommit() {
                 let _ = self.conn.execute_batch("ROLLBACK");
             }
+            requests.drain(..).for_each(|r| r.fail(Failure::Recovered));
         }
     }
 }
@@ -416,17 +530,18 @@ fn exec(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
     conn.prepare_cached(sql)?.execute([]).map(drop)
 }
 
-/// Runs `reads` in one read transaction (one snapshot) and answers them.
-fn run_reads(conn: &Connection, site: &Site, mut reads: Vec<Box<dyn Request>>) {
+/// Runs `reads` in one read transaction (one snapshot) and answers them,
+/// leaving `reads` empty.
+fn run_reads(conn: &Connection, site: &Site, reads: &mut Vec<Box<dyn Request>>) {
     reads.retain(|r| !r.abandoned());
     // Alone, a read needs no transaction of its own.
     let grouped = reads.len() > 1;
     if grouped && let Err(e) = exec(conn, "BEGIN") {
         let failure = Failure::db("the read transaction did not begin", e);
-        reads.into_iter().for_each(|r| r.fail(failure.clone()));
+        reads.drain(..).for_each(|r| r.fail(failure.clone()));
         return;
     }
-    for r in &mut reads {
+    for r in reads.iter_mut() {
         // An error that ends the transaction leaves the reads after it in
         // autocommit mode, each its own snapshot: still right for a read.
         r.run(conn, site);
@@ -438,7 +553,7 @@ fn run_reads(conn: &Connection, site: &Site, mut reads: Vec<Box<dyn Request>>) {
             let _ = conn.execute_batch("ROLLBACK");
         }
     }
-    reads.into_iter().for_each(Request::answer);
+    reads.drain(..).for_each(Request::answer);
 }
 
 const SAVEPOINT: &str = "SAVEPOINT regent_request";
@@ -446,17 +561,17 @@ const RELEASE: &str = "RELEASE regent_request";
 const ROLLBACK_TO: &str = "ROLLBACK TO regent_request";
 
 /// Runs `writes` in one write transaction, commits once, then answers
-/// them.
-fn run_writes(conn: &Connection, site: &Site, mut writes: Vec<Box<dyn Request>>) {
+/// them, leaving `writes` empty.
+fn run_writes(conn: &Connection, site: &Site, stats: &Stats, writes: &mut Vec<Box<dyn Request>>) {
     writes.retain(|w| !w.abandoned());
     if writes.is_empty() {
         return;
     }
-    let fail_all = |writes: Vec<Box<dyn Request>>, failure: Failure| {
+    let fail_all = |writes: &mut Vec<Box<dyn Request>>, failure: Failure| {
         if !conn.is_autocommit() {
             let _ = conn.execute_batch("ROLLBACK");
         }
-        writes.into_iter().for_each(|w| w.fail(failure.clone()));
+        writes.drain(..).for_each(|w| w.fail(failure.clone()));
     };
     // Waits up to the busy timeout for another connection's write lock.
     if let Err(e) = exec(conn, "BEGIN IMMEDIATE") {
@@ -515,7 +630,11 @@ fn run_writes(conn: &Connection, site: &Site, mut writes: Vec<Box<dyn Request>>)
     if let Err(e) = exec(conn, "COMMIT") {
         return fail_all(writes, Failure::db("the group commit failed", e));
     }
-    writes.into_iter().for_each(Request::answer);
+    let answered = writes.len() as u64;
+    stats.commits.fetch_add(1, Ordering::Relaxed);
+    stats.writes.fetch_add(answered, Ordering::Relaxed);
+    stats.largest.fetch_max(answered, Ordering::Relaxed);
+    writes.drain(..).for_each(Request::answer);
 }
 
 // ---------------------------------------------------------------- watches
@@ -591,7 +710,7 @@ impl Watches {
 
     fn add(&mut self, election: ElectionName) -> watch::Receiver<Polled> {
         if self.next.is_none() {
-            self.next = Some(Instant::now() + self.interval);
+            self.next = Some(later(Instant::now(), self.interval));
         }
         let name: Box<str> = election.as_str().into();
         let watched = self.elections.entry(name).or_insert_with(|| Watched {
@@ -649,7 +768,7 @@ impl Watches {
                 changed
             });
         }
-        self.next = Some(Instant::now() + self.interval);
+        self.next = Some(later(Instant::now(), self.interval));
     }
 
     /// Reads again the rows that may have changed, in one read
@@ -742,7 +861,7 @@ mod tests {
         let answers: Vec<_> = ops
             .into_iter()
             .map(|(access, op)| {
-                let (request, answer) = Pending::request(access, op);
+                let (request, answer) = Pending::request(access, Instant::now(), op);
                 requests
                     .send(Message::Request(request))
                     .expect("the receiver is here");
@@ -751,7 +870,7 @@ mod tests {
             .collect();
         let (ready, opened) = oneshot::channel();
         let path = dir.join("regent.db");
-        std::thread::spawn(move || run(path, OPTIONS, ready, received));
+        std::thread::spawn(move || run(path, OPTIONS, Arc::default(), ready, received));
         opened
             .blocking_recv()
             .expect("the thread answers")
@@ -826,7 +945,7 @@ mod tests {
         // The thread serves on; only the two good writes were committed.
         let mut check = Vec::new();
         for key in ["before", "panicked", "failed", "after"] {
-            let (request, answer) = Pending::request(Access::Read, count(key));
+            let (request, answer) = Pending::request(Access::Read, Instant::now(), count(key));
             requests
                 .send(Message::Request(request))
                 .expect("the thread runs");
@@ -863,7 +982,7 @@ mod tests {
             }
         }
         for key in ["before", "broken", "after"] {
-            let (request, answer) = Pending::request(Access::Read, count(key));
+            let (request, answer) = Pending::request(Access::Read, Instant::now(), count(key));
             requests
                 .send(Message::Request(request))
                 .expect("the thread runs");
@@ -894,10 +1013,106 @@ mod tests {
                 _ => panic!("every write of the batch fails"),
             }
         }
-        let (request, answer) = Pending::request(Access::Read, count("before"));
+        let (request, answer) = Pending::request(Access::Read, Instant::now(), count("before"));
         requests
             .send(Message::Request(request))
             .expect("the thread runs");
+        assert_eq!(ok(&answer.blocking_recv().expect("answered")), 0);
+    }
+
+    /// `commit_interval(Duration::MAX)` panicked the thread at the first
+    /// write (a duration multiplied past its range), and
+    /// `poll_interval(Duration::MAX)` at the first watch (an instant past
+    /// the clock's range). The builder now refuses such options; the
+    /// arithmetic does not panic whatever it is given.
+    #[test]
+    fn huge_intervals_do_not_panic_the_pace_or_the_poll() {
+        let mut pace = Pace::new(Duration::MAX);
+        assert!(
+            pace.commit_at() <= Instant::now(),
+            "the first commit at once"
+        );
+        for _ in 0..2 * Pace::BURST {
+            pace.committed(Instant::now());
+            let _ = pace.commit_at();
+        }
+        let mut watches = Watches::new(Duration::MAX);
+        drop(watches.add(ElectionName::new("e").expect("a name")));
+        assert!(watches.next.is_some_and(|at| at > Instant::now()));
+    }
+
+    /// The wait bound: the commit interval at the default ttl, a twentieth
+    /// of the ttl below 20 intervals, down to the store's minimum ttl.
+    #[test]
+    fn a_request_waits_at_most_a_twentieth_of_its_ttl() {
+        let interval = Duration::from_millis(50);
+        let wait = |ms| longest_wait(Duration::from_millis(ms), interval);
+        assert_eq!(wait(10_000), interval);
+        assert_eq!(wait(1_000), interval);
+        assert_eq!(wait(100), Duration::from_millis(5));
+        assert_eq!(wait(10), Duration::from_micros(500));
+        assert_eq!(
+            longest_wait(Duration::from_millis(100), Duration::ZERO),
+            Duration::ZERO
+        );
+    }
+
+    /// A commit made early for an urgent write delays the next one by at
+    /// most one commit interval: the pace does not run ahead.
+    #[test]
+    fn early_commits_delay_the_pace_by_one_interval_at_most() {
+        let interval = Duration::from_millis(50);
+        let mut pace = Pace::new(interval);
+        let now = Instant::now();
+        for _ in 0..100 {
+            pace.committed(now);
+        }
+        assert_eq!(pace.commit_at(), now + interval);
+    }
+
+    /// Every request the thread takes is answered, unless it dies: a
+    /// panic in the thread's own code (a bug) while requests are in hand
+    /// rolls their transaction back and fails them with a transient error,
+    /// and the thread serves on. Before, they were dropped unanswered,
+    /// which now means that the thread died.
+    #[test]
+    fn a_panic_outside_the_requests_fails_those_in_hand_and_the_thread_serves_on() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("regent.db");
+        let mut thread = Thread {
+            conn: db::open(&path, Duration::from_secs(1)).expect("open"),
+            site: Site {
+                path,
+                boot_id: read_boot_id(std::path::Path::new(BOOT_ID_PATH)).expect("boot id"),
+            },
+            requests: mpsc::channel().1,
+            watches: Watches::new(Duration::from_secs(1)),
+            pace: Pace::new(Duration::ZERO),
+            stats: Arc::default(),
+        };
+        let (request, answer) = Pending::request(Access::Write, Instant::now(), insert("x"));
+        let mut in_hand = vec![request];
+        thread.guarded(&mut in_hand, |t, writes| {
+            exec(&t.conn, "BEGIN IMMEDIATE").expect("begin");
+            writes[0].run(&t.conn, &t.site);
+            panic!("a bug after the write ran (as the test wants)");
+        });
+        assert!(in_hand.is_empty(), "the requests in hand were failed");
+        match answer.blocking_recv().expect("answered, not dropped") {
+            Err(failure @ Failure::Recovered) => {
+                let e = failure.into_error("insert".into());
+                assert!(e.is_transient(), "{e}");
+            }
+            _ => panic!("the request in hand fails as recovered"),
+        }
+        assert!(
+            thread.conn.is_autocommit(),
+            "the transaction was rolled back"
+        );
+        let (request, answer) = Pending::request(Access::Read, Instant::now(), count("x"));
+        thread.guarded(&mut vec![request], |t, reads| {
+            run_reads(&t.conn, &t.site, reads);
+        });
         assert_eq!(ok(&answer.blocking_recv().expect("answered")), 0);
     }
 
@@ -907,7 +1122,8 @@ mod tests {
         let (requests, received) = mpsc::channel();
         let (ready, opened) = oneshot::channel();
         let path = dir.path().join("regent.db");
-        let thread = std::thread::spawn(move || run(path, OPTIONS, ready, received));
+        let thread =
+            std::thread::spawn(move || run(path, OPTIONS, Arc::default(), ready, received));
         opened.blocking_recv().expect("answered").expect("open");
         drop(requests);
         thread.join().expect("the thread ends without a panic");

@@ -92,13 +92,16 @@ pub(crate) fn open(path: &Path, busy_timeout: Duration) -> Result<Connection, St
         | OpenFlags::SQLITE_OPEN_CREATE
         | OpenFlags::SQLITE_OPEN_NO_MUTEX;
     let mut conn = Connection::open_with_flags(path, flags).map_err(|e| open_error("open", e))?;
+    // SQLite counts the busy timeout in an int of milliseconds (rusqlite
+    // panics beyond it); the builder allows at most a day.
+    let busy_timeout = busy_timeout.min(Duration::from_millis(i32::MAX as u64));
     conn.busy_timeout(busy_timeout)
         .map_err(|e| open_error("set the busy timeout", e))?;
     // Switching a new file to WAL takes an exclusive lock, and SQLite
     // answers SQLITE_BUSY at once (without its busy handler) while another
     // process is switching or creating the schema: retry within the busy
     // timeout, as any other wait for the file.
-    let give_up = std::time::Instant::now() + busy_timeout;
+    let give_up = crate::clock::later(std::time::Instant::now(), busy_timeout);
     let mode: String = loop {
         match conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0)) {
             Ok(mode) => break mode,
@@ -801,6 +804,16 @@ pub(crate) fn leader(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A huge busy timeout panicked the opening thread: rusqlite's
+    /// conversion to SQLite's int of milliseconds, then `Instant::now() +
+    /// busy_timeout` in the retry loop below. The builder refuses such
+    /// timeouts; `open` itself does not panic on them either.
+    #[test]
+    fn a_huge_busy_timeout_does_not_panic_the_open() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        open(&dir.path().join("regent.db"), Duration::MAX).expect("open");
+    }
 
     #[test]
     fn reading_a_row_does_not_prepare_its_statement_again() {

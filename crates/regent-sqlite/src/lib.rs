@@ -116,36 +116,53 @@
 //! store's own (named `regent-sqlite`), fed by a channel. The thread runs
 //! the calls in batches:
 //!
-//! * **Writes** (acquire, renew, release) are *group-committed*: every
-//!   write waiting runs in one `BEGIN IMMEDIATE` transaction, then one
-//!   `COMMIT`, one fsync for all of them. A write is answered only once
-//!   that commit succeeded, so a renewal or an acquire is never reported
-//!   before it is durable; if the transaction cannot begin (another
-//!   process holds the write lock past the busy timeout) or commit, every
-//!   write of the batch gets that error, classified as before. A write
+//! * **Writes** (acquire, renew, release, update metadata) are
+//!   *group-committed*: every write waiting runs in one `BEGIN IMMEDIATE`
+//!   transaction, then one `COMMIT`, one fsync for all of them. A write is
+//!   answered only once that commit succeeded, so a renewal or an acquire
+//!   is never reported before it is durable; if the transaction cannot
+//!   begin (another process holds the write lock past the busy timeout) or
+//!   commit, every write of the batch gets that error, classified as
+//!   before. A write
 //!   that fails alone (garbage in its row) leaves the others' work in
 //!   place: an acquire, which writes two statements, runs in a savepoint of
-//!   its own; a renewal or a release writes one statement, which SQLite
-//!   undoes itself if it fails.
+//!   its own; a renewal, a release or a metadata update writes one
+//!   statement, which SQLite undoes itself if it fails.
 //! * **The commit interval** ([`SqliteStoreBuilder::commit_interval`],
 //!   default [`DEFAULT_COMMIT_INTERVAL`], 50 ms): after a few commits in a
 //!   row, the next one starts no sooner than this after the one before;
 //!   the writes that come meanwhile share it. Without it, renewals that
 //!   come one at a time (as they do once elections have run for a while)
 //!   would each have their own commit, and cost nearly what they did
-//!   before. A write waits at most this long more; one that comes after a
-//!   quiet spell does not wait, and neither does one after commits that
-//!   wrote nothing.
+//!   before. One that comes after a quiet spell does not wait, and neither
+//!   does one after commits that wrote nothing.
+//! * **The wait is bounded by the lease's ttl**: a write waits for others
+//!   to join it at most the commit interval, and at most a twentieth of
+//!   its lease's ttl, whichever is shorter; the batch commits when its most
+//!   urgent write may wait no longer. A candidate renews every ttl/5 and
+//!   steps down 3·ttl/5 after its last renewal sent, and one renewal cycle
+//!   can wait twice (a late answer delays the next renewal, which waits
+//!   again): two twentieths are a quarter of the 2·ttl/5 between a
+//!   renewal and the step-down, the rest left for the commits themselves
+//!   and a retry. An acquire that finds no live lease waits twice too (its
+//!   read, then its write). At the default ttl (10 s) a twentieth is
+//!   500 ms, so the commit interval decides; below a ttl of 20 intervals
+//!   (1 s by default) the ttl does. Short ttls thus keep prompt renewals
+//!   (at 100 ms, a write waits at most 5 ms), at the cost of more commits:
+//!   up to 20 a ttl of the shortest ttl in use, for all its elections
+//!   together.
 //! * **Reads** (`current_leader`, and the read with which every acquire
 //!   begins) run together in one read transaction and never wait for the
 //!   write lock; a read that comes while writes wait for their commit
-//!   waits with them. An acquire that finds a live lease answers
-//!   [`Held`](regent_core::Acquire::Held) from that read: a follower's
-//!   retry takes no write lock and no commit.
+//!   waits with them, at most the commit interval (an acquire's read, at
+//!   most a twentieth of its ttl too). An acquire that finds a live lease
+//!   answers [`Held`](regent_core::Acquire::Held) from that read: a
+//!   follower's retry takes no write lock and no commit.
 //!
 //! So a process holds a fixed number of threads whatever its number of
 //! elections (the store's thread, and the runtime's), and its commits per
-//! second are bounded by the commit interval, not by its elections.
+//! second are bounded by the commit interval (and, for ttls under 20
+//! intervals, by the shortest ttl), not by its elections.
 //! `synchronous = FULL` stays: group commit makes durability cheap
 //! instead of giving it up.
 //!
@@ -153,7 +170,11 @@
 //! of its watches) is dropped, after the batch in hand, and closes the
 //! connection. A call whose closure panics gets an
 //! [`Unavailable`](regent_core::ErrorKind::Unavailable) error, its work is
-//! rolled back, and the thread serves on.
+//! rolled back, and the thread serves on. Should the thread itself die (a
+//! bug, logged as it happens), every call fails with
+//! [`Protocol`](regent_core::ErrorKind::Protocol), a permanent error: the
+//! thread is not restarted, so candidates stop rather than retry a store
+//! that can no longer answer; open the store again.
 //!
 //! Why this design, and not another:
 //!
@@ -175,8 +196,11 @@
 //!
 //! Measured with `cargo bench -p regent-sqlite --bench scale` (see
 //! `benches/scale.rs`): a 2-core virtual machine shared with other work,
-//! an ext4 disk, a tokio runtime of 2 workers, the default ttl of 10 s (a
-//! renewal every 2 s per election), the store's defaults, 30 s windows.
+//! an ext4 disk, a tokio runtime of 2 workers, every election at the
+//! default ttl of 10 s (a renewal every 2 s per election), the store's
+//! defaults, 30 s windows. At that ttl a write may wait up to the whole
+//! commit interval (a twentieth of the ttl is 500 ms), which is what
+//! keeps the commits to about 20 a second.
 //! CPU is the whole process's; threads are all of them (the main thread,
 //! the 2 workers, the store's thread).
 //!
@@ -205,7 +229,11 @@
 //! So one process holds 10,000 elections on one store, as leaders, in
 //! under 10 % of a core, with 4 threads and about 40 MiB. What costs is
 //! renewals per second: a longer ttl lowers it all in proportion, and a
-//! longer commit interval lowers the bytes written.
+//! longer commit interval lowers the bytes written. Not measured here:
+//! ttls under a second. There a write waits a twentieth of its ttl at
+//! most, not the commit interval, so commits come more often (up to 20 a
+//! ttl, 200 a second at 100 ms, shared by all the elections at that ttl),
+//! and each costs its fsync.
 //!
 //! # Schema
 //!
@@ -232,21 +260,24 @@
 //! * **Acquire**: read the row; if it is live (same boot id,
 //!   `expires_at_ns` after now, with now read after the row), the answer
 //!   is [`Acquire::Held`](regent_core::Acquire::Held) with that leader —
-//!   even when the live row is the caller's own. Otherwise, in
-//!   `BEGIN IMMEDIATE`, read it again under the write lock (now read
-//!   inside the transaction) and judge it the same way; if it is still not
-//!   live, bump `regent_fencing.last_token` and write the row: the new
-//!   term's token is the bumped counter.
-//! * **Renew** (`BEGIN IMMEDIATE`): extend the row by its `ttl_ms` from now,
-//!   only if holder *and* token match and the row is live. An expired row
-//!   of ours is [`Renewal::Lost`](regent_core::Renewal::Lost), never revived.
-//! * **Update metadata** (one `BEGIN IMMEDIATE` transaction, the cost of a
-//!   renewal): replace the row's `metadata` only if holder *and* token match
-//!   and the row is live; token, holder and `expires_at_ns` stay, so the
-//!   term goes on and the update does not renew. Otherwise
-//!   [`Renewal::Lost`](regent_core::Renewal::Lost). Watches see the new
-//!   metadata at their next poll.
-//! * **Release**: delete the row only if holder and token match. Idempotent.
+//!   even when the live row is the caller's own. Otherwise, in the group
+//!   commit's `BEGIN IMMEDIATE` transaction (in a savepoint of its own),
+//!   read it again under the write lock (now read inside the transaction)
+//!   and judge it the same way; if it is still not live, bump
+//!   `regent_fencing.last_token` and write the row: the new term's token
+//!   is the bumped counter.
+//! * **Renew** (one statement in the group commit's `BEGIN IMMEDIATE`
+//!   transaction): extend the row by its `ttl_ms` from now, only if holder
+//!   *and* token match and the row is live. An expired row of ours is
+//!   [`Renewal::Lost`](regent_core::Renewal::Lost), never revived.
+//! * **Update metadata** (one statement in the group commit's transaction,
+//!   the cost of a renewal): replace the row's `metadata` only if holder
+//!   *and* token match and the row is live; token, holder and
+//!   `expires_at_ns` stay, so the term goes on and the update does not
+//!   renew. Otherwise [`Renewal::Lost`](regent_core::Renewal::Lost).
+//!   Watches see the new metadata at their next poll.
+//! * **Release** (one statement in the group commit's transaction): delete
+//!   the row only if holder and token match. Idempotent.
 //!
 //! The fencing counter lives in its own table so that tokens keep growing
 //! across release, expiry and deletion of the lease row.
@@ -283,9 +314,10 @@
 //! down. A ttl is stored in whole milliseconds, rounded up, and the granted
 //! [`Lease::ttl`](regent_core::Lease::ttl) says so. The minimum is low
 //! because the clock is exact; a useful ttl is still far longer than a
-//! commit (an fsync: milliseconds, more on a busy disk), than the commit
-//! interval and than the busy timeout, or leases expire before their
-//! answers arrive. Seconds are usual.
+//! commit (an fsync: milliseconds, tens or hundreds of them when a busy
+//! disk stalls) and than the busy timeout, or leases expire before their
+//! answers arrive. The commit interval does not set a floor: a write waits
+//! at most a twentieth of its ttl for others. Seconds are usual.
 //! Expiry has no slack ([`StoreInfo::expiry_slack`](regent_core::StoreInfo::expiry_slack)
 //! is zero): a dead holder's lease is free exactly `ttl` after its last
 //! renewal.
@@ -301,10 +333,10 @@
 //! | kind | when |
 //! | --- | --- |
 //! | [`Unavailable`](regent_core::ErrorKind::Unavailable) (transient) | another connection held the lock past the busy timeout (`SQLITE_BUSY`, `SQLITE_LOCKED`); I/O errors, a full disk; the store's connection thread could not start, or a call panicked on it |
-//! | [`Config`](regent_core::ErrorKind::Config) | the file cannot be opened or created (missing directory, a directory in its place, no permission, read-only); a database that is not regent's, or of another schema version; regent's tables dropped; a ttl out of range; no boot id |
+//! | [`Config`](regent_core::ErrorKind::Config) | the file cannot be opened or created (missing directory, a directory in its place, no permission, read-only); a database that is not regent's, or of another schema version; regent's tables dropped; a ttl out of range; a zero poll interval, or a busy timeout, poll interval or commit interval over a day; no boot id |
 //! | [`Auth`](regent_core::ErrorKind::Auth) | an SQLite authorizer refused a statement |
 //! | [`Corrupt`](regent_core::ErrorKind::Corrupt) | the file is not a database or is damaged (`SQLITE_NOTADB`, `SQLITE_CORRUPT`); a lease row regent did not write |
-//! | [`Protocol`](regent_core::ErrorKind::Protocol) | anything else: a bug |
+//! | [`Protocol`](regent_core::ErrorKind::Protocol) | the store's connection thread died; anything else: a bug |
 //!
 //! A lease row regent did not write — a holder that is not a
 //! [`HolderId`](regent_core::HolderId), metadata that is not a JSON object
@@ -321,6 +353,8 @@ mod error;
 mod store;
 mod target;
 
+#[doc(hidden)]
+pub use store::GroupCommitStats;
 pub use store::{
     DEFAULT_BUSY_TIMEOUT, DEFAULT_COMMIT_INTERVAL, DEFAULT_POLL_INTERVAL, MIN_TTL, SqliteStore,
     SqliteStoreBuilder,

@@ -4,8 +4,9 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::sync::mpsc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use regent_core::store::ExpirySlack;
 use regent_core::{
@@ -15,6 +16,7 @@ use regent_core::{
 use rusqlite::Connection;
 use tokio::sync::{oneshot, watch};
 
+use crate::clock::later;
 use crate::conn::{self, Access, Message, Pending, Polled};
 use crate::db::{self, Site};
 
@@ -32,6 +34,10 @@ pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_millis(100);
 /// The least time between the starts of two commits, unless set: 50 ms.
 /// See [`SqliteStoreBuilder::commit_interval`].
 pub const DEFAULT_COMMIT_INTERVAL: Duration = Duration::from_millis(50);
+
+/// The longest busy timeout, poll interval or commit interval the builder
+/// accepts: one day, as the longest ttl ([`MAX_TTL`]).
+const LONGEST_OPTION: Duration = MAX_TTL;
 
 /// A lease store in one SQLite file, shared by the processes of one host.
 /// See the [crate docs](crate) for the clock, the schema and what can go
@@ -52,8 +58,28 @@ struct Inner {
     /// every sender is dropped, so dropping the last store clone (and the
     /// last stream of its watches) ends it.
     requests: mpsc::Sender<Message>,
+    /// The connection thread, to unpark it for an urgent request.
+    thread: std::thread::Thread,
+    stats: Arc<conn::Stats>,
     path: PathBuf,
     options: conn::Options,
+}
+
+/// What a store's connection thread has done since it opened: for tests
+/// and benches, not a stable API.
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct GroupCommitStats {
+    /// Group commits that succeeded.
+    pub commits: u64,
+    /// Writes those commits answered.
+    pub writes: u64,
+    /// The most writes one commit answered.
+    pub largest: u64,
+    /// Times the thread waited with writes in hand, for the commit
+    /// interval or for more writes to join them.
+    pub waits: u64,
 }
 
 impl fmt::Debug for SqliteStore {
@@ -79,34 +105,43 @@ pub struct SqliteStoreBuilder {
 
 impl SqliteStoreBuilder {
     /// How long a call waits for another connection's lock before failing
-    /// with [`ErrorKind::Unavailable`] (default [`DEFAULT_BUSY_TIMEOUT`]).
-    /// Keep it below the candidates' renew deadline, or a renewal stuck
-    /// behind a lock outlives the leadership it was meant to extend. Zero
-    /// fails at once on contention.
+    /// with [`ErrorKind::Unavailable`] (default [`DEFAULT_BUSY_TIMEOUT`]),
+    /// at most one day. Keep it below the candidates' renew deadline, or a
+    /// renewal stuck behind a lock outlives the leadership it was meant to
+    /// extend. Zero fails at once on contention.
     pub fn busy_timeout(mut self, timeout: Duration) -> Self {
         self.busy_timeout = timeout;
         self
     }
 
     /// How often [`watch`](LeaseStore::watch) reads the lease rows
-    /// (default [`DEFAULT_POLL_INTERVAL`]): a follower sees a change at most
-    /// this late. Each poll is one short read transaction for every
-    /// election the store watches.
+    /// (default [`DEFAULT_POLL_INTERVAL`]), more than zero and at most one
+    /// day: a follower sees a change at most this late. Each poll is one
+    /// short read transaction for every election the store watches.
     pub fn poll_interval(mut self, interval: Duration) -> Self {
         self.poll_interval = interval;
         self
     }
 
     /// The least time between the starts of two commits of this store
-    /// (default [`DEFAULT_COMMIT_INTERVAL`]). Writes (acquires, renewals,
-    /// releases) that come meanwhile wait and share the next commit, and
-    /// its fsync: with many elections on one store, this bounds the
-    /// commits per second, and so the CPU and the bytes written, whatever
-    /// the number of elections. A write waits at most this long more than
-    /// the commit itself; one that comes after a quiet spell does not wait.
-    /// Keep it far below the candidates' renew interval. Zero commits as
-    /// soon as the previous commit ended, with whatever writes came during
-    /// it.
+    /// (default [`DEFAULT_COMMIT_INTERVAL`]), at most one day. Writes
+    /// (acquires, renewals, releases, metadata updates) that come meanwhile
+    /// wait and share the next commit, and its fsync: with many elections
+    /// on one store, this bounds the commits per second, and so the CPU and
+    /// the bytes written, whatever the number of elections.
+    ///
+    /// A write waits for others to join it at most this long, and at most
+    /// a twentieth of its lease's ttl, whichever is shorter, before its
+    /// commit starts; a read that comes while writes wait waits with them
+    /// (an acquire's read, at most a twentieth of its ttl too). One that
+    /// comes after a quiet spell does not wait. Calls that make more than one request
+    /// wait for each: an acquire that finds no live lease reads, then
+    /// writes; a candidate's renewal cycle can wait twice (a late answer
+    /// delays the next renewal, which waits again). So at the default
+    /// ttl (10 s) the interval decides, and below a ttl of 20 intervals
+    /// (1 s by default) the ttl does: short ttls keep their renewals
+    /// prompt, at the cost of more commits per second. Zero commits as soon
+    /// as the previous commit ended, with whatever writes came during it.
     pub fn commit_interval(mut self, interval: Duration) -> Self {
         self.commit_interval = interval;
         self
@@ -118,9 +153,10 @@ impl SqliteStoreBuilder {
     ///
     /// # Errors
     ///
-    /// * [`ErrorKind::Config`]: a zero poll interval; the file cannot be
-    ///   opened or created (a missing directory, a directory in its place,
-    ///   no permission); the database has tables but not regent's schema,
+    /// * [`ErrorKind::Config`]: a zero poll interval, or a busy timeout,
+    ///   poll interval or commit interval longer than one day (each named,
+    ///   with the bound); the file cannot be opened or created (a missing
+    ///   directory, a directory in its place, no permission); the database has tables but not regent's schema,
     ///   or another schema version; the boot id is unreadable (not Linux).
     /// * [`ErrorKind::Corrupt`]: the file is not a SQLite database, or is
     ///   damaged.
@@ -135,15 +171,7 @@ impl SqliteStoreBuilder {
     /// Cancel safe: a dropped open finishes on its connection thread, which
     /// then closes the connection and ends.
     pub async fn open(self) -> Result<SqliteStore, StoreError> {
-        if self.poll_interval.is_zero() {
-            return Err(StoreError::new(
-                ErrorKind::Config,
-                format!(
-                    "sqlite store '{}': the poll interval must be greater than zero",
-                    self.path.display()
-                ),
-            ));
-        }
+        self.validate()?;
         let (requests, received) = mpsc::channel();
         let (ready, opened) = oneshot::channel();
         let thread_path = self.path.clone();
@@ -152,9 +180,11 @@ impl SqliteStoreBuilder {
             poll_interval: self.poll_interval,
             commit_interval: self.commit_interval,
         };
-        std::thread::Builder::new()
+        let stats = Arc::new(conn::Stats::default());
+        let thread_stats = Arc::clone(&stats);
+        let thread = std::thread::Builder::new()
             .name("regent-sqlite".into())
-            .spawn(move || conn::run(thread_path, options, ready, received))
+            .spawn(move || conn::run(thread_path, options, thread_stats, ready, received))
             .map_err(|e| {
                 StoreError::unavailable(format!(
                     "sqlite store '{}': start the connection thread",
@@ -177,10 +207,38 @@ impl SqliteStoreBuilder {
         Ok(SqliteStore {
             inner: Arc::new(Inner {
                 requests,
+                thread: thread.thread().clone(),
+                stats,
                 path,
                 options,
             }),
         })
+    }
+
+    /// Each option within its bounds: durations the connection thread adds
+    /// to the clock, and SQLite's busy timeout (an int of milliseconds).
+    fn validate(&self) -> Result<(), StoreError> {
+        let refuse = |rule: String| {
+            Err(StoreError::new(
+                ErrorKind::Config,
+                format!("sqlite store '{}': {rule}", self.path.display()),
+            ))
+        };
+        if self.poll_interval.is_zero() {
+            return refuse("the poll interval must be greater than zero".into());
+        }
+        for (option, value) in [
+            ("busy timeout", self.busy_timeout),
+            ("poll interval", self.poll_interval),
+            ("commit interval", self.commit_interval),
+        ] {
+            if value > LONGEST_OPTION {
+                return refuse(format!(
+                    "the {option} ({value:?}) must be at most one day ({LONGEST_OPTION:?})"
+                ));
+            }
+        }
+        Ok(())
     }
 }
 
@@ -214,32 +272,50 @@ impl SqliteStore {
         &self.inner.path
     }
 
+    /// What the store's connection thread has done since the store opened
+    /// (shared by its clones). For tests and benches: not a stable API.
+    #[doc(hidden)]
+    pub fn group_commit_stats(&self) -> GroupCommitStats {
+        let stats = &self.inner.stats;
+        GroupCommitStats {
+            commits: stats.commits.load(Ordering::Relaxed),
+            writes: stats.writes.load(Ordering::Relaxed),
+            largest: stats.largest.load(Ordering::Relaxed),
+            waits: stats.waits.load(Ordering::Relaxed),
+        }
+    }
+
     /// Runs `op` with the connection on the store's connection thread,
     /// in the next batch: a write inside the batch's write transaction,
     /// answered once it is committed. `access` must say truly what `op`
-    /// does (see [`Access`]).
+    /// does (see [`Access`]). `ttl`, that of the lease the call is for,
+    /// bounds how long the request waits for others
+    /// ([`conn::longest_wait`]).
     async fn call<T: Send + 'static>(
         &self,
         access: Access,
+        ttl: Option<Duration>,
         what: impl FnOnce() -> String,
         op: impl FnOnce(&Connection, &Site) -> Result<T, StoreError> + Send + 'static,
     ) -> Result<T, StoreError> {
-        let (request, answer) = Pending::request(access, op);
+        let commit_interval = self.inner.options.commit_interval;
+        let wait = ttl.map_or(commit_interval, |ttl| {
+            conn::longest_wait(ttl, commit_interval)
+        });
+        let (request, answer) = Pending::request(access, later(Instant::now(), wait), op);
         if self.inner.requests.send(Message::Request(request)).is_err() {
-            return Err(StoreError::unavailable(format!(
-                "{}: the store's connection thread has stopped",
-                what()
-            )));
+            return Err(thread_died(what()));
+        }
+        // The thread may be parked for as long as the commit interval,
+        // waiting for more writes: one that may not wait that long wakes it.
+        if wait < commit_interval {
+            self.inner.thread.unpark();
         }
         match answer.await {
             Ok(Ok(answered)) => answered,
             Ok(Err(failure)) => Err(failure.into_error(what())),
-            // Dropped without an answer: the thread panicked outside any
-            // request (and serves on), or ended.
-            Err(_) => Err(StoreError::unavailable(format!(
-                "{}: the store's connection thread failed before it answered",
-                what()
-            ))),
+            // Dropped without an answer: the thread died (see `conn`).
+            Err(_) => Err(thread_died(what())),
         }
     }
 
@@ -262,6 +338,18 @@ impl SqliteStore {
         }
         Ok(db::ttl_ms(ttl))
     }
+}
+
+/// The error of every call once the connection thread has died: a bug,
+/// logged as it happened, which retrying cannot mend (the thread is not
+/// restarted), so permanent.
+fn thread_died(context: String) -> StoreError {
+    StoreError::new(
+        ErrorKind::Protocol,
+        format!(
+            "{context}: the store's connection thread has died (a bug; see the log); open the store again"
+        ),
+    )
 }
 
 impl LeaseStore for SqliteStore {
@@ -290,7 +378,7 @@ impl LeaseStore for SqliteStore {
         // follower's retry, the answer needs no write lock and no commit.
         let e = req.election.clone();
         let live = self
-            .call(Access::Read, context, move |conn, site| {
+            .call(Access::Read, Some(req.ttl), context, move |conn, site| {
                 db::leader(conn, site, "acquire", &e)
             })
             .await?;
@@ -301,7 +389,7 @@ impl LeaseStore for SqliteStore {
             },
             None => {
                 let r = req.clone();
-                self.call(Access::Write, context, move |conn, site| {
+                self.call(Access::Write, Some(req.ttl), context, move |conn, site| {
                     db::acquire(conn, site, &r, ttl_ms)
                 })
                 .await?
@@ -325,6 +413,7 @@ impl LeaseStore for SqliteStore {
         let renewal = self
             .call(
                 Access::WriteOne,
+                Some(lease.ttl),
                 || self.context("renew", &lease.election),
                 move |conn, site| db::renew(conn, site, &l),
             )
@@ -341,6 +430,7 @@ impl LeaseStore for SqliteStore {
         let deleted = self
             .call(
                 Access::WriteOne,
+                Some(lease.ttl),
                 || self.context("release", &lease.election),
                 move |conn, site| db::release(conn, site, &l),
             )
@@ -361,6 +451,7 @@ impl LeaseStore for SqliteStore {
         let outcome = self
             .call(
                 Access::WriteOne,
+                Some(lease.ttl),
                 || self.context("update the metadata of", &lease.election),
                 move |conn, site| db::update_metadata(conn, site, &l, &m),
             )
@@ -379,6 +470,7 @@ impl LeaseStore for SqliteStore {
         let e = election.clone();
         self.call(
             Access::Read,
+            None,
             || self.context("read the leader of", election),
             move |conn, site| db::leader(conn, site, "read the leader of", &e),
         )
@@ -394,12 +486,7 @@ impl LeaseStore for SqliteStore {
         // forgets the election once no stream watches it.
         let first = self.current_leader(election).await?;
         let (reply, polled) = oneshot::channel();
-        let stopped = || {
-            StoreError::unavailable(format!(
-                "{}: the store's connection thread has stopped",
-                self.context("watch", election)
-            ))
-        };
+        let stopped = || thread_died(self.context("watch", election));
         self.inner
             .requests
             .send(Message::Watch(election.clone(), reply))
@@ -448,12 +535,9 @@ impl Follow {
         loop {
             if self.polled.changed().await.is_err() {
                 // The thread ended under a stream that keeps it alive: it
-                // cannot serve this watch any more.
+                // died, and cannot serve this watch any more.
                 self.done = true;
-                let e = StoreError::unavailable(format!(
-                    "{}: the store's connection thread has stopped",
-                    self.store.context("watch", &self.election)
-                ));
+                let e = thread_died(self.store.context("watch", &self.election));
                 return Some((Err(e), self));
             }
             let polled = self.polled.borrow_and_update().clone();
@@ -490,5 +574,67 @@ mod tests {
     fn public_types_are_send_and_sync() {
         is_send_sync::<SqliteStore>();
         is_send_sync::<SqliteStoreBuilder>();
+    }
+
+    /// A dead connection thread was reported as `Unavailable`, transient:
+    /// a leader retried its renewals until its renew deadline, and a
+    /// candidate campaigned against a store that could never answer
+    /// again. Now every call fails as `Protocol`, permanent: the leader
+    /// steps down for a store failure, and the campaign ends.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_dead_connection_thread_is_a_permanent_error() {
+        use regent_core::{CampaignError, Candidate, EndReason, HolderId};
+
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = SqliteStore::open(dir.path().join("regent.db"))
+            .await
+            .expect("open");
+        let election = ElectionName::new("dies").expect("a name");
+        let candidate = |who: &str| {
+            Candidate::builder(
+                store.clone(),
+                election.clone(),
+                HolderId::new(who).expect("a holder id"),
+            )
+            // Renewals every 2 s, a step-down after 6 s.
+            .ttl(Duration::from_secs(10))
+            .build()
+            .expect("valid timing")
+        };
+        let leader = candidate("leader");
+        let leadership = leader.campaign().await.expect("wins");
+        let lease = leadership.lease().clone();
+
+        store
+            .inner
+            .requests
+            .send(Message::Die)
+            .expect("the thread runs");
+        let e = store.renew(&lease).await.expect_err("no thread");
+        assert_eq!(e.kind(), ErrorKind::Protocol, "{e}");
+        assert!(e.to_string().contains("died"), "{e}");
+        let e = store
+            .current_leader(&election)
+            .await
+            .expect_err("no thread");
+        assert!(!e.is_transient(), "{e}");
+        let Err(e) = store.watch(&election).await else {
+            panic!("a watch of a dead store is an error");
+        };
+        assert!(!e.is_transient(), "{e}");
+
+        // The leader's next renewal (within 2 s) fails for good: it steps
+        // down at once, well before its 6 s deadline.
+        let ended = tokio::time::timeout(Duration::from_secs(5), leadership.until_ended())
+            .await
+            .expect("the leader stops renewing a dead store");
+        assert_eq!(ended.reason, EndReason::StoreFailed(ErrorKind::Protocol));
+        let campaign = tokio::time::timeout(Duration::from_secs(5), candidate("other").campaign())
+            .await
+            .expect("a campaign on a dead store ends");
+        assert!(
+            matches!(&campaign, Err(CampaignError::Store(e)) if e.kind() == ErrorKind::Protocol),
+            "{campaign:?}"
+        );
     }
 }

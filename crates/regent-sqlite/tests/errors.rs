@@ -109,6 +109,76 @@ async fn a_zero_poll_interval_is_config() {
     assert!(e.to_string().contains("poll interval"), "{e}");
 }
 
+/// `commit_interval(Duration::MAX)` opened fine, then panicked the
+/// connection thread at the first write; `poll_interval(Duration::MAX)` at
+/// the first watch; a huge busy timeout while opening. Every later call
+/// failed as `Unavailable`, forever. Now `open` refuses each, naming the
+/// option and the bound.
+#[tokio::test]
+async fn intervals_and_timeouts_beyond_a_day_are_config() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("regent.db");
+    let day = Duration::from_secs(86_400);
+    let builders = [
+        (
+            "busy timeout",
+            SqliteStore::builder(&path).busy_timeout(Duration::MAX),
+        ),
+        (
+            "poll interval",
+            SqliteStore::builder(&path).poll_interval(Duration::MAX),
+        ),
+        (
+            "commit interval",
+            SqliteStore::builder(&path).commit_interval(Duration::MAX),
+        ),
+        (
+            "commit interval",
+            SqliteStore::builder(&path).commit_interval(day + Duration::from_nanos(1)),
+        ),
+    ];
+    for (option, builder) in builders {
+        let e = builder.open().await.expect_err("refused");
+        assert_eq!(e.kind(), ErrorKind::Config, "{e}");
+        assert_names(&e, &path, option);
+        assert!(e.to_string().contains("at most one day"), "{e}");
+    }
+    assert!(!path.exists(), "refused before the file is created");
+}
+
+/// At their bound (a day) every option works: nothing the connection
+/// thread adds to the clock overflows, and every call is answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn intervals_and_timeouts_of_a_day_work() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let day = Duration::from_secs(86_400);
+    let store = SqliteStore::builder(dir.path().join("regent.db"))
+        .busy_timeout(day)
+        .poll_interval(day)
+        .commit_interval(day)
+        .open()
+        .await
+        .expect("open");
+    let e = election("a-day");
+    let lease = match store.try_acquire(&req(&e, "a", TTL), None).await {
+        Ok(regent_core::Acquire::Won(lease)) => lease,
+        other => panic!("wins: {other:?}"),
+    };
+    let mut watch = store.watch(&e).await.expect("watch");
+    let first = futures_util::StreamExt::next(&mut watch).await;
+    assert!(matches!(first, Some(Ok(Some(_)))), "{first:?}");
+    for _ in 0..8 {
+        // Past the burst the commit interval (a day) gives way to the
+        // renewal's own bound, a twentieth of its ttl.
+        let renewed = tokio::time::timeout(TTL, store.renew(&lease))
+            .await
+            .expect("answered within the ttl")
+            .expect("renew");
+        assert_eq!(renewed, regent_core::Renewal::Renewed);
+    }
+    store.release(&lease).await.expect("release");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_locked_database_is_unavailable_for_writes_until_the_lock_goes() {
     let dir = tempfile::tempdir().expect("temp dir");

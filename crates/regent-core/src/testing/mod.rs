@@ -545,6 +545,17 @@ async fn await_state(
     within: Duration,
     what: &str,
 ) -> Check {
+    await_view(w, |l| l.map(|l| &l.holder) == want, within, what).await
+}
+
+/// Waits for the watch to show a view that `want` accepts (`None`: no
+/// leader), skipping repeats and other views, for at most `within`.
+async fn await_view(
+    w: &mut LeaderStream,
+    want: impl Fn(Option<&LeaderInfo>) -> bool,
+    within: Duration,
+    what: &str,
+) -> Check {
     let deadline = tokio::time::Instant::now() + within;
     let mut seen = Vec::new();
     loop {
@@ -557,13 +568,8 @@ async fn await_state(
             Ok(None) => return Err(format!("watch ended while waiting for {what}")),
             Ok(Some(Err(e))) if e.is_transient() => seen.push(format!("error: {e}")),
             Ok(Some(Err(e))) => return Err(format!("watch failed waiting for {what}: {e}")),
-            Ok(Some(Ok(leader))) => {
-                let got = leader.as_ref().map(|l| &l.holder);
-                if got == want {
-                    return Ok(());
-                }
-                seen.push(format!("{:?}", got.map(HolderId::as_str)));
-            }
+            Ok(Some(Ok(leader))) if want(leader.as_ref()) => return Ok(()),
+            Ok(Some(Ok(leader))) => seen.push(format!("{leader:?}")),
         }
     }
 }
@@ -592,22 +598,7 @@ async fn await_leader(
     within: Duration,
     what: &str,
 ) -> Check {
-    let deadline = tokio::time::Instant::now() + within;
-    let mut seen = Vec::new();
-    loop {
-        match tokio::time::timeout_at(deadline, w.next()).await {
-            Err(_) => {
-                return Err(format!(
-                    "watch did not show {what} within {within:?}; saw {seen:?}"
-                ));
-            }
-            Ok(None) => return Err(format!("watch ended while waiting for {what}")),
-            Ok(Some(Err(e))) if e.is_transient() => seen.push(format!("error: {e}")),
-            Ok(Some(Err(e))) => return Err(format!("watch failed waiting for {what}: {e}")),
-            Ok(Some(Ok(Some(leader)))) if want(&leader) => return Ok(()),
-            Ok(Some(Ok(leader))) => seen.push(format!("{leader:?}")),
-        }
-    }
+    await_view(w, |l| l.is_some_and(&want), within, what).await
 }
 
 /// Item 8: the leader replaces its metadata without losing its term:

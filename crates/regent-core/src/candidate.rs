@@ -90,8 +90,13 @@ pub(crate) struct Core<S> {
 pub(crate) struct HandOver(std::sync::Mutex<Option<Instant>>);
 
 /// What a follower needs beyond noticing a release to win the term: one
-/// acquire, with room for a loaded machine.
+/// acquire, with room for a loaded machine. At least this, and a tenth of
+/// the ttl up to [`HAND_OVER_ALLOWANCE_MAX`]: the pause ends as soon as the
+/// watch shows another holder, so only a lone candidate waits it out.
 const HAND_OVER_ALLOWANCE: Duration = Duration::from_millis(250);
+
+/// The most [`HAND_OVER_ALLOWANCE`] grows to with a long ttl.
+const HAND_OVER_ALLOWANCE_MAX: Duration = Duration::from_secs(2);
 
 impl HandOver {
     /// Our lease was given back now: stay out for as long as a follower
@@ -105,7 +110,8 @@ impl HandOver {
             crate::WatchMode::Notify => Duration::ZERO,
             crate::WatchMode::Poll(every) => every.min(timing.retry_every),
         };
-        let until = Instant::now() + notice + HAND_OVER_ALLOWANCE.min(timing.ttl);
+        let allowance = (timing.ttl / 10).clamp(HAND_OVER_ALLOWANCE, HAND_OVER_ALLOWANCE_MAX);
+        let until = Instant::now() + notice + allowance.min(timing.ttl);
         *self
             .0
             .lock()
@@ -562,9 +568,11 @@ impl<S: LeaseStore> Candidate<S> {
     /// [`Supervisor`](crate::Supervisor)'s task finished), its next campaign
     /// first leaves the election to the followers that are waiting: on a
     /// race store it does not try to win until they have had time to notice
-    /// the release and win (the store's poll interval, if it polls, plus
-    /// 250 ms); on a queue store it joins the end of the line. So a finished
-    /// task hands over, and a lone candidate leads again after that pause.
+    /// the release and win (the store's poll interval, if it polls, plus a
+    /// tenth of the ttl, at least 250 ms and at most 2 s), or until the
+    /// watch shows that one of them leads; on a queue store it joins the end
+    /// of the line. So a finished task hands over, and a lone candidate
+    /// leads again after that pause.
     ///
     /// While another instance leads, the candidate follows it through the
     /// store's watch (published on [`status`](Self::status)) and tries again
@@ -616,6 +624,7 @@ impl<S: LeaseStore> Candidate<S> {
                 biased;
                 () = c.shutdown.cancelled() => {}
                 () = sleep_until(until) => {}
+                () = self.another_holder_leads() => {}
             }
         }
         let result = 'campaign: loop {
@@ -918,6 +927,21 @@ impl<S: LeaseStore> Candidate<S> {
                 },
             }
         }
+    }
+
+    /// Returns once the store's watch shows a holder other than us leading:
+    /// the term we gave back has gone to a follower. Never returns if the
+    /// watch cannot be opened or ends (the caller's pause then runs out).
+    async fn another_holder_leads(&self) {
+        let c = &*self.core;
+        if let Ok(mut stream) = c.store.watch(&c.req.election).await {
+            while let Some(Ok(leader)) = stream.next().await {
+                if leader.is_some_and(|l| l.holder != c.req.holder) {
+                    return;
+                }
+            }
+        }
+        std::future::pending().await
     }
 
     /// Renews our queued place; false when it is gone (lost, or presumed

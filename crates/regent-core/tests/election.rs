@@ -140,6 +140,122 @@ async fn resign_hands_over_without_waiting_for_the_ttl() {
     assert!(lb.token().get() > 1);
 }
 
+/// Regression (CI on Azurite under load): the candidate that gave a term
+/// back waited a fixed 250 ms, and won again before a follower whose
+/// acquire was slower than that. Now it waits until the watch shows the
+/// follower leading, for up to a tenth of the ttl.
+#[tokio::test(start_paused = true)]
+async fn a_term_given_back_goes_to_a_follower_whose_acquire_is_slow() {
+    let store = MemoryStore::race();
+    let a = candidate(&store, "a");
+    let slow = slow::Acquire {
+        inner: store.clone(),
+        delay: Duration::from_millis(700),
+    };
+    // b retries only when the watch shows a change (or after 4–8 s), so
+    // no acquire of b's is in flight when a resigns.
+    let b = Candidate::builder(slow, jobs(), id("b"))
+        .ttl(secs(10))
+        .retry_every(secs(8))
+        .build()
+        .unwrap();
+    let la = a.campaign().await.unwrap();
+    let follower = tokio::spawn(async move {
+        let l = b.campaign().await.unwrap();
+        (Instant::now(), l)
+    });
+    sleep(secs(2)).await;
+    la.resign().await.unwrap();
+    let resigned_at = Instant::now();
+    let again = tokio::spawn({
+        let a = a.clone();
+        async move { a.campaign().await.unwrap() }
+    });
+    let (won_at, lb) = tokio::time::timeout(secs(30), follower)
+        .await
+        .expect("b never led: a won its term back")
+        .unwrap();
+    assert!(won_at - resigned_at < secs(1), "{:?}", won_at - resigned_at);
+    // a follows b now; it leads only once b gives the term back.
+    sleep(secs(5)).await;
+    assert!(!again.is_finished(), "a won while b led");
+    assert_eq!(
+        a.status().borrow().leader().map(|l| l.holder.clone()),
+        Some(id("b"))
+    );
+    let token_b = lb.token();
+    lb.resign().await.unwrap();
+    let la = again.await.unwrap();
+    assert!(la.token() > token_b);
+}
+
+/// A lone candidate that gave its term back leads again after the pause:
+/// a tenth of the ttl (1 s at ttl 10 s) on a store that notifies.
+#[tokio::test(start_paused = true)]
+async fn a_lone_candidate_leads_again_after_the_hand_over_pause() {
+    let store = MemoryStore::race();
+    let a = candidate(&store, "a");
+    a.campaign().await.unwrap().resign().await.unwrap();
+    let resigned_at = Instant::now();
+    let la = a.campaign().await.unwrap();
+    let paused = Instant::now() - resigned_at;
+    assert!(
+        paused >= secs(1) && paused < Duration::from_millis(1100),
+        "{paused:?}"
+    );
+    assert_eq!(la.token().get(), 2);
+}
+
+mod slow {
+    //! A store whose acquires answer late: a follower on a loaded machine.
+    use std::time::Duration;
+
+    use regent_core::memory::MemoryStore;
+    use regent_core::{
+        AcquireRequest, ElectionName, LeaderInfo, LeaderStream, Lease, LeaseStore, Metadata,
+        Renewal, StoreError, StoreInfo,
+    };
+
+    #[derive(Clone)]
+    pub(crate) struct Acquire {
+        pub(crate) inner: MemoryStore,
+        pub(crate) delay: Duration,
+    }
+
+    impl LeaseStore for Acquire {
+        fn info(&self) -> StoreInfo {
+            self.inner.info()
+        }
+        async fn try_acquire(
+            &self,
+            req: &AcquireRequest,
+            queued: Option<&Lease>,
+        ) -> Result<regent_core::Acquire, StoreError> {
+            tokio::time::sleep(self.delay).await;
+            self.inner.try_acquire(req, queued).await
+        }
+        async fn renew(&self, lease: &Lease) -> Result<Renewal, StoreError> {
+            self.inner.renew(lease).await
+        }
+        async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
+            self.inner.release(lease).await
+        }
+        async fn update_metadata(
+            &self,
+            lease: &Lease,
+            metadata: &Metadata,
+        ) -> Result<Renewal, StoreError> {
+            self.inner.update_metadata(lease, metadata).await
+        }
+        async fn current_leader(&self, e: &ElectionName) -> Result<Option<LeaderInfo>, StoreError> {
+            self.inner.current_leader(e).await
+        }
+        async fn watch(&self, e: &ElectionName) -> Result<LeaderStream, StoreError> {
+            self.inner.watch(e).await
+        }
+    }
+}
+
 #[tokio::test(start_paused = true)]
 async fn dropping_the_guard_releases_the_lease() {
     let store = MemoryStore::race();

@@ -9,6 +9,7 @@ use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use crate::candidate::Core;
 use crate::error::{ErrorKind, NotLeader, ProclaimError, StoreError};
@@ -91,8 +92,6 @@ struct Shared {
     timing: Timing,
     cancel: CancellationToken,
     state: watch::Sender<LeaseState>,
-    /// The candidate's hand-over pause, set when the lease is given back.
-    hand_over: Arc<crate::candidate::HandOver>,
 }
 
 /// Proof of leadership of one election, for one term.
@@ -142,17 +141,113 @@ impl Leadership {
         sent_at: Instant,
         timing: Timing,
     ) -> Self {
-        let status = core.status.clone();
+        let keeper = LeaseKeeper {
+            store: core.store.clone(),
+            lease: lease.clone(),
+            timing,
+            won_at: sent_at,
+            hand_over: core.hand_over.clone(),
+        };
+        Self::kept_by(
+            keeper,
+            TermStart {
+                lease,
+                info,
+                timing,
+                confirmed_at: sent_at,
+                status: core.status.clone(),
+                shutdown: core.shutdown.child_token(),
+            },
+            &core.tracker,
+        )
+    }
+
+    /// A guard for a term that `keeper` keeps: the seam through which an
+    /// election that is not a lease store (a peer group, say) gives its
+    /// leaders the same guard, [`Supervisor`](crate::Supervisor), status
+    /// and child supervision as a [`Candidate`](crate::Candidate)'s.
+    ///
+    /// Publishes [`Status::Leader`] on `start.status` now, and spawns on
+    /// `tracker` the task that holds the term with
+    /// [`TermKeeper::hold`] until it or the guard ends it, publishes the
+    /// end (`Follower` with no leader, or `Stopped` on shutdown), waits for
+    /// the holder's work to stop (at most until the local deadline) and
+    /// then calls [`TermKeeper::release`] unless the term was lost.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use std::sync::Arc;
+    /// use regent_core::{
+    ///     CancellationToken, ElectionName, EndReason, FencingToken, HolderId, LeaderInfo, Lease,
+    ///     LeaseHandle, Leadership, Metadata, Renewal, Status, StoreError, TaskTracker, TermKeeper, TermStart,
+    ///     TermState, Timing,
+    /// };
+    /// use tokio::time::Instant;
+    ///
+    /// /// A term that lasts until the process is told otherwise.
+    /// struct Forever;
+    /// impl TermKeeper for Forever {
+    ///     async fn hold(&self, term: &TermState) -> EndReason {
+    ///         loop {
+    ///             term.confirm(Instant::now());
+    ///             tokio::time::sleep(term.timing().renew_every).await;
+    ///         }
+    ///     }
+    ///     async fn release(&self) -> Result<(), StoreError> { Ok(()) }
+    ///     async fn update_metadata(&self, _: &Metadata) -> Result<Renewal, StoreError> {
+    ///         Ok(Renewal::Renewed)
+    ///     }
+    /// }
+    ///
+    /// let (election, holder) = (ElectionName::new("jobs")?, HolderId::new("a")?);
+    /// let timing = Timing::new(std::time::Duration::from_secs(10));
+    /// let token = FencingToken::new(7);
+    /// let status = Arc::new(tokio::sync::watch::channel(Status::Starting).0);
+    /// let tracker = TaskTracker::new();
+    /// let leadership = Leadership::kept_by(
+    ///     Forever,
+    ///     TermStart {
+    ///         lease: Lease {
+    ///             election,
+    ///             holder: holder.clone(),
+    ///             token,
+    ///             ttl: timing.ttl,
+    ///             handle: LeaseHandle::new("forever"),
+    ///         },
+    ///         info: LeaderInfo { holder, token, metadata: Metadata::default() },
+    ///         timing,
+    ///         confirmed_at: Instant::now(),
+    ///         status: status.clone(),
+    ///         shutdown: CancellationToken::new(),
+    ///     },
+    ///     &tracker,
+    /// );
+    /// assert_eq!(leadership.check()?, token);
+    /// assert!(matches!(*status.borrow(), Status::Leader { .. }));
+    /// leadership.resign().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn kept_by<K: TermKeeper>(keeper: K, start: TermStart, tracker: &TaskTracker) -> Self {
+        let TermStart {
+            lease,
+            info,
+            timing,
+            confirmed_at,
+            status,
+            shutdown,
+        } = start;
         let (state, _) = watch::channel(LeaseState {
-            deadline: timing.local_deadline(sent_at),
-            step_down_at: timing.step_down_at(sent_at),
+            deadline: timing.local_deadline(confirmed_at),
+            step_down_at: timing.step_down_at(confirmed_at),
             ended: None,
         });
+        let keeper = Arc::new(keeper);
         let update: Update = {
-            let (store, lease) = (core.store.clone(), lease.clone());
+            let keeper = keeper.clone();
             Box::new(move |metadata: Metadata| {
-                let (store, lease) = (store.clone(), lease.clone());
-                Box::pin(async move { store.update_metadata(&lease, &metadata).await })
+                let keeper = keeper.clone();
+                Box::pin(async move { keeper.update_metadata(&metadata).await })
             })
         };
         let shared = Arc::new(Shared {
@@ -164,7 +259,6 @@ impl Leadership {
             timing,
             cancel: CancellationToken::new(),
             state,
-            hand_over: core.hand_over.clone(),
         });
         let (stop_tx, stop_rx) = oneshot::channel();
         let (work_stopped, work_stopped_rx) = oneshot::channel();
@@ -180,13 +274,12 @@ impl Leadership {
             token = shared.lease.token.get(),
             "elected leader"
         );
-        let task = core.tracker.spawn(keep(
-            core.store.clone(),
+        let task = tracker.spawn(keep(
+            keeper,
             shared.clone(),
-            sent_at,
             stop_rx,
             work_stopped_rx,
-            core.shutdown.child_token(),
+            shutdown,
             status,
         ));
         Self {
@@ -496,13 +589,191 @@ fn mark_ended(shared: &Shared, reason: EndReason) -> Ended {
     ended
 }
 
-/// Renews the lease until leadership ends, then publishes the end, fires the
-/// cancellation token, waits until the work has stopped and releases the
-/// lease.
-async fn keep<S: LeaseStore>(
-    store: Arc<S>,
+/// How a [`Leadership`] guard's term starts; see [`Leadership::kept_by`].
+#[derive(Debug)]
+pub struct TermStart {
+    /// The term's record: election, holder, fencing token and the ttl
+    /// granted.
+    pub lease: Lease,
+    /// This leader as followers see it.
+    pub info: LeaderInfo,
+    /// The timing the term runs on; its local deadline and step-down
+    /// instant are measured from `confirmed_at` until
+    /// [`TermState::confirm`] moves them.
+    pub timing: Timing,
+    /// When the term was last confirmed: for a lease, when the request that
+    /// won it was sent.
+    pub confirmed_at: Instant,
+    /// Where the guard publishes `Leader` now and the end later.
+    pub status: Arc<watch::Sender<Status>>,
+    /// Ends the term with [`EndReason::Shutdown`] when cancelled.
+    pub shutdown: CancellationToken,
+}
+
+/// What keeps one term alive behind a [`Leadership`] guard: a lease
+/// store's renewals for a [`Candidate`](crate::Candidate), a peer group's
+/// view for a peer node. See [`Leadership::kept_by`].
+///
+/// The guard's task calls [`hold`](Self::hold) once, and drops it the
+/// moment the guard ends the term (resign, drop, shutdown, unhealthy); then,
+/// once the holder's work has stopped, [`release`](Self::release) once,
+/// unless `hold` returned [`EndReason::Lost`].
+pub trait TermKeeper: Send + Sync + 'static {
+    /// Keeps the term until it ends on the keeper's side, and says why
+    /// ([`EndReason::Lost`], [`EndReason::DeadlinePassed`],
+    /// [`EndReason::StoreFailed`]). Every confirmation of the term moves
+    /// the guard's deadline with [`TermState::confirm`] or
+    /// [`TermState::extend_to`]; the keeper must return
+    /// [`EndReason::DeadlinePassed`] by [`TermState::step_down_at`] unless a
+    /// confirmation moved it. Must be cancel safe: it is dropped when the
+    /// guard ends the term first.
+    fn hold(&self, term: &TermState) -> impl Future<Output = EndReason> + Send;
+
+    /// Gives the term back so that a successor can start at once; called
+    /// once the holder's work has stopped, within the timing's renew
+    /// deadline.
+    fn release(&self) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// Publishes new metadata for this term without ending it
+    /// ([`Leadership::proclaim`]).
+    fn update_metadata(
+        &self,
+        metadata: &Metadata,
+    ) -> impl Future<Output = Result<Renewal, StoreError>> + Send;
+}
+
+/// The term as its [`TermKeeper`] sees it: the record, the timing, and the
+/// way to move the guard's deadline.
+pub struct TermState {
     shared: Arc<Shared>,
-    sent_at: Instant,
+}
+
+impl fmt::Debug for TermState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TermState")
+            .field("lease", &self.shared.lease)
+            .field("state", &*self.shared.state.borrow())
+            .finish()
+    }
+}
+
+impl TermState {
+    /// The term's record.
+    pub fn lease(&self) -> &Lease {
+        &self.shared.lease
+    }
+
+    /// The timing the term runs on.
+    pub fn timing(&self) -> &Timing {
+        &self.shared.timing
+    }
+
+    /// When the keeper must end the term unless it is confirmed first.
+    pub fn step_down_at(&self) -> Instant {
+        self.shared.state.borrow().step_down_at
+    }
+
+    /// The term was confirmed by a request sent at `basis` (a renewal):
+    /// the local deadline and the step-down instant move to
+    /// [`Timing::local_deadline`] and [`Timing::step_down_at`] of `basis`.
+    pub fn confirm(&self, basis: Instant) {
+        let t = self.shared.timing;
+        self.shared.state.send_modify(|s| {
+            s.deadline = t.local_deadline(basis);
+            s.step_down_at = t.step_down_at(basis);
+        });
+    }
+
+    /// The term is exclusively ours until `deadline` (a quorum lease):
+    /// both the local deadline and the step-down instant move there.
+    pub fn extend_to(&self, deadline: Instant) {
+        self.shared.state.send_modify(|s| {
+            s.deadline = deadline;
+            s.step_down_at = deadline;
+        });
+    }
+}
+
+/// A lease store's [`TermKeeper`]: renewals at `renew_every`, retries of
+/// transient failures, a release that leaves the term to a waiting
+/// follower.
+struct LeaseKeeper<S> {
+    store: Arc<S>,
+    lease: Lease,
+    timing: Timing,
+    /// When the request that won the lease was sent.
+    won_at: Instant,
+    /// The candidate's hand-over pause, set when the lease is given back.
+    hand_over: Arc<crate::candidate::HandOver>,
+}
+
+impl<S: LeaseStore> TermKeeper for LeaseKeeper<S> {
+    async fn hold(&self, term: &TermState) -> EndReason {
+        let t = *term.timing();
+        let lease = &self.lease;
+        let retry_delay = (t.renew_every / 4).max(Duration::from_millis(1));
+        let mut next_attempt = self.won_at + t.renew_every;
+        loop {
+            // Invariant: every path that keeps leadership passes through
+            // `confirm`, so we never believe in a lease past the renew
+            // deadline of the last confirmed renewal.
+            let step_down = term.step_down_at();
+            tokio::select! {
+                biased;
+                () = sleep_until(step_down) => return EndReason::DeadlinePassed,
+                () = sleep_until(next_attempt) => {}
+            }
+            let sent = Instant::now();
+            let result = tokio::select! {
+                biased;
+                () = sleep_until(step_down) => return EndReason::DeadlinePassed,
+                r = self.store.renew(lease) => r,
+            };
+            match result {
+                Ok(Renewal::Renewed) => {
+                    // The store started its ttl no earlier than `sent`.
+                    term.confirm(sent);
+                    next_attempt = sent + t.renew_every;
+                    tracing::debug!(
+                        election = %lease.election, holder = %lease.holder, token = lease.token.get(),
+                        "renewed"
+                    );
+                }
+                Ok(Renewal::Lost) => return EndReason::Lost,
+                Err(e) if e.is_transient() => {
+                    tracing::warn!(
+                        election = %lease.election, holder = %lease.holder, token = lease.token.get(),
+                        error = %e, "renewal failed; retrying"
+                    );
+                    next_attempt = Instant::now() + retry_delay;
+                }
+                Err(e) => {
+                    tracing::warn!(
+                        election = %lease.election, holder = %lease.holder, token = lease.token.get(),
+                        error = %e, "renewal failed permanently"
+                    );
+                    return EndReason::StoreFailed(e.kind());
+                }
+            }
+        }
+    }
+
+    async fn release(&self) -> Result<(), StoreError> {
+        self.store.release(&self.lease).await?;
+        self.hand_over.released(&self.store.info(), &self.timing);
+        Ok(())
+    }
+
+    async fn update_metadata(&self, metadata: &Metadata) -> Result<Renewal, StoreError> {
+        self.store.update_metadata(&self.lease, metadata).await
+    }
+}
+
+/// Holds the term with `keeper` until it ends, then publishes the end, fires
+/// the cancellation token, waits until the work has stopped and releases.
+async fn keep<K: TermKeeper>(
+    keeper: Arc<K>,
+    shared: Arc<Shared>,
     mut stop: oneshot::Receiver<EndReason>,
     work_stopped: oneshot::Receiver<()>,
     shutdown: CancellationToken,
@@ -510,61 +781,16 @@ async fn keep<S: LeaseStore>(
 ) -> Result<(), StoreError> {
     let t = shared.timing;
     let lease = &shared.lease;
-    let retry_delay = (t.renew_every / 4).max(Duration::from_millis(1));
-    let mut basis = sent_at;
-    let mut next_attempt = basis + t.renew_every;
-    let mut store_error = None;
-    let reason = loop {
-        // Invariant: every path out of this loop that keeps leadership passes
-        // through `basis`, so we never believe in a lease past
-        // `basis + renew_deadline`.
-        let step_down = t.step_down_at(basis);
-        tokio::select! {
-            biased;
-            r = &mut stop => break r.unwrap_or(EndReason::Dropped),
-            () = shutdown.cancelled() => break EndReason::Shutdown,
-            // Ended elsewhere (a proclaim the store answered "lost").
-            () = shared.cancel.cancelled() => break EndReason::Lost,
-            () = sleep_until(step_down) => break EndReason::DeadlinePassed,
-            () = sleep_until(next_attempt) => {}
-        }
-        let sent = Instant::now();
-        let result = tokio::select! {
-            biased;
-            r = &mut stop => break r.unwrap_or(EndReason::Dropped),
-            () = shutdown.cancelled() => break EndReason::Shutdown,
-            () = shared.cancel.cancelled() => break EndReason::Lost,
-            () = sleep_until(step_down) => break EndReason::DeadlinePassed,
-            r = store.renew(lease) => r,
-        };
-        match result {
-            Ok(Renewal::Renewed) => {
-                // The store started its ttl no earlier than `sent`.
-                basis = sent;
-                next_attempt = basis + t.renew_every;
-                shared.state.send_modify(|s| {
-                    s.deadline = t.local_deadline(basis);
-                    s.step_down_at = t.step_down_at(basis);
-                });
-                tracing::debug!(
-                    election = %lease.election, holder = %lease.holder, token = lease.token.get(),
-                    "renewed"
-                );
-            }
-            Ok(Renewal::Lost) => break EndReason::Lost,
-            Err(e) if e.is_transient() => {
-                tracing::warn!(
-                    election = %lease.election, holder = %lease.holder, token = lease.token.get(),
-                    error = %e, "renewal failed; retrying"
-                );
-                next_attempt = Instant::now() + retry_delay;
-            }
-            Err(e) => {
-                let kind = e.kind();
-                store_error = Some(e);
-                break EndReason::StoreFailed(kind);
-            }
-        }
+    let term = TermState {
+        shared: shared.clone(),
+    };
+    let reason = tokio::select! {
+        biased;
+        r = &mut stop => r.unwrap_or(EndReason::Dropped),
+        () = shutdown.cancelled() => EndReason::Shutdown,
+        // Ended elsewhere (a proclaim the store answered "lost").
+        () = shared.cancel.cancelled() => EndReason::Lost,
+        r = keeper.hold(&term) => r,
     };
     let reason = mark_ended(&shared, reason).reason;
     crate::status::publish(
@@ -575,16 +801,10 @@ async fn keep<S: LeaseStore>(
             Status::Follower { leader: None }
         },
     );
-    match &store_error {
-        Some(e) => tracing::warn!(
-            election = %lease.election, holder = %lease.holder, token = lease.token.get(),
-            %reason, error = %e, "leadership ended"
-        ),
-        None => tracing::info!(
-            election = %lease.election, holder = %lease.holder, token = lease.token.get(),
-            %reason, "leadership ended"
-        ),
-    }
+    tracing::info!(
+        election = %lease.election, holder = %lease.holder, token = lease.token.get(),
+        %reason, "leadership ended"
+    );
     if reason == EndReason::Lost {
         return Ok(());
     }
@@ -604,12 +824,8 @@ async fn keep<S: LeaseStore>(
     }
     // Someone else may hold the election by now; release frees only our own
     // record (contract item 4), so trying is always safe.
-    match tokio::time::timeout(t.renew_deadline, store.release(lease)).await {
-        Ok(Ok(())) => {
-            shared.hand_over.released(&store.info(), &t);
-            Ok(())
-        }
-        Ok(Err(e)) => Err(e),
+    match tokio::time::timeout(t.renew_deadline, keeper.release()).await {
+        Ok(r) => r,
         Err(_) => Err(StoreError::unavailable(format!(
             "release of election '{}' timed out after {:?}",
             lease.election, t.renew_deadline

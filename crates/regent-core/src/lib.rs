@@ -94,7 +94,7 @@ pub use error::{
     BoxError, CampaignError, ConfigError, ErrorKind, InvalidName, NotLeader, ProclaimError,
     StoreError, report,
 };
-pub use leadership::{EndReason, Ended, Leadership, LeaseState};
+pub use leadership::{EndReason, Ended, Leadership, LeaseState, TermKeeper, TermStart, TermState};
 pub use observer::{LeaderChanges, LeaderWatch, Observer};
 pub use status::Status;
 pub use store::memory;
@@ -112,6 +112,7 @@ pub use timing::{Explanation, MAX_TTL, MIN_TTL, Timing};
 /// Re-exported so users need not depend on `tokio-util` for the leader
 /// task's cancellation.
 pub use tokio_util::sync::CancellationToken;
+pub use tokio_util::task::TaskTracker;
 pub use types::{
     ElectionName, FencingToken, HolderId, LeaderInfo, Lease, LeaseHandle, MAX_ELECTION_NAME_LEN,
     MAX_HOLDER_ID_LEN, MAX_METADATA_LEN, Metadata,

@@ -103,7 +103,7 @@ impl BlobSettings {
 
 /// Runs a task only while this instance holds the blob's lease.
 struct BlobDistributedMutex<F> {
-    supervisor: Supervisor<AzblobStore>,
+    supervisor: Supervisor<Candidate<AzblobStore>>,
     task: F,
 }
 

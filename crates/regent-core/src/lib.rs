@@ -77,6 +77,7 @@
 
 mod backoff;
 mod candidate;
+mod election;
 mod error;
 mod leadership;
 mod observer;
@@ -90,6 +91,7 @@ mod timing;
 mod types;
 
 pub use candidate::{Candidate, CandidateBuilder, DEFAULT_TTL};
+pub use election::Election;
 pub use error::{
     BoxError, CampaignError, ConfigError, ErrorKind, InvalidName, NotLeader, ProclaimError,
     StoreError, report,
@@ -130,7 +132,7 @@ mod send_sync {
         is_send_sync::<Candidate<BoxStore>>();
         is_send_sync::<Leadership>();
         is_send_sync::<Observer<BoxStore>>();
-        is_send_sync::<Supervisor<BoxStore>>();
+        is_send_sync::<Supervisor<Candidate<BoxStore>>>();
         is_send_sync::<LeaderContext>();
         is_send_sync::<StoreError>();
         is_send_sync::<CampaignError>();

@@ -10,10 +10,9 @@ use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
 
 use crate::backoff::Backoff;
-use crate::candidate::Candidate;
+use crate::election::Election;
 use crate::error::{BoxError, CampaignError, ConfigError, ProclaimError};
 use crate::leadership::{EndReason, LeaseState};
-use crate::store::LeaseStore;
 use crate::types::{FencingToken, LeaderInfo, Metadata};
 
 /// When the supervisor campaigns again after a term ends.
@@ -171,7 +170,7 @@ pub enum SupervisorExit {
 /// Runs a leader task only while leading: the Leader Election pattern's
 /// "run a task when the mutex is acquired".
 ///
-/// A supervisor campaigns with its [`Candidate`]. Each time it wins it
+/// A supervisor campaigns with its [`Candidate`](crate::Candidate). Each time it wins it
 /// starts a *term*: it calls the task with a [`LeaderContext`] (the term's
 /// fencing token, a cancellation token, a [`Heartbeat`]) and makes whichever
 /// ends first, the task or the lease, end the other:
@@ -185,7 +184,7 @@ pub enum SupervisorExit {
 /// * **The task ends first** (`Ok` or `Err`): the lease is resigned at
 ///   once. This candidate's next campaign first leaves the election to the
 ///   followers that are waiting, so a finished task hands over to one of
-///   them instead of winning again ([`Candidate::campaign`] says for how
+///   them instead of winning again ([`Candidate::campaign`](crate::Candidate::campaign) says for how
 ///   long).
 ///
 /// With a [health timeout](Self::health_timeout), a task that stops calling
@@ -225,15 +224,16 @@ pub enum SupervisorExit {
 /// # Ok(()) }
 /// ```
 #[derive(Debug, Clone)]
-pub struct Supervisor<S> {
-    candidate: Candidate<S>,
+pub struct Supervisor<C> {
+    candidate: C,
     restart: Restart,
     health_timeout: Option<Duration>,
 }
 
-impl<S: LeaseStore> Supervisor<S> {
-    /// A supervisor over `candidate`, restarting always, with no watchdog.
-    pub fn new(candidate: Candidate<S>) -> Self {
+impl<C: Election> Supervisor<C> {
+    /// A supervisor over `candidate` (a lease [`Candidate`](crate::Candidate), or any other
+    /// [`Election`]), restarting always, with no watchdog.
+    pub fn new(candidate: C) -> Self {
         Self {
             candidate,
             restart: Restart::Always,
@@ -272,7 +272,7 @@ impl<S: LeaseStore> Supervisor<S> {
     }
 
     /// The candidate.
-    pub fn candidate(&self) -> &Candidate<S> {
+    pub fn candidate(&self) -> &C {
         &self.candidate
     }
 
@@ -287,7 +287,7 @@ impl<S: LeaseStore> Supervisor<S> {
     ///
     /// Not cancel safe: a dropped run drops the task and its leadership (the
     /// lease is then released in the background). Use
-    /// [`Candidate::shutdown`] to stop.
+    /// [`Candidate::shutdown`](crate::Candidate::shutdown) to stop.
     pub async fn run<F, Fut, E>(&self, mut task: F) -> Result<SupervisorExit, CampaignError>
     where
         F: FnMut(LeaderContext) -> Fut,
@@ -327,7 +327,7 @@ impl<S: LeaseStore> Supervisor<S> {
                 Restart::Never => false,
             };
             if !again {
-                self.candidate.stopped();
+                self.candidate.finished();
                 return Ok(SupervisorExit::Finished(term));
             }
             if term.is_failure() {

@@ -207,6 +207,14 @@ pub(crate) struct RunArgs {
     /// Step down when no renewal succeeded for this long (default: 3*ttl/5).
     #[arg(long, value_parser = parse_duration)]
     pub(crate) renew_deadline: Option<Duration>,
+    #[command(flatten)]
+    pub(crate) child: ChildArgs,
+}
+
+/// How CMD runs while this instance leads: what `regent run` and
+/// `regent peer` share.
+#[derive(Debug, Args)]
+pub(crate) struct ChildArgs {
     /// Time CMD gets between SIGTERM and SIGKILL (default: 2s, or less when a
     /// short ttl leaves less room before the lease could pass on).
     #[arg(long, value_parser = parse_duration)]

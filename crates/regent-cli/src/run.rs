@@ -7,7 +7,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use regent_core::{
-    BoxStore, CampaignError, Candidate, CandidateBuilder, ConfigError, EndReason, HolderId,
+    CampaignError, Candidate, CandidateBuilder, ConfigError, Election, EndReason, HolderId,
     Leadership, LeaseStore,
 };
 use tokio::io::AsyncReadExt;
@@ -17,21 +17,21 @@ use tokio::process::{Child, Command};
 use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio::time::{Instant, sleep_until};
 
-use crate::cli::{RestartArg, RunArgs, default_id};
+use crate::cli::{ChildArgs, RestartArg, RunArgs, default_id};
 use crate::clock::to_mono_ns;
 use crate::error::{CliError, chain};
 use crate::shim::PidNamespace;
 use crate::store;
 
 /// What a signal, or the demo's lifeline, asks for.
-struct Stops {
+pub(crate) struct Stops {
     term: Signal,
     int: Signal,
     lifeline: Option<tokio::io::Stdin>,
 }
 
 impl Stops {
-    fn new(lifeline: bool) -> Result<Self, CliError> {
+    pub(crate) fn new(lifeline: bool) -> Result<Self, CliError> {
         let sig = |kind| {
             signal(kind).map_err(|e| CliError::failure(format!("cannot catch signals: {e}")))
         };
@@ -88,7 +88,7 @@ pub(crate) async fn run(args: RunArgs) -> Result<u8, CliError> {
     let target = store::target(&args.store)?;
     let id = args.id.clone().unwrap_or_else(default_id);
     let holder = HolderId::new(&id).map_err(|e| CliError::usage(format!("--id: {e}")))?;
-    if args.health_timeout.is_some_and(|d| d.is_zero()) {
+    if args.child.health_timeout.is_some_and(|d| d.is_zero()) {
         return Err(CliError::usage(
             "--health-timeout must be greater than zero",
         ));
@@ -117,7 +117,7 @@ pub(crate) async fn run(args: RunArgs) -> Result<u8, CliError> {
         Err(_) => args.renew_every.unwrap_or(DEFAULT_TTL / 5),
     };
 
-    if args.pid_namespace == PidNamespace::Always {
+    if args.child.pid_namespace == PidNamespace::Always {
         probe_pid_namespace()?;
     }
     // Whatever of a term is orphaned (a killed shim) becomes regent's
@@ -125,7 +125,7 @@ pub(crate) async fn run(args: RunArgs) -> Result<u8, CliError> {
     rustix::process::set_child_subreaper(Some(rustix::process::getpid()))
         .map_err(|e| CliError::failure(format!("cannot become a child subreaper: {e}")))?;
 
-    let mut stops = Stops::new(args.lifeline_stdin)?;
+    let mut stops = Stops::new(args.child.lifeline_stdin)?;
     let store = tokio::select! {
         r = store::open(&target, &election, Some(call_timeout)) => r?,
         () = stops.next() => return Ok(0),
@@ -147,47 +147,63 @@ pub(crate) async fn run(args: RunArgs) -> Result<u8, CliError> {
         .map_err(|e| timing_error(&e, &args, ttl))?;
     tracing::info!("{}", candidate.explain());
 
+    supervise(&candidate, &args.child, &mut stops, ttl, |e| match e {
+        CampaignError::Store(e) => store::store_error(&target, "campaign on", &e),
+        e => CliError::failure(chain(&e)),
+    })
+    .await
+}
+
+/// Campaigns, runs CMD (through the shim) while leading, stops it when
+/// leadership ends, and campaigns again by `--restart`, until a signal or
+/// the restart policy ends it: what `regent run` and `regent peer` share.
+/// Short terms back off up to `backoff_cap`; `campaign_error` names a
+/// campaign's failure.
+pub(crate) async fn supervise<E: Election>(
+    election: &E,
+    child: &ChildArgs,
+    stops: &mut Stops,
+    backoff_cap: Duration,
+    campaign_error: impl Fn(CampaignError) -> CliError,
+) -> Result<u8, CliError> {
     // Terms that end quickly (a command that fails at once, a store that
     // keeps losing the lease) must not make a hot loop of campaigns.
     let first_delay = Duration::from_millis(100);
     let mut delay = first_delay;
     loop {
         let leadership = tokio::select! {
-            r = candidate.campaign() => match r {
+            r = election.campaign() => match r {
                 Ok(l) => l,
                 Err(CampaignError::Shutdown) => return Ok(0),
-                Err(CampaignError::Store(e)) => {
-                    return Err(store::store_error(&target, "campaign on", &e));
-                }
-                Err(e) => return Err(CliError::failure(chain(&e))),
+                Err(e) => return Err(campaign_error(e)),
             },
-            () = stops.next() => return Ok(shut_down(&candidate, &mut stops).await),
+            () = stops.next() => return Ok(shut_down(election, stops).await),
         };
         let started = Instant::now();
-        match lead(&candidate, leadership, &args, &mut stops).await? {
+        match lead(election, leadership, child, stops).await? {
             TermEnd::Lost => {}
-            TermEnd::Shutdown => return Ok(shut_down(&candidate, &mut stops).await),
+            TermEnd::Shutdown => return Ok(shut_down(election, stops).await),
             // A command that cannot start will not start next time either.
             TermEnd::CannotStart => {
-                candidate.shutdown().await;
+                election.shutdown().await;
                 return Ok(127);
             }
-            TermEnd::Exited(code) => match args.restart {
+            TermEnd::Exited(code) => match child.restart {
                 RestartArg::Never => return Ok(code),
                 RestartArg::OnFailure if code == 0 => return Ok(0),
                 _ => {}
             },
         }
-        if started.elapsed() >= ttl {
+        if started.elapsed() >= backoff_cap {
             delay = first_delay;
             continue;
         }
         let wait = delay.mul_f64(0.5 + fastrand::f64() * 0.5);
-        delay = (delay * 2).min(ttl);
+        delay = (delay * 2).min(backoff_cap);
         tracing::info!(?wait, "short term; campaigning again after a backoff");
         tokio::select! {
             () = tokio::time::sleep(wait) => {}
-            () = stops.next() => return Ok(shut_down(&candidate, &mut stops).await),
+            () = stops.next() => return Ok(shut_down(election, stops).await),
         }
     }
 }
@@ -212,9 +228,9 @@ fn probe_pid_namespace() -> Result<(), CliError> {
 
 /// Graceful shutdown: release whatever is held and exit 0; a second signal
 /// meanwhile exits at once with 130.
-async fn shut_down(candidate: &Candidate<BoxStore>, stops: &mut Stops) -> u8 {
+async fn shut_down(election: &impl Election, stops: &mut Stops) -> u8 {
     tokio::select! {
-        () = candidate.shutdown() => 0,
+        () = election.shutdown() => 0,
         () = stops.next() => 130,
     }
 }
@@ -248,7 +264,7 @@ fn configure<S: LeaseStore>(
     ttl: Duration,
 ) -> CandidateBuilder<S> {
     let mut builder = builder.ttl(ttl);
-    if let Some(g) = args.grace {
+    if let Some(g) = args.child.grace {
         builder = builder.grace(g);
     }
     if let Some(d) = args.renew_every {
@@ -297,7 +313,7 @@ fn timing_error(e: &ConfigError, args: &RunArgs, ttl: Duration) -> CliError {
         ConfigError::IntervalNotBelowDeadline { .. } => format!("{}, {}", every(), deadline()),
         ConfigError::GraceTooLong { .. } => format!(
             "{}, {}, {ttl}",
-            flag("--grace", args.grace, "2s or what fits"),
+            flag("--grace", args.child.grace, "2s or what fits"),
             deadline()
         ),
         ConfigError::TtlTooLong { .. }
@@ -312,15 +328,15 @@ fn timing_error(e: &ConfigError, args: &RunArgs, ttl: Duration) -> CliError {
 /// One term: CMD runs under the shim until it exits, leadership ends, the
 /// task goes silent, or a signal arrives.
 async fn lead(
-    candidate: &Candidate<BoxStore>,
+    election: &impl Election,
     leadership: Leadership,
-    args: &RunArgs,
+    child: &ChildArgs,
     stops: &mut Stops,
 ) -> Result<TermEnd, CliError> {
-    let grace = candidate.timing().grace;
+    let grace = election.timing().grace;
     let mut states = leadership.lease_state();
     let first = *states.borrow_and_update();
-    let heartbeat = match args.health_timeout {
+    let heartbeat = match child.health_timeout {
         Some(_) => Some(heartbeat_pipe()?),
         None => None,
     };
@@ -337,9 +353,9 @@ async fn lead(
         None => (None, None),
     };
     let (mut shim, control) = spawn_shim(
-        candidate,
+        election,
         &leadership,
-        args,
+        child,
         to_mono_ns(first.step_down_at),
         beat_writer.as_ref(),
     )?;
@@ -349,7 +365,7 @@ async fn lead(
     let mut reports = Reports::new(reports);
     let mut control = Some(control);
     let mut last_beat = Instant::now();
-    let health = args.health_timeout;
+    let health = child.health_timeout;
     let end = loop {
         let silent_at = health.map(|h| last_beat + h);
         tokio::select! {
@@ -624,9 +640,9 @@ pub(crate) fn own_exe_path() -> std::path::PathBuf {
 /// Starts the shim for one term; returns it and regent's end of the
 /// control socket (the shim's stdin).
 fn spawn_shim(
-    candidate: &Candidate<BoxStore>,
+    election: &impl Election,
     leadership: &Leadership,
-    args: &RunArgs,
+    child: &ChildArgs,
     deadline_ns: u64,
     heartbeat: Option<&OwnedFd>,
 ) -> Result<(Child, UnixStream), CliError> {
@@ -636,7 +652,7 @@ fn spawn_shim(
         .map_err(|e| CliError::failure(format!("control socket: {e}")))?;
     let ours = UnixStream::from_std(ours)
         .map_err(|e| CliError::failure(format!("control socket: {e}")))?;
-    let grace_ms = u64::try_from(candidate.timing().grace.as_millis()).unwrap_or(u64::MAX);
+    let grace_ms = u64::try_from(election.timing().grace.as_millis()).unwrap_or(u64::MAX);
     let mut cmd = Command::new(own_exe()?);
     // What `ps` shows, instead of /proc/self/exe.
     cmd.arg0(
@@ -652,9 +668,9 @@ fn spawn_shim(
         .arg("--parent")
         .arg(std::process::id().to_string())
         .arg("--pid-namespace")
-        .arg(args.pid_namespace.as_arg())
+        .arg(child.pid_namespace.as_arg())
         .arg("--")
-        .args(&args.cmd)
+        .args(&child.cmd)
         .env("REGENT_ELECTION", leadership.election().as_str())
         .env("REGENT_LEADER_ID", leadership.holder().as_str())
         .env("REGENT_FENCING_TOKEN", leadership.token().to_string())

@@ -20,6 +20,11 @@
 //!   leader whose term is older than an epoch it has seen starts a new
 //!   election, so a restarted node that forgot the epoch catches up in one
 //!   round trip.
+//! * A member that says it is leaving ([`Input::Left`]) is dead at once:
+//!   a follower of it holds an election now, and elections leave it out
+//!   (no ELECTION to it, no ANSWER awaited from it) until it is heard from
+//!   again. A leader's graceful shutdown therefore costs one round trip,
+//!   not a failure timeout.
 //! * A node that has just started and has seen no epoch yet does not
 //!   claim a term before `failure_timeout` has passed: in a live group the
 //!   leader's heartbeats, or the ANSWERs, tell it the group's epoch first,
@@ -32,6 +37,8 @@
 //! notices first, sends one ELECTION to the dead leader and n−2
 //! COORDINATORs; in the worst case the lowest node notices first:
 //! n(n−1)/2 ELECTIONs, (n−1)(n−2)/2 ANSWERs and n−2 COORDINATORs.
+
+use std::collections::BTreeSet;
 
 use regent_core::FencingToken;
 use tokio::time::Instant;
@@ -120,6 +127,9 @@ pub struct Bully {
     /// Started plus `failure_timeout`: until then a node that knows no
     /// epoch does not claim one.
     warm_until: Instant,
+    /// Members that said they were leaving and have not been heard from
+    /// since: elections leave them out.
+    departed: BTreeSet<NodeId>,
 }
 
 impl Bully {
@@ -135,6 +145,7 @@ impl Bully {
                 leader: None,
                 deadline: now,
             },
+            departed: BTreeSet::new(),
         }
     }
 
@@ -162,9 +173,18 @@ impl Bully {
         }
     }
 
+    /// The higher members not known to have left.
+    fn live_higher(&self) -> Vec<NodeId> {
+        let me = self.me();
+        self.config
+            .others()
+            .filter(|m| *m > me && !self.departed.contains(m))
+            .collect()
+    }
+
     fn start_election(&mut self, now: Instant, out: &mut Outbox<Message>) {
         let me = self.me();
-        let higher: Vec<NodeId> = self.config.others().filter(|&m| m > me).collect();
+        let higher = self.live_higher();
         if higher.is_empty() {
             self.become_leader(now, out);
             return;
@@ -219,6 +239,7 @@ impl Bully {
         if from == me || !self.config.is_member(from) {
             return;
         }
+        self.departed.remove(&from);
         match message {
             Message::Election { epoch } => {
                 self.observe(epoch);
@@ -258,6 +279,32 @@ impl Bully {
                 self.on_claim(now, from, epoch, out);
             }
             Message::Stale { epoch } => self.observe(epoch),
+        }
+    }
+
+    /// `from` said it is leaving: take it for dead now.
+    fn left(&mut self, now: Instant, from: NodeId, out: &mut Outbox<Message>) {
+        let me = self.me();
+        if from == me || !self.config.is_member(from) {
+            return;
+        }
+        self.departed.insert(from);
+        match self.role {
+            Role::Follower {
+                leader: Some(leader),
+                ..
+            } if leader.id == from => {
+                tracing::info!(node = %me, leader = %from, token = leader.epoch.get(), "bully: the leader left; holding an election");
+                self.start_election(now, out);
+            }
+            // The COORDINATOR we wait for may have been its: ask again.
+            Role::AwaitingCoordinator { .. } if from > me => self.start_election(now, out),
+            // No ANSWER will come from it; if none can come at all, the
+            // wait is over.
+            Role::Electing { .. } if from > me && self.live_higher().is_empty() => {
+                self.role = Role::Electing { deadline: now };
+            }
+            _ => tracing::debug!(node = %me, member = %from, "bully: a member left"),
         }
     }
 
@@ -329,8 +376,10 @@ impl Machine for Bully {
     fn handle(&mut self, now: Instant, input: Input<Message>) -> Vec<Output<Message>> {
         let before = self.view();
         let mut out = Outbox::new();
-        if let Input::Receive { from, message } = input {
-            self.receive(now, from, message, &mut out);
+        match input {
+            Input::Receive { from, message } => self.receive(now, from, message, &mut out),
+            Input::Left { from } => self.left(now, from, &mut out),
+            Input::Tick => {}
         }
         // Invariant: a leader's term is the newest epoch it knows. A newer
         // one means another node claimed since: hold an election, which a
@@ -376,6 +425,8 @@ impl Machine for Bully {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     fn node(id: u64, now: Instant) -> Bully {
@@ -482,6 +533,66 @@ mod tests {
         let out = n2.handle(t, rx(3, Message::Heartbeat { epoch: e }));
         assert_eq!(sends(&out), [(3, "STALE")]);
         assert_eq!(n2.leader().unwrap().epoch, e9);
+    }
+
+    #[test]
+    fn a_leader_that_leaves_is_succeeded_at_once_and_rejoins_when_heard() {
+        let t = Instant::now();
+        let rx = |from, message| Input::Receive {
+            from: NodeId(from),
+            message,
+        };
+        let e3 = Epoch::new(1, 2).unwrap();
+        let mut two = node(2, t);
+        let mut one = node(1, t);
+        for n in [&mut two, &mut one] {
+            let _ = n.handle(t, Input::Tick);
+            let _ = n.handle(t, rx(3, Message::Coordinator { epoch: e3 }));
+            assert_eq!(n.leader().map(|l| l.id), Some(NodeId(3)));
+        }
+        let soon = t + Duration::from_millis(10);
+        assert_eq!(two.handle(soon, Input::Left { from: NodeId(9) }), []);
+        assert_eq!(two.leader().map(|l| l.id), Some(NodeId(3)), "not a member");
+        // Node 2 has no live higher member: it leads now, not after a
+        // failure timeout or an answer timeout.
+        let out = two.handle(soon, Input::Left { from: NodeId(3) });
+        assert_eq!(sends(&out), [(1, "COORDINATOR")]);
+        let term = two.leader().unwrap();
+        assert_eq!(term.id, NodeId(2));
+        assert!(term.epoch > e3);
+        assert_eq!(two.leadership(), Some(term.token()));
+        // Node 1 asks node 2 only, and follows its COORDINATOR.
+        let out = one.handle(soon, Input::Left { from: NodeId(3) });
+        assert_eq!(sends(&out), [(2, "ELECTION")]);
+        let _ = one.handle(soon, rx(2, Message::Answer { epoch: term.epoch }));
+        let _ = one.handle(soon, rx(2, Message::Coordinator { epoch: term.epoch }));
+        assert_eq!(one.leader(), Some(term));
+        // Node 3 is back (its STALE shows it alive): elections ask it again.
+        let _ = one.handle(soon, rx(3, Message::Stale { epoch: term.epoch }));
+        let out = one.handle(soon, Input::Left { from: NodeId(2) });
+        assert_eq!(sends(&out), [(3, "ELECTION")]);
+    }
+
+    #[test]
+    fn a_candidate_whose_last_higher_member_leaves_leads_at_once() {
+        let t = Instant::now();
+        let mut n = node(2, t);
+        // Knows an epoch (so it will not wait to warm up), and asks 3.
+        let out = n.handle(
+            t,
+            Input::Receive {
+                from: NodeId(1),
+                message: Message::Stale {
+                    epoch: Epoch::new(4, 0).unwrap(),
+                },
+            },
+        );
+        assert_eq!(sends(&out), [(3, "ELECTION")]);
+        let soon = t + Duration::from_millis(1);
+        assert!(soon < t + Config::DEFAULT_ANSWER_TIMEOUT);
+        let out = n.handle(soon, Input::Left { from: NodeId(3) });
+        assert_eq!(sends(&out), [(1, "COORDINATOR")]);
+        assert_eq!(n.leader().map(|l| l.id), Some(NodeId(2)));
     }
 
     #[test]

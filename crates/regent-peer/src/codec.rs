@@ -6,20 +6,41 @@
 //!      0     4  length of everything after this field (big-endian u32)
 //!      4     1  version (1)
 //!      5     1  algorithm (1 lowest-ID, 2 Bully, 3 Ring)
-//!      6     1  message kind
+//!      6     1  message kind (below)
 //!      7     8  from: the sender's id
 //!     15     8  to: the receiver's id
-//!     23     8  seq: the sender's message counter
+//!     23     8  seq: the sender's wall clock in microseconds since the
+//!               Unix epoch, strictly increasing per sender
 //!     31     …  body: the kind's fields, big-endian
 //!    end-32 32  HMAC-SHA256 over bytes 4..end-32
 //! ```
 //!
+//! | kind | lowest-ID (1) | Bully (2)   | Ring (3)    | body                 |
+//! |-----:|---------------|-------------|-------------|----------------------|
+//! |    1 | HEARTBEAT     | ELECTION    | ELECTION    | the message's fields |
+//! |    2 |               | ANSWER      | COORDINATOR | the message's fields |
+//! |    3 |               | COORDINATOR | ACK         | the message's fields |
+//! |    4 |               | HEARTBEAT   | HEARTBEAT   | the message's fields |
+//! |    5 |               | STALE       | STALE       | the message's fields |
+//! |  255 | GOODBYE       | GOODBYE     | GOODBYE     | empty                |
+//!
+//! Kind 255, GOODBYE ([`GOODBYE_KIND`]), is the transport's, not an
+//! algorithm's: "I am leaving" ([`Payload::Goodbye`]), sent by a node that
+//! shuts down gracefully; the receiving driver turns it into
+//! [`Input::Left`](crate::Input::Left). It is framed and authenticated
+//! like every message, under the sender's algorithm byte. The transport
+//! encodes [`Envelope`]`<`[`Payload`]`<M>>`; a decoder for the bare
+//! algorithm message `M` refuses a GOODBYE as an unknown kind.
+//!
 //! The tag covers the header, so a frame cannot be turned into another
 //! kind, another algorithm, or redirected to another node; it is checked
 //! (in constant time) before the body is parsed. A node without the secret
-//! can therefore neither announce a leader nor push an epoch. `seq` is
-//! authenticated but not yet checked: rejecting replays (a `seq` not above
-//! the last one accepted from that sender) is the transport's job, to come.
+//! can therefore neither announce a leader nor push an epoch, nor say that
+//! another member left. `seq` is authenticated here and checked by the
+//! receiving transport (`net::ReplayGuard`): a frame is accepted only if
+//! its `seq` is above the last one accepted from that sender and within
+//! `net::MAX_CLOCK_SKEW` of the receiver's clock, so a recorded frame
+//! replayed later is refused.
 //!
 //! [`decode`] never panics, whatever the bytes: every malformed, oversized,
 //! truncated or forged frame is a [`DecodeError`]. A stream reader reads
@@ -41,6 +62,10 @@ pub const MAX_FRAME_LEN: usize = 64 * 1024;
 
 /// The shortest secret accepted, in bytes.
 pub const MIN_SECRET_LEN: usize = 16;
+
+/// The message kind of the transport's GOODBYE ([`Payload::Goodbye`]).
+/// No algorithm may use it.
+pub const GOODBYE_KIND: u8 = 255;
 
 const TAG_LEN: usize = 32;
 const HEADER_LEN: usize = 1 + 1 + 1 + 8 + 8 + 8;
@@ -99,7 +124,8 @@ pub struct Envelope<M> {
     pub from: NodeId,
     /// The receiver.
     pub to: NodeId,
-    /// The sender's message counter.
+    /// The sender's sequence number: its wall clock in microseconds since
+    /// the Unix epoch, kept strictly increasing (see the module docs).
     pub seq: u64,
     /// The message.
     pub message: M,
@@ -184,7 +210,8 @@ pub trait Wire: Sized {
     /// The algorithm's byte in the header.
     const ALGORITHM: u8;
 
-    /// The kind byte and the body.
+    /// The kind byte and the body. An algorithm's message must not use
+    /// [`GOODBYE_KIND`].
     fn encode_body(&self, out: &mut Vec<u8>) -> u8;
 
     /// Parses the body of kind `kind`.
@@ -193,6 +220,37 @@ pub trait Wire: Sized {
     ///
     /// [`DecodeError::Malformed`] for an unknown kind or a bad field.
     fn decode_body(kind: u8, body: &mut Reader<'_>) -> Result<Self, DecodeError>;
+}
+
+/// What the transport carries: an algorithm's message, or its own
+/// GOODBYE.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Payload<M> {
+    /// A message of the algorithm.
+    Message(M),
+    /// "I am leaving": the sender shuts down gracefully (kind
+    /// [`GOODBYE_KIND`], empty body).
+    Goodbye,
+}
+
+impl<M: Wire> Wire for Payload<M> {
+    const ALGORITHM: u8 = M::ALGORITHM;
+
+    fn encode_body(&self, out: &mut Vec<u8>) -> u8 {
+        match self {
+            Payload::Message(message) => message.encode_body(out),
+            Payload::Goodbye => GOODBYE_KIND,
+        }
+    }
+
+    fn decode_body(kind: u8, body: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        // A GOODBYE with a body is refused by `decode` (bytes after it).
+        match kind {
+            GOODBYE_KIND => Ok(Payload::Goodbye),
+            _ => M::decode_body(kind, body).map(Payload::Message),
+        }
+    }
 }
 
 /// Encodes `envelope` into a frame, length prefix included.
@@ -560,6 +618,43 @@ mod tests {
         ));
         assert!(Secret::new(*b"short").is_err());
         assert_eq!(format!("{:?}", secret()), "Secret(..)");
+    }
+
+    #[test]
+    fn a_goodbye_is_framed_and_authenticated_like_a_message() {
+        let goodbye = Envelope {
+            from: NodeId(3),
+            to: NodeId(1),
+            seq: 1_700_000_000_000_000,
+            message: Payload::<bully::Message>::Goodbye,
+        };
+        let frame = encode(&secret(), &goodbye).unwrap();
+        assert_eq!(frame.len(), 4 + HEADER_LEN + TAG_LEN, "empty body");
+        assert_eq!((frame[5], frame[6]), (2, GOODBYE_KIND));
+        assert_eq!(decode(&secret(), &frame), Ok(goodbye.clone()));
+        assert!(matches!(
+            decode::<bully::Message>(&secret(), &frame),
+            Err(DecodeError::Malformed { .. })
+        ));
+        assert!(matches!(
+            decode::<Payload<ring::Message>>(&secret(), &frame),
+            Err(DecodeError::Algorithm { .. })
+        ));
+        let other = Secret::new(*b"fedcba9876543210").unwrap();
+        assert_eq!(
+            decode::<Payload<bully::Message>>(&other, &frame),
+            Err(DecodeError::Unauthenticated)
+        );
+        // A wrapped message keeps its kind byte and its body.
+        let message = Envelope {
+            message: Payload::Message(bully::Message::Heartbeat {
+                epoch: Epoch::new(3, 2).unwrap(),
+            }),
+            ..goodbye
+        };
+        let frame = encode(&secret(), &message).unwrap();
+        assert_eq!(frame[6], 4);
+        assert_eq!(decode(&secret(), &frame), Ok(message));
     }
 
     #[test]

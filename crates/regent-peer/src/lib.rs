@@ -6,9 +6,10 @@
 //! algorithm is a [`Machine`]: the driver feeds it the time and what
 //! arrived ([`Machine::handle`]`(now, input)`), and it answers with
 //! messages to send and leader changes ([`Output`]). It reads no clock,
-//! opens no socket and spawns nothing, so the same code runs under a tokio
-//! driver, a test that steps it by hand, and the deterministic simulator
-//! (`sim`, feature `testing`).
+//! opens no socket and spawns nothing, so the same code runs under the
+//! tokio driver and TCP transport (`net`, feature `net`, on by default), a
+//! test that steps it by hand, and the deterministic simulator (`sim`,
+//! feature `testing`).
 //!
 //! # Safety class: timing-only
 //!
@@ -75,7 +76,11 @@
 //!
 //! Failure detection is the same for all: heartbeats every
 //! `heartbeat_interval`, a node is taken for dead after `failure_timeout`
-//! without one ([`Config`], validated by [`ConfigBuilder::build`]).
+//! without one ([`Config`], validated by [`ConfigBuilder::build`]), or at
+//! once when it says it is leaving ([`Input::Left`]: the transport's
+//! GOODBYE, sent by a node that shuts down gracefully), so a leader's
+//! graceful shutdown is followed by an election at once rather than a
+//! failure timeout later.
 //!
 //! * [`LowestId`]: every node sends heartbeats to every other; the lowest
 //!   id heard from within the failure timeout (itself included, after it
@@ -103,10 +108,25 @@
 //!
 //! # Wire format
 //!
-//! [`codec`] encodes each algorithm's messages into versioned,
-//! length-prefixed frames authenticated with HMAC-SHA256 under a shared
-//! secret (checked in constant time before the body is parsed), and decodes
-//! any bytes without panicking.
+//! [`codec`] encodes each algorithm's messages, and the transport's
+//! GOODBYE, into versioned, length-prefixed frames authenticated with
+//! HMAC-SHA256 under a shared secret (checked in constant time before the
+//! body is parsed), and decodes any bytes without panicking. Every frame
+//! carries a `seq`, the sender's wall clock in microseconds, strictly
+//! increasing; the receiving transport refuses a frame whose `seq` is not
+//! above the sender's last or is further than a clock-skew window (30 s)
+//! from its own clock, so a recorded frame cannot be replayed, not even to
+//! a receiver that has restarted since.
+//!
+//! # Transport
+//!
+//! The `net` module (feature `net`, on by default) runs any of these
+//! machines as a node of a real group: a tokio driver that owns the
+//! machine, one TCP link per peer with a bounded queue and reconnection,
+//! and an accept loop that authenticates, replay-checks and bounds what
+//! comes in. Its module docs describe the frames, the replay window, the
+//! connection handling and what is logged. Without the feature the crate
+//! is the sans-IO machines and the codec, for a driver of your own.
 //!
 //! # Testing
 //!
@@ -115,20 +135,21 @@
 //! from a seed; the tests in `tests/` check one invariant per file over a
 //! fixed seed set and 1,000 random seeds per run (`REGENT_PEER_SEED=N`
 //! replays one, `REGENT_PEER_SEEDS=N` draws more). They also measure the
-//! messages per election against the textbook bounds.
+//! messages per election against the textbook bounds. The `tcp_*` tests
+//! run real groups over TCP on 127.0.0.1: elections, graceful leave and
+//! abort, a rogue with the wrong secret, replays, and garbage, each
+//! waiting on view and counter changes rather than sleeping.
 //!
 //! # Not built yet
 //!
-//! This crate is the first part of regent's peer elections. Still to come:
-//! a tokio driver and a real TCP transport; rejecting replayed frames (the
-//! codec authenticates a per-sender sequence number; the transport must
-//! check it); quorum mode (lead only while a majority of the members
+//! Still to come: quorum mode (lead only while a majority of the members
 //! acknowledge, so that a partition cannot give two leaders); the seam in
 //! `regent-core` that lets a peer node serve the same `Leadership` guard,
 //! supervisor and status as a lease candidate; persistence of the max
-//! epoch; and the `regent peer` command. Until the transport authenticates
-//! every message, nothing stops a rogue node from announcing a high id or a
-//! huge epoch.
+//! epoch; and the `regent peer` command. The transport keeps out whoever
+//! lacks the shared secret, and recordings; it trusts every holder of the
+//! secret, so a member gone bad can still announce a high id or a huge
+//! epoch.
 
 pub mod bully;
 pub mod codec;
@@ -136,6 +157,8 @@ mod config;
 mod epoch;
 pub mod lowest_id;
 mod machine;
+#[cfg(feature = "net")]
+pub mod net;
 pub mod ring;
 #[cfg(feature = "testing")]
 pub mod sim;
@@ -167,5 +190,7 @@ mod tests {
         is_send_sync::<codec::Secret>();
         is_send_sync::<codec::DecodeError>();
         is_send_sync::<codec::Envelope<bully::Message>>();
+        is_send_sync::<codec::Payload<ring::Message>>();
+        is_send_sync::<Input<lowest_id::Message>>();
     }
 }

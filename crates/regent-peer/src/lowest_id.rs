@@ -111,6 +111,14 @@ impl LowestId {
         );
     }
 
+    /// `from` left: forget it now rather than when its last heartbeat
+    /// expires. Its next heartbeat, if it comes back, counts as usual.
+    fn left(&mut self, from: NodeId) {
+        if self.heard.remove(&from).is_some() {
+            tracing::debug!(node = %self.config.id(), member = %from, "lowest-id: a member left");
+        }
+    }
+
     fn broadcast(&mut self, now: Instant, out: &mut Outbox<Message>) {
         let message = Message::Heartbeat {
             epoch: self.max_epoch,
@@ -174,8 +182,10 @@ impl Machine for LowestId {
     fn handle(&mut self, now: Instant, input: Input<Message>) -> Vec<Output<Message>> {
         let before = self.view;
         let mut out = Outbox::new();
-        if let Input::Receive { from, message } = input {
-            self.receive(now, from, message);
+        match input {
+            Input::Receive { from, message } => self.receive(now, from, message),
+            Input::Left { from } => self.left(from),
+            Input::Tick => {}
         }
         self.recompute(now, &mut out);
         if now >= self.next_heartbeat {
@@ -216,6 +226,47 @@ mod tests {
             .build()
             .unwrap();
         LowestId::new(c, now)
+    }
+
+    #[test]
+    fn a_leader_that_leaves_is_succeeded_at_once() {
+        let t0 = Instant::now();
+        let mut n = node(2, t0);
+        let _ = n.handle(t0, Input::Tick);
+        let warm = t0 + Config::DEFAULT_FAILURE_TIMEOUT;
+        let e1 = Epoch::new(1, 0).unwrap();
+        let _ = n.handle(warm, hb(e1, true));
+        assert_eq!(n.leader().map(|l| l.id), Some(NodeId(1)));
+        let t = warm + Duration::from_millis(10);
+        // Neither a stranger nor the node itself can make it forget 1.
+        for from in [NodeId(9), NodeId(2)] {
+            assert_eq!(n.handle(t, Input::Left { from }), []);
+            assert_eq!(n.leader().map(|l| l.id), Some(NodeId(1)));
+        }
+        let out = n.handle(t, Input::Left { from: NodeId(1) });
+        let term = n.leader().unwrap();
+        assert_eq!(
+            term.id,
+            NodeId(2),
+            "led at once, not a failure timeout later"
+        );
+        assert!(term.epoch > e1);
+        assert_eq!(n.leadership(), Some(term.token()));
+        let told: Vec<_> = out
+            .iter()
+            .filter_map(|o| match o {
+                Output::Send {
+                    to,
+                    message: Message::Heartbeat { leading: true, .. },
+                } => Some(*to),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(told, [NodeId(1), NodeId(3)], "the new term is announced");
+        // Node 1 comes back: its heartbeat counts again.
+        let e3 = term.epoch.next_for(0).unwrap();
+        let _ = n.handle(t, hb(e3, true));
+        assert_eq!(n.leader().map(|l| l.id), Some(NodeId(1)));
     }
 
     fn hb(epoch: Epoch, leading: bool) -> Input<Message> {

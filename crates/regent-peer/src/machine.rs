@@ -24,6 +24,17 @@ pub enum Input<M> {
         /// The message.
         message: M,
     },
+    /// Member `from` said it is leaving (a graceful shutdown: the
+    /// transport's GOODBYE). The machine takes it for dead at once, as if
+    /// its failure timeout had just passed: if it led, the election starts
+    /// now instead of `failure_timeout` later. Any later message from it
+    /// shows it alive again (a restarted node rejoins as usual). The driver
+    /// vouches for `from`, as for [`Input::Receive`]; a `from` that is not
+    /// another member is ignored.
+    Left {
+        /// The member that left.
+        from: NodeId,
+    },
 }
 
 /// What a node asks its driver to do.

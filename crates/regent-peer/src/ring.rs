@@ -30,6 +30,12 @@
 //!   (an initiator alone elects itself). Skips are not remembered: the
 //!   next message tries the immediate successor again, so a restarted node
 //!   is back in the ring at once.
+//! * A member that says it is leaving ([`Input::Left`]) is dead at once:
+//!   a follower of it initiates an election now, a hop waiting for its ACK
+//!   moves on to the next member now, and ring messages skip it until it
+//!   is heard from again (any message from it, or an ELECTION it
+//!   initiated). A leader's graceful shutdown therefore costs one trip
+//!   round the ring, not a failure timeout.
 //! * The leader sends HEARTBEAT with its term to every other member each
 //!   `heartbeat_interval`. A COORDINATOR or HEARTBEAT older than the
 //!   receiver's max epoch is dropped (a stale HEARTBEAT is answered with
@@ -43,6 +49,8 @@
 //! n ELECTION hops and n COORDINATOR hops (2n), each acknowledged (2n
 //! ACKs), plus one unacknowledged attempt per dead member on the way, per
 //! message.
+
+use std::collections::BTreeSet;
 
 use regent_core::FencingToken;
 use tokio::time::Instant;
@@ -220,6 +228,9 @@ pub struct Ring {
     /// later copies (duplicates, or forks of a hop whose ACK came late) are
     /// dropped, so one election costs at most one forward per node.
     forwarded: Vec<(NodeId, ElectionId, Instant)>,
+    /// Members that said they were leaving and have not been heard from
+    /// since: ring messages skip them.
+    departed: BTreeSet<NodeId>,
 }
 
 impl Ring {
@@ -239,6 +250,7 @@ impl Ring {
             next_hop: 0,
             pending: Vec::new(),
             forwarded: Vec::new(),
+            departed: BTreeSet::new(),
         }
     }
 
@@ -268,13 +280,21 @@ impl Ring {
         members[(usize::from(self.rank) + step) % members.len()]
     }
 
+    /// The first step round the ring, from `step` on, whose member has not
+    /// left; `None` when every other member from there on has.
+    fn live_step(&self, step: usize) -> Option<usize> {
+        (step..self.config.members().len()).find(|&s| !self.departed.contains(&self.successor(s)))
+    }
+
     fn send_along(&mut self, now: Instant, body: Body, out: &mut Outbox<Message>) {
-        if self.config.members().len() == 1 {
-            self.deliver(now, None, body, out);
-            return;
+        match self.live_step(1) {
+            Some(step) => {
+                let to = self.successor(step);
+                self.send_hop(now, to, step, body, out);
+            }
+            // Alone, or every other member has left: it is back with us.
+            None => self.deliver(now, None, body, out),
         }
-        let to = self.successor(1);
-        self.send_hop(now, to, 1, body, out);
     }
 
     fn send_hop(
@@ -531,9 +551,38 @@ impl Ring {
         }
     }
 
+    /// `from` said it is leaving: take it for dead now.
+    fn left(&mut self, now: Instant, from: NodeId, out: &mut Outbox<Message>) {
+        let me = self.me();
+        if from == me || !self.config.is_member(from) {
+            return;
+        }
+        self.departed.insert(from);
+        // Its ACKs will not come: `run_timers` moves these hops on now.
+        for p in self.pending.iter_mut().filter(|p| p.to == from) {
+            p.deadline = now;
+        }
+        match self.role {
+            Role::Follower {
+                leader: Some(leader),
+                ..
+            } if leader.id == from => {
+                tracing::info!(node = %me, leader = %from, token = leader.epoch.get(), "ring: the leader left; initiating an election");
+                self.start_election(now, out);
+            }
+            _ => tracing::debug!(node = %me, member = %from, "ring: a member left"),
+        }
+    }
+
     fn receive(&mut self, now: Instant, from: NodeId, message: Message, out: &mut Outbox<Message>) {
         if from == self.me() || !self.config.is_member(from) {
             return;
+        }
+        self.departed.remove(&from);
+        if let Message::Election { initiator, .. } = &message {
+            // A restarted member initiates at once: its ELECTION is how its
+            // predecessor learns that it is back.
+            self.departed.remove(initiator);
         }
         match message {
             Message::Election {
@@ -578,14 +627,14 @@ impl Ring {
             .partition(|p| now >= p.deadline);
         self.pending = waiting;
         for p in due {
-            let step = p.step + 1;
-            if step >= self.config.members().len() {
+            match self.live_step(p.step + 1) {
+                Some(step) => {
+                    let to = self.successor(step);
+                    tracing::debug!(node = %self.me(), skipped = %p.to, to = %to, "ring: no ACK; skipping a successor");
+                    self.send_hop(now, to, step, p.body, out);
+                }
                 // Every other member skipped: it is back with us.
-                self.deliver(now, None, p.body, out);
-            } else {
-                let to = self.successor(step);
-                tracing::debug!(node = %self.me(), skipped = %p.to, to = %to, "ring: no ACK; skipping a successor");
-                self.send_hop(now, to, step, p.body, out);
+                None => self.deliver(now, None, p.body, out),
             }
         }
         match self.role {
@@ -619,8 +668,10 @@ impl Machine for Ring {
     fn handle(&mut self, now: Instant, input: Input<Message>) -> Vec<Output<Message>> {
         let before = self.view();
         let mut out = Outbox::new();
-        if let Input::Receive { from, message } = input {
-            self.receive(now, from, message, &mut out);
+        match input {
+            Input::Receive { from, message } => self.receive(now, from, message, &mut out),
+            Input::Left { from } => self.left(now, from, &mut out),
+            Input::Tick => {}
         }
         // Invariant: a leader's term is the newest epoch it knows; a newer
         // one means a term it was not part of, so the ring must elect again
@@ -666,6 +717,8 @@ impl Machine for Ring {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     fn node(id: u64, now: Instant) -> Ring {
@@ -721,6 +774,91 @@ mod tests {
             assert_eq!(n.leader().map(|l| l.id), Some(NodeId(3)), "{n:?}");
         }
         assert!(nodes[2].leadership().is_some());
+    }
+
+    #[test]
+    fn a_leader_that_leaves_is_succeeded_without_waiting_for_timeouts() {
+        let t = Instant::now();
+        let mut n = node(2, t);
+        let e3 = Epoch::new(1, 2).unwrap();
+        let _ = n.handle(
+            t,
+            Input::Receive {
+                from: NodeId(3),
+                message: Message::Heartbeat { epoch: e3 },
+            },
+        );
+        assert_eq!(n.leader().map(|l| l.id), Some(NodeId(3)));
+        let soon = t + Duration::from_millis(1);
+        assert_eq!(n.handle(soon, Input::Left { from: NodeId(9) }), []);
+        // Its successor, 3, has left: the ELECTION goes straight to 1.
+        let (to, election) = only_send(n.handle(soon, Input::Left { from: NodeId(3) }));
+        assert_eq!(to, NodeId(1));
+        let Message::Election {
+            initiator,
+            election,
+            epoch,
+            ..
+        } = election
+        else {
+            panic!("{election:?}")
+        };
+        // Back from 1 with both ids: 2 leads, and tells 1 (not 3).
+        let back = Message::Election {
+            initiator,
+            election,
+            epoch,
+            ids: vec![NodeId(2), NodeId(1)],
+            hop: 0,
+        };
+        let out = n.handle(
+            soon,
+            Input::Receive {
+                from: NodeId(1),
+                message: back,
+            },
+        );
+        let term = n.leader().unwrap();
+        assert_eq!(term.id, NodeId(2));
+        assert!(term.epoch > e3);
+        assert!(n.leadership().is_some());
+        assert!(out.iter().any(|o| matches!(
+            o,
+            Output::Send {
+                to: NodeId(1),
+                message: Message::Coordinator { .. }
+            }
+        )));
+    }
+
+    #[test]
+    fn a_hop_to_a_member_that_leaves_moves_on_at_once() {
+        let t = Instant::now();
+        let mut n = node(3, t);
+        let (to, _) = only_send(n.handle(t, Input::Tick));
+        assert_eq!(to, NodeId(1), "3's successor wraps to 1");
+        let soon = t + Duration::from_millis(1);
+        assert!(soon < t + Config::DEFAULT_ACK_TIMEOUT);
+        let (to, _) = only_send(n.handle(soon, Input::Left { from: NodeId(1) }));
+        assert_eq!(to, NodeId(2), "not after the ack timeout");
+        // 1 comes back with an ELECTION of its own: it is in the ring again.
+        let _ = n.handle(
+            soon,
+            Input::Receive {
+                from: NodeId(2),
+                message: Message::Election {
+                    initiator: NodeId(1),
+                    election: ElectionId {
+                        incarnation: 1,
+                        number: 0,
+                    },
+                    epoch: Epoch::ZERO,
+                    ids: vec![NodeId(1), NodeId(2)],
+                    hop: 0,
+                },
+            },
+        );
+        assert!(!n.departed.contains(&NodeId(1)));
     }
 
     #[test]

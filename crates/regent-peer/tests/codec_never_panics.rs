@@ -1,15 +1,17 @@
 //! Invariant: the decoder never panics, whatever the bytes, and accepts
 //! only what was encoded with the shared secret, unchanged.
 //!
-//! Per seed: random messages of every algorithm round-trip; every mutation
-//! of a valid frame (bit flips, truncation, extension, a rewritten length
-//! prefix) is refused; random bytes, with and without a plausible prefix,
-//! are refused; and random bodies carrying a *valid* tag (a peer that has
-//! the secret and a bug) decode or are refused, but never panic.
+//! Per seed: random messages of every algorithm round-trip, bare and as the
+//! transport's payload (wrapped, or a GOODBYE); every mutation of a valid
+//! frame (bit flips, truncation, extension, a rewritten length prefix) is
+//! refused; random bytes, with and without a plausible prefix, are
+//! refused; and random bodies carrying a *valid* tag (a peer that has the
+//! secret and a bug), GOODBYE's kind among them, decode or are refused, but
+//! never panic.
 
 use fastrand::Rng;
 use hmac::{Hmac, KeyInit, Mac};
-use regent_peer::codec::{self, Envelope, MAX_FRAME_LEN, Secret, Wire};
+use regent_peer::codec::{self, Envelope, GOODBYE_KIND, MAX_FRAME_LEN, Payload, Secret, Wire};
 use regent_peer::ring::ElectionId;
 use regent_peer::sim::for_each_seed;
 use regent_peer::{Epoch, NodeId, bully, lowest_id, ring};
@@ -67,6 +69,20 @@ fn decodes_anything(secret: &Secret, bytes: &[u8]) -> bool {
     codec::decode::<lowest_id::Message>(secret, bytes).is_ok()
         || codec::decode::<bully::Message>(secret, bytes).is_ok()
         || codec::decode::<ring::Message>(secret, bytes).is_ok()
+        || codec::decode::<Payload<lowest_id::Message>>(secret, bytes).is_ok()
+        || codec::decode::<Payload<bully::Message>>(secret, bytes).is_ok()
+        || codec::decode::<Payload<ring::Message>>(secret, bytes).is_ok()
+}
+
+/// The transport's payload: a wrapped message, or now and then a GOODBYE.
+fn payload<M>(random: fn(&mut Rng) -> M) -> impl Fn(&mut Rng) -> Payload<M> {
+    move |rng| {
+        if rng.u8(0..4) == 0 {
+            Payload::Goodbye
+        } else {
+            Payload::Message(random(rng))
+        }
+    }
 }
 
 fn mutate(rng: &mut Rng, frame: &[u8]) -> Vec<u8> {
@@ -91,7 +107,7 @@ fn mutate(rng: &mut Rng, frame: &[u8]) -> Vec<u8> {
 fn check<M: Wire + Clone + PartialEq + std::fmt::Debug>(
     rng: &mut Rng,
     secret: &Secret,
-    random: fn(&mut Rng) -> M,
+    random: impl Fn(&mut Rng) -> M,
 ) {
     let envelope = Envelope {
         from: NodeId(rng.u64(..)),
@@ -114,7 +130,12 @@ fn check<M: Wire + Clone + PartialEq + std::fmt::Debug>(
 
 /// A frame whose body is random but whose tag is valid.
 fn signed_garbage(rng: &mut Rng) -> Vec<u8> {
-    let mut signed = vec![1, rng.u8(1..=3), rng.u8(0..=6)];
+    let kind = if rng.bool() {
+        rng.u8(0..=6)
+    } else {
+        GOODBYE_KIND
+    };
+    let mut signed = vec![1, rng.u8(1..=3), kind];
     signed.extend((0..rng.usize(24..120)).map(|_| rng.u8(..)));
     let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(KEY).expect("any key length");
     mac.update(&signed);
@@ -135,6 +156,9 @@ fn arbitrary_bytes_never_panic_and_only_the_secret_authenticates() {
             check(&mut rng, &secret, random_lowest);
             check(&mut rng, &secret, random_bully);
             check(&mut rng, &secret, random_ring);
+            check(&mut rng, &secret, payload(random_lowest));
+            check(&mut rng, &secret, payload(random_bully));
+            check(&mut rng, &secret, payload(random_ring));
         }
         for _ in 0..8 {
             let mut bytes: Vec<u8> = (0..rng.usize(0..200)).map(|_| rng.u8(..)).collect();

@@ -1,0 +1,512 @@
+//! The TCP transport and the tokio driver that run a [`Machine`] as a
+//! node of a real group (feature `net`, on by default).
+//!
+//! [`start`] binds the node's listener and spawns its tasks; the returned
+//! [`Node`] publishes the node's [`View`] (leader and fencing token) on a
+//! `watch` channel, and ends it with [`Node::leave`] (graceful: the peers
+//! are told) or [`Node::abort`]. Any machine whose message has a wire form
+//! ([`Wire`]) runs here: lowest-ID, Bully, Ring, or a wrapper of one.
+//!
+//! [`Input::Tick`]: crate::Input::Tick
+//! [`Input::Receive`]: crate::Input::Receive
+//! [`Input::Left`]: crate::Input::Left
+//! [`codec`]: crate::codec
+//! [`codec::frame_len`]: crate::codec::frame_len
+//! [`codec::decode`]: crate::codec::decode
+//! [`Payload`]: crate::codec::Payload
+//!
+//! # Tasks
+//!
+//! * **The driver** owns the machine. It waits for the machine's
+//!   [`next_deadline`](Machine::next_deadline), a message from the
+//!   inbound side, or a command, feeds the machine
+//!   [`Input::Tick`], [`Input::Receive`] or [`Input::Left`], frames each
+//!   [`Output::Send`](crate::Output::Send) and queues it for its peer, and
+//!   publishes the view when it has changed. It never waits on the
+//!   network.
+//! * **One outbound link per peer** holds a bounded queue of frames and a
+//!   TCP connection (`TCP_NODELAY`). It connects when it has a frame to
+//!   send; a peer that cannot be reached costs a `connect_failures` count
+//!   and a retry after a delay that doubles up to a cap
+//!   ([`NodeOptions::reconnect_backoff`]), and what was queued for it is
+//!   dropped. When the queue is full the oldest frame is dropped. Every
+//!   write has a timeout; a failed write drops the frame and the
+//!   connection. Messages are best effort: the algorithms tolerate loss.
+//!   A link closes its connection after half the idle timeout with nothing
+//!   to send, and when the peer closes it, so it never writes into a
+//!   connection the peer is closing.
+//! * **The accept loop** and **one task per inbound connection**, at most
+//!   [`NodeOptions::max_inbound`] at once (more are closed as soon as they
+//!   are accepted). A connection reads the 4-byte prefix, asks
+//!   [`codec::frame_len`] whether to read on (64 KiB at most), reads the
+//!   frame and decodes it with [`codec::decode`]; it must send its first
+//!   frame within the io timeout, finish every frame it starts within the
+//!   io timeout, and not stay silent longer than the idle timeout. The
+//!   first good frame binds the connection to its sender. The connection
+//!   is dropped at the first of: a malformed, oversized, truncated,
+//!   stalled or unauthenticated frame, a frame the [`ReplayGuard`]
+//!   refuses, a frame from another sender, or silence. Nothing a peer
+//!   sends can panic the node or block a task beyond those timeouts.
+//!
+//! # Frames
+//!
+//! Every frame is a [`codec`] frame of [`Payload`]`<M>`: an algorithm
+//! message, or the transport's GOODBYE (kind 255, empty body), both
+//! authenticated with HMAC-SHA256 under the group's shared secret. A node
+//! that leaves queues a GOODBYE for every peer after its last message; the
+//! receiving driver turns it into [`Input::Left`], and the machines take
+//! the member for dead at once, so a leader's graceful shutdown costs a
+//! round trip instead of a failure timeout.
+//!
+//! # Replays
+//!
+//! `seq` is the sender's wall clock in microseconds since the Unix epoch,
+//! strictly increasing ([`SeqClock`]). A receiver accepts a frame from S
+//! only if it is addressed to the receiver, S is another member, its `seq`
+//! is within [`MAX_CLOCK_SKEW`] of the receiver's wall clock, and above the
+//! last `seq` accepted from S ([`ReplayGuard`]). **The members' wall
+//! clocks must agree within [`MAX_CLOCK_SKEW`] (30 s).** The wall clock is
+//! used only here, for replay windows; no timing decision of the
+//! algorithms reads it.
+//!
+//! # What is logged and counted
+//!
+//! * `warn`, at most 5 every 10 s per node (then with the number
+//!   suppressed): an inbound connection dropped for a bad frame, a
+//!   refusal, a silent socket, or the connection cap; an accept error.
+//! * `warn` once per episode: a peer becomes unreachable (`info` when it
+//!   is reachable again); a peer's queue overflows; a member without an
+//!   address.
+//! * `info`: a peer leaving, this node leaving or stopping. The machines
+//!   log leadership changes at `info` themselves.
+//! * `debug`: normal ends of connections, idle closes, failed writes.
+//!
+//! [`Node::counters`] counts the same events ([`Counters`]).
+//!
+//! # What this does not do
+//!
+//! Membership is static, and the shared secret trusts every holder: a
+//! member gone bad can say anything. There is no encryption (the frames
+//! are authenticated, not secret) and no quorum.
+
+mod driver;
+mod inbound;
+mod options;
+mod outbound;
+mod replay;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use regent_core::FencingToken;
+use tokio::net::TcpListener;
+use tokio::sync::{Semaphore, mpsc, oneshot, watch};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+pub use options::{Listen, NodeOptions, NodeOptionsBuilder, OptionsError};
+pub use replay::{MAX_CLOCK_SKEW, Refusal, ReplayGuard, SeqClock};
+
+use crate::codec::Wire;
+use crate::epoch::{Leader, NodeId};
+use crate::machine::Machine;
+use driver::{Command, Driver};
+use inbound::Inbound;
+use outbound::{Link, PeerQueue};
+
+/// How many received messages may wait for the driver before the
+/// connections that read them wait too.
+const INBOUND_BACKLOG: usize = 256;
+
+/// A node's view of its group, as published on [`Node::view`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct View {
+    /// The leader as this node sees it, with the epoch of its term; `None`
+    /// while it knows of none, and once the node has stopped.
+    pub leader: Option<Leader>,
+    /// The fencing token of the term this node leads, if it leads. There
+    /// is no `is_leader` flag: leadership is the token.
+    pub leading: Option<FencingToken>,
+    /// The node has stopped (left, aborted or dropped): it leads nothing
+    /// and knows no leader.
+    pub stopped: bool,
+}
+
+impl View {
+    /// The view of a node that has stopped.
+    const STOPPED: View = View {
+        leader: None,
+        leading: None,
+        stopped: true,
+    };
+
+    fn of<M: Machine>(machine: &M) -> Self {
+        View {
+            leader: machine.leader(),
+            leading: machine.leadership(),
+            stopped: false,
+        }
+    }
+}
+
+/// What a node's transport has done since it started, as published on
+/// [`Node::counters`]. Every field only grows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct Counters {
+    /// Frames authenticated, accepted by the replay guard and handed to
+    /// the driver.
+    pub frames_accepted: u64,
+    /// Inbound connections dropped for a frame not authenticated by the
+    /// shared secret (another secret, forged or corrupted).
+    pub unauthenticated: u64,
+    /// Inbound connections dropped for a malformed frame: a bad or
+    /// oversized length prefix, a frame cut short or not finished within
+    /// the io timeout, another version or algorithm, a bad body.
+    pub malformed: u64,
+    /// Inbound connections dropped for a replayed frame (`seq` not above
+    /// the sender's last).
+    pub replayed: u64,
+    /// Inbound connections dropped for a frame whose `seq` is further than
+    /// [`MAX_CLOCK_SKEW`] from this node's clock.
+    pub outside_clock_window: u64,
+    /// Inbound connections dropped for a frame addressed to another node,
+    /// from a non-member, or from another sender than the connection's
+    /// first frame.
+    pub misaddressed: u64,
+    /// Inbound connections closed because they were silent: no first frame
+    /// within the io timeout, or nothing for the idle timeout.
+    pub silent_closed: u64,
+    /// Inbound connections accepted.
+    pub connections_accepted: u64,
+    /// Inbound connections closed at once because
+    /// [`NodeOptions::max_inbound`] were open.
+    pub connections_refused: u64,
+    /// Frames written to peers.
+    pub frames_sent: u64,
+    /// Frames not sent: the queue was full, the peer unreachable, the
+    /// frame too old, a write failed, or the member had no address.
+    pub frames_dropped: u64,
+    /// Failed attempts to connect to a peer.
+    pub connect_failures: u64,
+}
+
+/// The counters, shared by every task of a node.
+#[derive(Debug)]
+pub(super) struct Stats(watch::Sender<Counters>);
+
+impl Stats {
+    fn new() -> Self {
+        Self(watch::Sender::new(Counters::default()))
+    }
+
+    pub(super) fn bump(&self, f: impl FnOnce(&mut Counters)) {
+        self.0.send_modify(f);
+    }
+}
+
+/// How many warnings a node logs per [`WARN_WINDOW`] about what peers (or
+/// strangers) send it; the rest are counted and reported with the next.
+const WARNINGS_PER_WINDOW: u32 = 5;
+const WARN_WINDOW: Duration = Duration::from_secs(10);
+
+/// Rate-limits warnings that a stranger can cause, so a flood of garbage
+/// cannot flood the log.
+#[derive(Debug, Default)]
+pub(super) struct WarnLimit(Mutex<WarnState>);
+
+#[derive(Debug, Default)]
+struct WarnState {
+    window_start: Option<Instant>,
+    in_window: u32,
+    suppressed: u64,
+}
+
+impl WarnLimit {
+    /// `Some(suppressed since the last warning)` if a warning may be
+    /// logged now; `None` (and one more suppressed) if not.
+    pub(super) fn admit(&self) -> Option<u64> {
+        let now = Instant::now();
+        let mut s = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if s.window_start
+            .is_none_or(|t| now.saturating_duration_since(t) >= WARN_WINDOW)
+        {
+            s.window_start = Some(now);
+            s.in_window = 0;
+        }
+        if s.in_window < WARNINGS_PER_WINDOW {
+            s.in_window += 1;
+            Some(std::mem::take(&mut s.suppressed))
+        } else {
+            s.suppressed += 1;
+            None
+        }
+    }
+}
+
+/// Starts `machine` as a node of its group: binds (or takes) the listener,
+/// spawns the driver, the accept loop and one link per peer, and returns
+/// the handle. The machine's first deadline is honoured from here on.
+///
+/// # Errors
+///
+/// The listener's: the address cannot be bound, or the given listener
+/// cannot be put in non-blocking mode or handed to tokio.
+///
+/// # Panics
+///
+/// Outside a tokio runtime with IO and time enabled.
+///
+/// # Cancel safety
+///
+/// Cancel-safe: nothing is spawned before the listener is ready, and a
+/// listener bound by a cancelled call is closed.
+pub async fn start<M>(machine: M, options: NodeOptions) -> io::Result<Node>
+where
+    M: Machine + Send + 'static,
+    M::Message: Wire,
+{
+    let (io_timeout, idle_timeout) = (options.io_timeout(), options.idle_timeout());
+    let (max_inbound, leave_timeout) = (options.max_inbound(), options.leave_timeout());
+    let (queue_capacity, backoff) = (options.queue_capacity(), options.reconnect_backoff());
+    let NodeOptions {
+        listen,
+        members,
+        secret,
+        ..
+    } = options;
+    let listener = match listen {
+        Listen::Addr(addr) => TcpListener::bind(addr).await?,
+        Listen::Bound(listener) => {
+            listener.set_nonblocking(true)?;
+            TcpListener::from_std(listener)?
+        }
+    };
+    let local_addr = listener.local_addr()?;
+    let me = machine.id();
+    let stop = CancellationToken::new();
+    let accept_stop = stop.child_token();
+    let drain = CancellationToken::new();
+    let tasks = TaskTracker::new();
+    let links = TaskTracker::new();
+    let stats = Arc::new(Stats::new());
+
+    let mut peers = BTreeMap::new();
+    for (&peer, &addr) in members.iter().filter(|&(&id, _)| id != me) {
+        let queue = Arc::new(PeerQueue::new(queue_capacity));
+        peers.insert(peer, Arc::clone(&queue));
+        links.spawn(
+            Link {
+                me,
+                peer,
+                addr,
+                queue,
+                io_timeout,
+                idle_after: idle_timeout / 2,
+                backoff,
+                stats: Arc::clone(&stats),
+                stop: stop.clone(),
+                drain: drain.clone(),
+            }
+            .run(),
+        );
+    }
+
+    let (to_driver, inbound) = mpsc::channel(INBOUND_BACKLOG);
+    let ctx = Arc::new(Inbound {
+        me,
+        secret: secret.clone(),
+        guard: Mutex::new(ReplayGuard::new(me, members.keys().copied())),
+        to_driver,
+        io_timeout,
+        idle_timeout,
+        slots: Arc::new(Semaphore::new(max_inbound)),
+        max_inbound,
+        stats: Arc::clone(&stats),
+        warn: WarnLimit::default(),
+    });
+    tasks.spawn(inbound::accept_loop(
+        listener,
+        ctx,
+        tasks.clone(),
+        accept_stop.clone(),
+    ));
+
+    let (view_tx, view) = watch::channel(View::of(&machine));
+    let (commands, commands_rx) = mpsc::channel(1);
+    tasks.spawn(
+        Driver {
+            machine,
+            secret,
+            seq: SeqClock::new(),
+            peers,
+            inbound,
+            commands: commands_rx,
+            view: view_tx,
+            stats: Arc::clone(&stats),
+            stop: stop.clone(),
+            unknown: BTreeSet::new(),
+        }
+        .run(),
+    );
+    tasks.close();
+    links.close();
+    tracing::info!(node = %me, addr = %local_addr, members = members.len(), "peer node started");
+    Ok(Node {
+        id: me,
+        local_addr,
+        view,
+        stats,
+        commands,
+        stop,
+        accept_stop,
+        drain,
+        tasks,
+        links,
+        leave_timeout,
+    })
+}
+
+/// A running node: its view, its counters, and how to end it.
+///
+/// Dropping it stops the node as [`abort`](Self::abort) does, without
+/// waiting for its tasks to end.
+#[derive(Debug)]
+pub struct Node {
+    id: NodeId,
+    local_addr: SocketAddr,
+    view: watch::Receiver<View>,
+    stats: Arc<Stats>,
+    commands: mpsc::Sender<Command>,
+    /// Ends every task.
+    stop: CancellationToken,
+    /// Ends the accept loop and the inbound connections (a child of
+    /// `stop`).
+    accept_stop: CancellationToken,
+    /// Tells the links to write what is queued and end.
+    drain: CancellationToken,
+    /// The driver, the accept loop and the inbound connections.
+    tasks: TaskTracker,
+    /// The outbound links.
+    links: TaskTracker,
+    leave_timeout: Duration,
+}
+
+impl Node {
+    /// This node's id.
+    pub fn id(&self) -> NodeId {
+        self.id
+    }
+
+    /// The address the node listens on (the port chosen, if it bound
+    /// port 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// The node's view: its current value is the latest published, and
+    /// `changed` / `wait_for` wait for the next. It is published whenever
+    /// the leader or this node's leadership changes, and a last time, with
+    /// [`View::stopped`] set, when the node stops; then the channel
+    /// closes.
+    pub fn view(&self) -> watch::Receiver<View> {
+        self.view.clone()
+    }
+
+    /// The transport's [`Counters`], published at every change.
+    pub fn counters(&self) -> watch::Receiver<Counters> {
+        self.stats.0.subscribe()
+    }
+
+    /// Leaves the group gracefully: publishes a stopped view (so this node
+    /// is seen to lead nothing before any peer can elect a successor),
+    /// sends GOODBYE to every peer after the messages already queued,
+    /// waits up to [`NodeOptions::leave_timeout`] for them to be written,
+    /// then stops every task and waits for them to end. The peers take
+    /// this node for dead at once ([`Input::Left`](crate::Input::Left)).
+    ///
+    /// Delivery is best effort: a peer that cannot be reached within the
+    /// leave timeout is not told, and takes this node for dead after its
+    /// failure timeout instead.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel-safe: dropping the future drops the node, which stops at
+    /// once, whatever GOODBYEs have not been written yet.
+    pub async fn leave(self) {
+        let (done, told) = oneshot::channel();
+        if self.commands.send(Command::Leave(done)).await.is_ok() {
+            // An error means the driver had already stopped.
+            let _ = told.await;
+        }
+        self.accept_stop.cancel();
+        self.drain.cancel();
+        if tokio::time::timeout(self.leave_timeout, self.links.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!(node = %self.id, "leave: not every GOODBYE was written in time");
+        }
+        self.stop.cancel();
+        self.tasks.wait().await;
+        self.links.wait().await;
+    }
+
+    /// Stops the node at once, telling no one, and waits for its tasks to
+    /// end: to the peers it is as if it had crashed, and they elect a
+    /// successor after their failure timeout.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe: the node stops whether or not the wait completes.
+    pub async fn abort(self) {
+        self.stop.cancel();
+        self.drain.cancel();
+        self.tasks.wait().await;
+        self.links.wait().await;
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        self.stop.cancel();
+        self.drain.cancel();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn is_send_sync<T: Send + Sync>() {}
+
+    #[test]
+    fn public_types_are_send_and_sync() {
+        is_send_sync::<Node>();
+        is_send_sync::<View>();
+        is_send_sync::<Counters>();
+        is_send_sync::<NodeOptions>();
+        is_send_sync::<OptionsError>();
+        is_send_sync::<ReplayGuard>();
+        is_send_sync::<Refusal>();
+        is_send_sync::<SeqClock>();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn warnings_are_limited_per_window_and_report_what_they_suppressed() {
+        let limit = WarnLimit::default();
+        for _ in 0..WARNINGS_PER_WINDOW {
+            assert_eq!(limit.admit(), Some(0));
+        }
+        assert_eq!(limit.admit(), None);
+        assert_eq!(limit.admit(), None);
+        tokio::time::advance(WARN_WINDOW).await;
+        assert_eq!(limit.admit(), Some(2));
+        assert_eq!(limit.admit(), Some(0));
+    }
+}

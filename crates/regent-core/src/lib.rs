@@ -98,7 +98,7 @@ pub use error::{
 };
 pub use leadership::{EndReason, Ended, Leadership, LeaseState, TermKeeper, TermStart, TermState};
 pub use observer::{LeaderChanges, LeaderWatch, Observer};
-pub use status::Status;
+pub use status::{Status, publish as publish_status};
 pub use store::memory;
 pub use store::{
     Acquire, AcquireRequest, BoxStore, DynLeaseStore, ExpirySlack, LeaderStream, LeaseStore,

@@ -7,8 +7,21 @@ use tokio::sync::watch;
 use crate::types::LeaderInfo;
 
 /// Publishes `status` if it differs from the current one: receivers are
-/// woken by changes only.
-pub(crate) fn publish(tx: &watch::Sender<Status>, status: Status) {
+/// woken by changes only. For an [`Election`](crate::Election) that keeps
+/// its own status channel.
+///
+/// ```
+/// use regent_core::{Status, publish_status};
+///
+/// let (tx, mut rx) = tokio::sync::watch::channel(Status::Starting);
+/// rx.mark_unchanged();
+/// publish_status(&tx, Status::Starting);
+/// assert!(!rx.has_changed()?);
+/// publish_status(&tx, Status::Stopped);
+/// assert!(rx.has_changed()?);
+/// # Ok::<(), tokio::sync::watch::error::RecvError>(())
+/// ```
+pub fn publish(tx: &watch::Sender<Status>, status: Status) {
     tx.send_if_modified(|current| {
         if *current == status {
             false

@@ -118,6 +118,14 @@ impl Config {
         self.incarnation
     }
 
+    /// This configuration for another start of the node (see
+    /// [`ConfigBuilder::incarnation`]); nothing else changes.
+    #[must_use]
+    pub fn with_incarnation(mut self, incarnation: u64) -> Self {
+        self.incarnation = incarnation;
+        self
+    }
+
     /// This node's rank: its position in the sorted membership.
     pub(crate) fn rank(&self) -> u16 {
         self.rank_of(self.id).unwrap_or(0)

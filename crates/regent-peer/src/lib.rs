@@ -154,6 +154,8 @@
 pub mod bully;
 pub mod codec;
 mod config;
+#[cfg(feature = "net")]
+pub mod election;
 mod epoch;
 pub mod lowest_id;
 mod machine;

@@ -1,0 +1,524 @@
+//! A peer node as a [`regent_core::Election`]: the same [`Leadership`]
+//! guard, [`Supervisor`](regent_core::Supervisor), status and `regent`'s
+//! child supervision as a lease candidate, with no store.
+//!
+//! [`PeerElection::start`] runs a node of the group (the algorithm's
+//! machine under the [`net`](crate::net) driver). A campaign waits until
+//! the node's view says that it leads, and returns a guard built with
+//! [`Leadership::kept_by`]; the guard's term is kept by the view:
+//!
+//! * **Timing-only** (no quorum): while the node still leads with the
+//!   term's token, the term is confirmed every heartbeat interval, and the
+//!   guard's deadline is measured from that confirmation as a lease's is
+//!   from a renewal, with the failure timeout as its ttl: a process frozen
+//!   past it has its deadline pass (and `regent`'s dead-man's switch stop
+//!   its command) about when the other members take it for dead.
+//! * The term ends with [`EndReason::Lost`] the moment the view names
+//!   another leader or another epoch.
+//! * A term given back (resign, a finished task, shutdown) makes the node
+//!   **leave** the group with a GOODBYE, so that the others elect a
+//!   successor at once; the next campaign starts a fresh node (a new
+//!   incarnation) that joins the group again. Under Bully and lowest-ID
+//!   the id decides: a node that rejoins takes the lead back if its id
+//!   wins.
+//!
+//! The status follows the view: `Follower` with the leader the node sees
+//! (its id as the holder, the epoch's token, no metadata), `Leader` while
+//! a guard lives, `Stopped` after shutdown.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use regent_core::{
+    CampaignError, CancellationToken, ElectionName, EndReason, ErrorKind, Explanation,
+    FencingToken, HolderId, LeaderInfo, Leadership, Lease, LeaseHandle, Metadata, Renewal,
+    SafetyClass, Status, StoreError, StoreInfo, StoreStyle, TaskTracker, TermKeeper, TermStart,
+    TermState, Timing, WatchMode,
+};
+use tokio::sync::watch;
+use tokio::time::{Instant, sleep, sleep_until};
+
+use crate::codec::Secret;
+use crate::config::Config;
+use crate::epoch::{Leader, NodeId};
+use crate::net::{self, Listen, Node, NodeOptions, View};
+use crate::{Bully, LowestId, Ring};
+
+/// The algorithm a group elects with; every member must use the same.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Algorithm {
+    /// [`LowestId`]: the lowest live id leads.
+    LowestId,
+    /// [`Bully`]: the highest live id wins.
+    Bully,
+    /// [`Ring`]: an election goes round the ring; the highest live id
+    /// leads.
+    Ring,
+}
+
+impl Algorithm {
+    /// The name `regent peer --algorithm` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            Algorithm::LowestId => "lowest-id",
+            Algorithm::Bully => "bully",
+            Algorithm::Ring => "ring",
+        }
+    }
+}
+
+impl fmt::Display for Algorithm {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// What a [`PeerElection`] runs: the group, this member, the secret.
+#[derive(Debug)]
+pub struct PeerSpec {
+    /// The election's name, as the guard and the status show it.
+    pub election: ElectionName,
+    /// The algorithm.
+    pub algorithm: Algorithm,
+    /// This node's configuration (its id, the membership, the timings).
+    /// Its incarnation is replaced by a fresh one at every start.
+    pub config: Config,
+    /// Where every member listens, this one included.
+    pub addresses: BTreeMap<NodeId, SocketAddr>,
+    /// Where this node listens: an address, or a listener already bound.
+    pub listen: Listen,
+    /// The group's shared secret.
+    pub secret: Secret,
+    /// The time the leader's work gets between cancellation and the end of
+    /// its term's guard (`None`: the default of a lease with the failure
+    /// timeout as ttl).
+    pub grace: Option<Duration>,
+}
+
+/// One member of a peer group, as an [`Election`](regent_core::Election).
+/// Cheap to clone: clones share the node.
+///
+/// ```no_run
+/// # async fn example() -> Result<(), Box<dyn std::error::Error>> {
+/// use regent_core::{BoxError, ElectionName, Supervisor};
+/// use regent_peer::codec::Secret;
+/// use regent_peer::election::{Algorithm, PeerElection, PeerSpec};
+/// use regent_peer::{Config, NodeId};
+///
+/// let addresses = [
+///     (NodeId(1), "10.0.0.1:7400".parse()?),
+///     (NodeId(2), "10.0.0.2:7400".parse()?),
+///     (NodeId(3), "10.0.0.3:7400".parse()?),
+/// ];
+/// let me = NodeId(2);
+/// let election = PeerElection::start(PeerSpec {
+///     election: ElectionName::new("billing")?,
+///     algorithm: Algorithm::Bully,
+///     config: Config::builder(me, addresses.iter().map(|(id, _)| *id)).build()?,
+///     addresses: addresses.into_iter().collect(),
+///     listen: "0.0.0.0:7400".parse::<std::net::SocketAddr>()?.into(),
+///     secret: Secret::new(std::fs::read("/etc/billing/peer-secret")?)?,
+///     grace: None,
+/// })
+/// .await?;
+/// Supervisor::new(election)
+///     .run(|leader| async move {
+///         // work with leader.token() until leader.cancelled() fires
+///         leader.cancelled().await;
+///         Ok::<_, BoxError>(())
+///     })
+///     .await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct PeerElection {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    election: ElectionName,
+    holder: HolderId,
+    algorithm: Algorithm,
+    config: Config,
+    addresses: BTreeMap<NodeId, SocketAddr>,
+    secret: Secret,
+    timing: Timing,
+    /// Where the next start binds: the address the first node got.
+    rebind: SocketAddr,
+    node: Mutex<Option<Node>>,
+    /// The running node's view; replaced at every start.
+    view: Mutex<watch::Receiver<View>>,
+    status: Arc<watch::Sender<Status>>,
+    shutdown: CancellationToken,
+    tracker: TaskTracker,
+}
+
+impl fmt::Debug for PeerElection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PeerElection")
+            .field("election", &self.inner.election)
+            .field("id", &self.inner.config.id())
+            .field("algorithm", &self.inner.algorithm)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why a [`PeerElection`] could not start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StartError {
+    /// The timing rules of a guard do not hold for these settings (a
+    /// failure timeout too short for the grace, say).
+    #[error("peer timing: {0}")]
+    Timing(#[from] regent_core::ConfigError),
+    /// The transport's options are refused (a member listed twice).
+    #[error("peer transport: {0}")]
+    Options(#[from] net::OptionsError),
+    /// This node's id has no address in the membership.
+    #[error("member {0} has no address")]
+    NoAddress(NodeId),
+    /// The listener could not be bound.
+    #[error("cannot listen: {0}")]
+    Listen(#[from] std::io::Error),
+}
+
+/// The lease-shaped timing of a peer term: the failure timeout is the ttl,
+/// the heartbeat interval the renew interval.
+fn timing_of(config: &Config, grace: Option<Duration>) -> Result<Timing, regent_core::ConfigError> {
+    let mut t = Timing::new(config.failure_timeout());
+    t.renew_every = config.heartbeat_interval();
+    t.retry_every = config.heartbeat_interval();
+    if let Some(grace) = grace {
+        t.grace = grace;
+    }
+    t.validate()?;
+    Ok(t)
+}
+
+impl PeerElection {
+    /// Starts this member's node: binds, and begins talking to the group.
+    ///
+    /// # Errors
+    ///
+    /// [`StartError`]: timings a guard cannot run on, refused transport
+    /// options, or a listener that cannot be bound.
+    pub async fn start(spec: PeerSpec) -> Result<Self, StartError> {
+        let PeerSpec {
+            election,
+            algorithm,
+            config,
+            addresses,
+            listen,
+            secret,
+            grace,
+        } = spec;
+        let timing = timing_of(&config, grace)?;
+        let me = config.id();
+        if !addresses.contains_key(&me) {
+            return Err(StartError::NoAddress(me));
+        }
+        let holder = HolderId::new(me.get().to_string())
+            .unwrap_or_else(|_| unreachable!("a number is a valid holder id"));
+        let node = start_node(algorithm, &config, &addresses, listen, &secret).await?;
+        let rebind = node.local_addr();
+        let view = node.view();
+        let (status, _) = watch::channel(Status::Starting);
+        let inner = Arc::new(Inner {
+            election,
+            holder,
+            algorithm,
+            config,
+            addresses,
+            secret,
+            timing,
+            rebind,
+            node: Mutex::new(Some(node)),
+            view: Mutex::new(view),
+            status: Arc::new(status),
+            shutdown: CancellationToken::new(),
+            tracker: TaskTracker::new(),
+        });
+        inner.tracker.spawn(mirror(inner.clone()));
+        Ok(Self { inner })
+    }
+
+    /// The address this node listens on.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.inner.rebind
+    }
+
+    /// The algorithm.
+    pub fn algorithm(&self) -> Algorithm {
+        self.inner.algorithm
+    }
+
+    /// The node's view of the group now.
+    pub fn view(&self) -> View {
+        *self.inner.current_view().borrow()
+    }
+
+    /// Starts a fresh node if the last one left (after a term was given
+    /// back).
+    async fn ensure_node(&self) -> Result<watch::Receiver<View>, CampaignError> {
+        let inner = &self.inner;
+        if lock(&inner.node).is_some() {
+            return Ok(inner.current_view());
+        }
+        let node = start_node(
+            inner.algorithm,
+            &inner.config,
+            &inner.addresses,
+            Listen::Addr(inner.rebind),
+            &inner.secret,
+        )
+        .await
+        .map_err(|e| {
+            CampaignError::Store(StoreError::new(
+                ErrorKind::Unavailable,
+                format!("peer node {} cannot start again: {e}", inner.config.id()),
+            ))
+        })?;
+        let view = node.view();
+        *lock(&inner.view) = view.clone();
+        *lock(&inner.node) = Some(node);
+        Ok(view)
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl Inner {
+    fn current_view(&self) -> watch::Receiver<View> {
+        lock(&self.view).clone()
+    }
+
+    /// Takes the node out and leaves the group with it.
+    async fn leave(&self) {
+        let node = lock(&self.node).take();
+        if let Some(node) = node {
+            node.leave().await;
+        }
+    }
+}
+
+async fn start_node(
+    algorithm: Algorithm,
+    config: &Config,
+    addresses: &BTreeMap<NodeId, SocketAddr>,
+    listen: Listen,
+    secret: &Secret,
+) -> Result<Node, StartError> {
+    // A fresh incarnation at every start: Ring names its elections with
+    // it, so a restarted node's elections are never taken for old ones.
+    let incarnation = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX));
+    let config = config.clone().with_incarnation(incarnation);
+    let options = NodeOptions::builder(
+        listen,
+        addresses.iter().map(|(id, addr)| (*id, *addr)),
+        secret.clone(),
+    )
+    .build()?;
+    let now = Instant::now();
+    Ok(match algorithm {
+        Algorithm::LowestId => net::start(LowestId::new(config, now), options).await?,
+        Algorithm::Bully => net::start(Bully::new(config, now), options).await?,
+        Algorithm::Ring => net::start(Ring::new(config, now), options).await?,
+    })
+}
+
+/// A leader as the core shows it: the node id as the holder, the epoch's
+/// token, no metadata.
+fn leader_info(leader: Leader) -> LeaderInfo {
+    LeaderInfo {
+        holder: HolderId::new(leader.id.get().to_string())
+            .unwrap_or_else(|_| unreachable!("a number is a valid holder id")),
+        token: leader.token(),
+        metadata: Metadata::default(),
+    }
+}
+
+/// Publishes the view as the status while this node does not lead (a
+/// guard publishes `Leader` itself).
+async fn mirror(inner: Arc<Inner>) {
+    loop {
+        let mut view = inner.current_view();
+        loop {
+            let v = *view.borrow_and_update();
+            if inner.shutdown.is_cancelled() {
+                return;
+            }
+            if v.leading.is_none() && !v.stopped {
+                regent_core::publish_status(
+                    &inner.status,
+                    Status::Follower {
+                        leader: v.leader.map(leader_info),
+                    },
+                );
+            }
+            tokio::select! {
+                () = inner.shutdown.cancelled() => return,
+                r = view.changed() => if r.is_err() { break },
+            }
+        }
+        // The node stopped (left after a term): wait for the next one.
+        tokio::select! {
+            () = inner.shutdown.cancelled() => return,
+            () = sleep(inner.timing.retry_every) => {}
+        }
+    }
+}
+
+impl regent_core::Election for PeerElection {
+    async fn campaign(&self) -> Result<Leadership, CampaignError> {
+        let inner = &self.inner;
+        if inner.shutdown.is_cancelled() {
+            return Err(CampaignError::Shutdown);
+        }
+        let mut view = self.ensure_node().await?;
+        let (token, confirmed_at) = loop {
+            if let Some(token) = view.borrow_and_update().leading {
+                break (token, Instant::now());
+            }
+            tokio::select! {
+                biased;
+                () = inner.shutdown.cancelled() => return Err(CampaignError::Shutdown),
+                r = view.changed() => if r.is_err() {
+                    return Err(CampaignError::Store(StoreError::new(
+                        ErrorKind::Unavailable,
+                        format!("peer node {} stopped", inner.config.id()),
+                    )));
+                },
+            }
+        };
+        let info = LeaderInfo {
+            holder: inner.holder.clone(),
+            token,
+            metadata: Metadata::default(),
+        };
+        let lease = Lease {
+            election: inner.election.clone(),
+            holder: inner.holder.clone(),
+            token,
+            ttl: inner.timing.ttl,
+            handle: LeaseHandle::new(format!("peer:{}:{}", inner.algorithm, inner.config.id())),
+        };
+        Ok(Leadership::kept_by(
+            PeerKeeper {
+                inner: inner.clone(),
+                view,
+                token,
+            },
+            TermStart {
+                lease,
+                info,
+                timing: inner.timing,
+                confirmed_at,
+                status: inner.status.clone(),
+                shutdown: inner.shutdown.child_token(),
+            },
+            &inner.tracker,
+        ))
+    }
+
+    async fn shutdown(&self) {
+        let inner = &self.inner;
+        inner.shutdown.cancel();
+        inner.tracker.close();
+        inner.tracker.wait().await;
+        inner.leave().await;
+        regent_core::publish_status(&inner.status, Status::Stopped);
+    }
+
+    fn shutdown_token(&self) -> CancellationToken {
+        self.inner.shutdown.clone()
+    }
+
+    fn status(&self) -> watch::Receiver<Status> {
+        self.inner.status.subscribe()
+    }
+
+    fn finished(&self) {
+        regent_core::publish_status(&self.inner.status, Status::Stopped);
+    }
+
+    fn timing(&self) -> &Timing {
+        &self.inner.timing
+    }
+
+    fn election(&self) -> &ElectionName {
+        &self.inner.election
+    }
+
+    fn holder(&self) -> &HolderId {
+        &self.inner.holder
+    }
+
+    fn safety(&self) -> SafetyClass {
+        SafetyClass::TimingOnly
+    }
+
+    fn explain(&self) -> Explanation {
+        self.inner.timing.explain(&store_info())
+    }
+}
+
+/// How a peer group looks where the core expects a store's facts.
+fn store_info() -> StoreInfo {
+    StoreInfo::new(
+        "peer",
+        StoreStyle::Race,
+        WatchMode::Notify,
+        SafetyClass::TimingOnly,
+    )
+}
+
+/// Keeps a peer term: confirmed while the view still says this node leads
+/// with the term's token.
+struct PeerKeeper {
+    inner: Arc<Inner>,
+    view: watch::Receiver<View>,
+    token: FencingToken,
+}
+
+impl TermKeeper for PeerKeeper {
+    async fn hold(&self, term: &TermState) -> EndReason {
+        let mut view = self.view.clone();
+        let every = term.timing().renew_every;
+        loop {
+            {
+                let v = view.borrow_and_update();
+                if v.stopped || v.leading != Some(self.token) {
+                    return EndReason::Lost;
+                }
+            }
+            term.confirm(Instant::now());
+            let step_down = term.step_down_at();
+            tokio::select! {
+                biased;
+                () = sleep_until(step_down) => return EndReason::DeadlinePassed,
+                r = view.changed() => if r.is_err() { return EndReason::Lost },
+                () = sleep(every) => {}
+            }
+        }
+    }
+
+    async fn release(&self) -> Result<(), StoreError> {
+        self.inner.leave().await;
+        Ok(())
+    }
+
+    async fn update_metadata(&self, _: &Metadata) -> Result<Renewal, StoreError> {
+        Err(StoreError::new(
+            ErrorKind::Config,
+            "a peer group does not carry metadata",
+        ))
+    }
+}

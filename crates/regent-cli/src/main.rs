@@ -82,6 +82,8 @@ mod cli;
 mod clock;
 mod demo;
 mod error;
+#[cfg(feature = "peer")]
+mod peer;
 mod run;
 mod shim;
 mod show;
@@ -134,6 +136,12 @@ fn main() -> ExitCode {
     let result = runtime.block_on(async move {
         match cli.command {
             Command::Run(args) => run::run(args).await,
+            #[cfg(feature = "peer")]
+            Command::Peer(args) => peer::run(args).await,
+            #[cfg(not(feature = "peer"))]
+            Command::Peer(_) => Err(error::CliError::usage(
+                "this regent was built without the `peer` feature",
+            )),
             Command::Status(args) => show::status(args).await,
             Command::Watch(args) => show::watch(args).await,
             Command::Demo(args) => demo::demo(args).await,

@@ -44,7 +44,7 @@ impl Stops {
 
     /// Completes on SIGTERM, SIGINT, or the lifeline closing. The lifeline
     /// closes once: after that only a signal counts as a second stop.
-    async fn next(&mut self) {
+    pub(crate) async fn next(&mut self) {
         let lifeline = async {
             match &mut self.lifeline {
                 Some(stdin) => {
@@ -117,13 +117,7 @@ pub(crate) async fn run(args: RunArgs) -> Result<u8, CliError> {
         Err(_) => args.renew_every.unwrap_or(DEFAULT_TTL / 5),
     };
 
-    if args.child.pid_namespace == PidNamespace::Always {
-        probe_pid_namespace()?;
-    }
-    // Whatever of a term is orphaned (a killed shim) becomes regent's
-    // child, to be stopped before the lease may go.
-    rustix::process::set_child_subreaper(Some(rustix::process::getpid()))
-        .map_err(|e| CliError::failure(format!("cannot become a child subreaper: {e}")))?;
+    prepare_child(&args.child)?;
 
     let mut stops = Stops::new(args.child.lifeline_stdin)?;
     let store = tokio::select! {
@@ -206,6 +200,18 @@ pub(crate) async fn supervise<E: Election>(
             () = stops.next() => return Ok(shut_down(election, stops).await),
         }
     }
+}
+
+/// What supervising CMD needs before the first campaign: the PID namespace
+/// probe of `--pid-namespace always`, and regent as a child subreaper.
+pub(crate) fn prepare_child(child: &ChildArgs) -> Result<(), CliError> {
+    if child.pid_namespace == PidNamespace::Always {
+        probe_pid_namespace()?;
+    }
+    // Whatever of a term is orphaned (a killed shim) becomes regent's
+    // child, to be stopped before the lease may go.
+    rustix::process::set_child_subreaper(Some(rustix::process::getpid()))
+        .map_err(|e| CliError::failure(format!("cannot become a child subreaper: {e}")))
 }
 
 /// `--pid-namespace always`: a usage error, before any campaign, where the

@@ -222,3 +222,10 @@ pub use regent_consul as consul;
 /// key or a SAS token (ttl 15 to 60 s).
 #[cfg(feature = "azblob")]
 pub use regent_azblob as azblob;
+
+/// Peer elections with no store (feature `peer`): the members elect among
+/// themselves by lowest-ID, Bully or Ring over authenticated TCP;
+/// [`peer::election::PeerElection`] serves the same
+/// [`Supervisor`](crate::Supervisor) and guard as a lease candidate.
+#[cfg(feature = "peer")]
+pub use regent_peer as peer;

@@ -50,11 +50,6 @@ pub(crate) async fn run(args: PeerArgs) -> Result<u8, CliError> {
         AlgorithmArg::Bully => Algorithm::Bully,
         AlgorithmArg::Ring => Algorithm::Ring,
     };
-    if args.quorum {
-        return Err(CliError::usage(
-            "--quorum: quorum mode is not available in this build yet",
-        ));
-    }
     prepare_child(&args.child)?;
     let mut stops = Stops::new(args.child.lifeline_stdin)?;
     let started = PeerElection::start(PeerSpec {
@@ -67,6 +62,7 @@ pub(crate) async fn run(args: PeerArgs) -> Result<u8, CliError> {
             .collect(),
         listen: listen.into(),
         secret,
+        quorum: args.quorum,
         grace: args.child.grace,
     });
     let peer = tokio::select! {

@@ -31,6 +31,7 @@ struct Group {
     sandbox: Sandbox,
     peers: String,
     algorithm: &'static str,
+    extra: Vec<&'static str>,
 }
 
 impl Group {
@@ -49,7 +50,14 @@ impl Group {
             sandbox,
             peers,
             algorithm,
+            extra: Vec::new(),
         }
+    }
+
+    /// Members in quorum mode.
+    fn quorum(mut self) -> Self {
+        self.extra.push("--quorum");
+        self
     }
 
     fn args(&self, id: u64, peers: &str, secret: &str) -> Vec<String> {
@@ -70,9 +78,10 @@ impl Group {
             "1s",
             "--grace",
             "300ms",
-            "--",
         ]
         .iter()
+        .chain(&self.extra)
+        .chain(&["--"])
         .map(|s| (*s).to_owned())
         .collect();
         args.extend(self.sandbox.task_cmd());
@@ -106,7 +115,15 @@ impl Group {
 /// kill -9 of that one hands over to the next within the failure timeout
 /// + 1 s; nothing of a dead leader's term is left running.
 fn hand_over_and_fail_over(algorithm: &'static str, order: [u64; 3]) {
-    let mut g = Group::new(algorithm, 5);
+    hand_over_and_fail_over_in(
+        Group::new(algorithm, 5),
+        order,
+        FAILURE + Duration::from_secs(1),
+    );
+}
+
+fn hand_over_and_fail_over_in(mut g: Group, order: [u64; 3], bound: Duration) {
+    let algorithm = g.algorithm;
     g.start_all(5);
     // A cold group waits a failure timeout before its first claim.
     let first = g.next_start(0, Duration::from_secs(15), "the first leader's task");
@@ -159,7 +176,6 @@ fn hand_over_and_fail_over(algorithm: &'static str, order: [u64; 3]) {
     );
     assert_eq!(third.id, order[2].to_string(), "{}", g.sandbox.report());
     let fail_over = third.mono_ns.saturating_sub(killed);
-    let bound = FAILURE + Duration::from_secs(1);
     assert!(
         Duration::from_nanos(fail_over) < bound,
         "failover took {:.3}s, over {bound:?}\n{}",
@@ -188,6 +204,65 @@ fn ring_hands_over_to_the_highest_live_id() {
 #[test]
 fn lowest_id_hands_over_to_the_lowest_live_id() {
     hand_over_and_fail_over("lowest-id", [1, 2, 3]);
+}
+
+/// Quorum mode: the same hand-over on SIGTERM (a GOODBYE releases the
+/// members' promises to the leader that left), and a failover after
+/// kill -9 within the failure timeout and the lease (1 s each) + 1 s.
+#[test]
+fn bully_in_quorum_mode_hands_over_and_fails_over() {
+    hand_over_and_fail_over_in(
+        Group::new("bully", 5).quorum(),
+        [5, 4, 3],
+        FAILURE * 2 + Duration::from_secs(1),
+    );
+}
+
+/// Quorum mode: a leader frozen whole (SIGSTOP of regent, its shim and
+/// its task's group) past its lease: the next leader's task starts only
+/// after the frozen one's lease has run out, and once thawed, the old
+/// leader's task is stopped rather than running beside it.
+#[test]
+fn quorum_mode_never_runs_two_tasks_at_once_across_a_freeze() {
+    let mut g = Group::new("bully", 5).quorum();
+    g.start_all(5);
+    let first = g.next_start(0, Duration::from_secs(15), "the first leader's task");
+    assert_eq!(first.id, "5", "{}", g.sandbox.report());
+    // Freeze regent alone: its shim stops the task by the deadline it was
+    // given (the lease's end less the grace), with no word from regent.
+    g.sandbox.by_id("5").signal(Signal::STOP);
+    let second = g.next_start(
+        first.token,
+        Duration::from_secs(10),
+        "a successor to the frozen leader",
+    );
+    assert_eq!(second.id, "4", "{}", g.sandbox.report());
+    let stopped = g.sandbox.stop_of("5", first.token).unwrap_or_else(|| {
+        panic!(
+            "the frozen leader's task never stopped\n{}",
+            g.sandbox.report()
+        )
+    });
+    assert!(
+        stopped.mono_ns < second.mono_ns,
+        "the successor's task started at {:.3}s, before the frozen leader's stopped at {:.3}s\n{}",
+        secs(second.mono_ns),
+        secs(stopped.mono_ns),
+        g.sandbox.report()
+    );
+    g.sandbox.wait_term_gone(&first, Duration::from_secs(5));
+    g.sandbox.by_id("5").signal(Signal::CONT);
+    // Thawed, 5 bullies its way back in a new term, after 4's task stopped.
+    let third = g.next_start(
+        second.token,
+        Duration::from_secs(10),
+        "the thawed member's new term",
+    );
+    let stop4 = g
+        .sandbox
+        .stop_of(&second.id, second.token)
+        .unwrap_or_else(|| panic!("4's task never stopped\n{}", g.sandbox.report()));
+    assert!(stop4.mono_ns < third.mono_ns, "{}", g.sandbox.report());
 }
 
 /// A member started with the wrong secret, and a higher id than any,

@@ -684,12 +684,14 @@ impl TermState {
         });
     }
 
-    /// The term is exclusively ours until `deadline` (a quorum lease):
-    /// both the local deadline and the step-down instant move there.
+    /// The term is exclusively ours until `deadline` (a quorum lease): the
+    /// local deadline moves there, and the step-down instant to the grace
+    /// before it, so that the work stops before anyone else may lead.
     pub fn extend_to(&self, deadline: Instant) {
+        let grace = self.shared.timing.grace;
         self.shared.state.send_modify(|s| {
             s.deadline = deadline;
-            s.step_down_at = deadline;
+            s.step_down_at = deadline.checked_sub(grace).unwrap_or(deadline);
         });
     }
 }

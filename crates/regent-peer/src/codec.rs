@@ -386,11 +386,11 @@ impl Reader<'_> {
         Ok(u16::from_be_bytes(self.take()?))
     }
 
-    fn u64(&mut self) -> Result<u64, DecodeError> {
+    pub(crate) fn u64(&mut self) -> Result<u64, DecodeError> {
         Ok(u64::from_be_bytes(self.take()?))
     }
 
-    fn epoch(&mut self) -> Result<Epoch, DecodeError> {
+    pub(crate) fn epoch(&mut self) -> Result<Epoch, DecodeError> {
         Ok(Epoch::from_raw(self.u64()?))
     }
 

@@ -30,7 +30,18 @@ pub struct Config {
     ack_timeout: Duration,
     election_timeout: Option<Duration>,
     incarnation: u64,
+    lease: Option<Duration>,
+    clock_drift: ClockDrift,
+    lease_margin: Duration,
 }
+
+/// A clock drift bound, always finite and in `0..0.5` once in a
+/// [`Config`] (validated by [`ConfigBuilder::build`]), so equality on it is
+/// an equivalence.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct ClockDrift(f64);
+
+impl Eq for ClockDrift {}
 
 impl Config {
     /// The default heartbeat interval: 200 ms.
@@ -43,6 +54,10 @@ impl Config {
     pub const DEFAULT_COORDINATOR_TIMEOUT: Duration = Duration::from_secs(1);
     /// The default Ring ack timeout: 200 ms.
     pub const DEFAULT_ACK_TIMEOUT: Duration = Duration::from_millis(200);
+    /// The default bound on clock drift in quorum mode: 1 %.
+    pub const DEFAULT_CLOCK_DRIFT: f64 = 0.01;
+    /// The default lease margin in quorum mode: 5 ms.
+    pub const DEFAULT_LEASE_MARGIN: Duration = Duration::from_millis(5);
 
     /// Starts a configuration for node `id` in a group of `members` (which
     /// must include `id`). Every member must be configured with the same
@@ -58,6 +73,9 @@ impl Config {
             ack_timeout: Self::DEFAULT_ACK_TIMEOUT,
             election_timeout: None,
             incarnation: 0,
+            lease: None,
+            clock_drift: Self::DEFAULT_CLOCK_DRIFT,
+            lease_margin: Self::DEFAULT_LEASE_MARGIN,
         }
     }
 
@@ -126,6 +144,36 @@ impl Config {
         self
     }
 
+    /// Quorum mode: how long a member that grants a node the lease
+    /// promises, on its own clock from when it got the request, not to
+    /// grant it to any other node. Defaults to `failure_timeout`.
+    pub fn lease(&self) -> Duration {
+        self.lease.unwrap_or(self.failure_timeout)
+    }
+
+    /// Quorum mode: the bound on clock drift between any two members: over
+    /// any stretch of time one member measures as `d`, every other measures
+    /// at least `d × (1 − clock_drift)`.
+    pub fn clock_drift(&self) -> f64 {
+        self.clock_drift.0
+    }
+
+    /// Quorum mode: how much earlier than the drift alone requires the
+    /// leader gives up its lease, for the time between its last check and
+    /// the effect of what it does as leader.
+    pub fn lease_margin(&self) -> Duration {
+        self.lease_margin
+    }
+
+    /// Quorum mode: how long after *sending* a lease request that a
+    /// majority granted the leader counts its leadership exclusive:
+    /// `lease × (1 − clock_drift) − lease_margin`. It ends before the
+    /// promise of any member that granted that request can end, whatever
+    /// the drift within the bound (see [`Quorum`](crate::Quorum)).
+    pub fn leader_lease(&self) -> Duration {
+        leader_lease(self.lease(), self.clock_drift.0, self.lease_margin)
+    }
+
     /// This node's rank: its position in the sorted membership.
     pub(crate) fn rank(&self) -> u16 {
         self.rank_of(self.id).unwrap_or(0)
@@ -164,6 +212,17 @@ pub struct ConfigBuilder {
     ack_timeout: Duration,
     election_timeout: Option<Duration>,
     incarnation: u64,
+    lease: Option<Duration>,
+    clock_drift: f64,
+    lease_margin: Duration,
+}
+
+/// `lease × (1 − drift) − margin`, saturating at zero: how long after
+/// sending an ask a leader may count on a promise of `lease`. `drift` is
+/// finite and in `0..0.5`, `lease` at most a day: the product cannot
+/// overflow.
+pub(crate) fn leader_lease(lease: Duration, drift: f64, margin: Duration) -> Duration {
+    lease.mul_f64(1.0 - drift).saturating_sub(margin)
 }
 
 impl ConfigBuilder {
@@ -216,13 +275,40 @@ impl ConfigBuilder {
         self
     }
 
+    /// Quorum mode: how long a member's grant of the lease binds it
+    /// (default `failure_timeout`); at most `failure_timeout`, and
+    /// `lease × (1 − clock_drift) − lease_margin` must exceed
+    /// `heartbeat_interval` so that a leader renews before its lease ends.
+    pub fn lease(mut self, d: Duration) -> Self {
+        self.lease = Some(d);
+        self
+    }
+
+    /// Quorum mode: the bound on clock drift between two members, as a
+    /// fraction (default 0.01, i.e. 1 %); finite, at least 0 and below 0.5.
+    /// A clock that may run fast or slow by up to `x` against true time
+    /// gives a drift of `2x` between two members, at most.
+    pub fn clock_drift(mut self, drift: f64) -> Self {
+        self.clock_drift = drift;
+        self
+    }
+
+    /// Quorum mode: how much earlier than the drift alone requires the
+    /// leader gives up its lease (default 5 ms; may be zero).
+    pub fn lease_margin(mut self, d: Duration) -> Self {
+        self.lease_margin = d;
+        self
+    }
+
     /// Validates the settings.
     ///
     /// # Errors
     ///
     /// [`ConfigError`] naming the setting and the rule broken: a zero or
     /// over-long duration, a failure timeout not above the heartbeat
-    /// interval, an election timeout not above the ack timeout, an empty,
+    /// interval, an election timeout not above the ack timeout, a lease
+    /// above the failure timeout or whose leader's part is not above the
+    /// heartbeat interval, a clock drift out of range, an empty,
     /// duplicated or too large membership, or an id that is not a member.
     pub fn build(self) -> Result<Config, ConfigError> {
         let mut members = self.members;
@@ -250,7 +336,8 @@ impl ConfigBuilder {
             ("ack_timeout", self.ack_timeout),
         ]
         .into_iter()
-        .chain(self.election_timeout.map(|d| ("election_timeout", d)));
+        .chain(self.election_timeout.map(|d| ("election_timeout", d)))
+        .chain(self.lease.map(|d| ("lease", d)));
         for (setting, value) in durations {
             if value.is_zero() {
                 return Err(ConfigError::Zero { setting });
@@ -263,9 +350,33 @@ impl ConfigBuilder {
                 });
             }
         }
+        if self.lease_margin > MAX_DURATION {
+            return Err(ConfigError::TooLong {
+                setting: "lease_margin",
+                value: self.lease_margin,
+                max: MAX_DURATION,
+            });
+        }
         if self.failure_timeout <= self.heartbeat_interval {
             return Err(ConfigError::FailureTimeoutNotAboveInterval {
                 failure_timeout: self.failure_timeout,
+                heartbeat_interval: self.heartbeat_interval,
+            });
+        }
+        if !(self.clock_drift.is_finite() && (0.0..0.5).contains(&self.clock_drift)) {
+            return Err(ConfigError::ClockDriftOutOfRange);
+        }
+        let lease = self.lease.unwrap_or(self.failure_timeout);
+        if lease > self.failure_timeout {
+            return Err(ConfigError::LeaseAboveFailureTimeout {
+                lease,
+                failure_timeout: self.failure_timeout,
+            });
+        }
+        let leader_lease = leader_lease(lease, self.clock_drift, self.lease_margin);
+        if leader_lease <= self.heartbeat_interval {
+            return Err(ConfigError::LeaderLeaseNotAboveInterval {
+                leader_lease,
                 heartbeat_interval: self.heartbeat_interval,
             });
         }
@@ -279,6 +390,9 @@ impl ConfigBuilder {
             ack_timeout: self.ack_timeout,
             election_timeout: self.election_timeout,
             incarnation: self.incarnation,
+            lease: self.lease,
+            clock_drift: ClockDrift(self.clock_drift),
+            lease_margin: self.lease_margin,
         };
         let election_timeout = config.election_timeout();
         if election_timeout <= config.ack_timeout {
@@ -334,6 +448,31 @@ pub enum ConfigError {
         /// The ack timeout.
         ack_timeout: Duration,
     },
+    /// `lease` must not exceed `failure_timeout`: by the time the failure
+    /// detector has given up on a leader, its lease should have run out,
+    /// so that a longer lease holds failover back for nothing.
+    #[error("lease ({lease:?}) must not be longer than failure_timeout ({failure_timeout:?})")]
+    LeaseAboveFailureTimeout {
+        /// The lease.
+        lease: Duration,
+        /// The failure timeout.
+        failure_timeout: Duration,
+    },
+    /// The leader's part of the lease, `lease × (1 − clock_drift) −
+    /// lease_margin`, must exceed `heartbeat_interval`, or a leader's lease
+    /// would run out between two of its renewals.
+    #[error(
+        "lease x (1 - clock_drift) - lease_margin ({leader_lease:?}) must be longer than heartbeat_interval ({heartbeat_interval:?})"
+    )]
+    LeaderLeaseNotAboveInterval {
+        /// `lease × (1 − clock_drift) − lease_margin`.
+        leader_lease: Duration,
+        /// The heartbeat interval.
+        heartbeat_interval: Duration,
+    },
+    /// `clock_drift` must be a finite number, at least 0 and below 0.5.
+    #[error("clock_drift must be a finite number from 0 up to, not including, 0.5")]
+    ClockDriftOutOfRange,
     /// The membership is empty.
     #[error("members must not be empty")]
     NoMembers,
@@ -373,6 +512,10 @@ mod tests {
         assert_eq!(c.members(), &ids(&[1, 3, 9])[..]);
         assert_eq!(c.rank(), 1);
         assert_eq!(c.election_timeout(), Config::DEFAULT_ACK_TIMEOUT * 6);
+        assert_eq!(c.lease(), Config::DEFAULT_FAILURE_TIMEOUT);
+        assert_eq!(c.clock_drift(), Config::DEFAULT_CLOCK_DRIFT);
+        // 1 s x 0.99 - 5 ms.
+        assert_eq!(c.leader_lease(), Duration::from_millis(985));
     }
 
     #[test]
@@ -428,6 +571,38 @@ mod tests {
             Config::builder(NodeId(0), many).build(),
             Err(ConfigError::TooManyMembers { .. })
         ));
+        assert_eq!(
+            b().failure_timeout(ms(400)).lease(ms(401)).build(),
+            Err(ConfigError::LeaseAboveFailureTimeout {
+                lease: ms(401),
+                failure_timeout: ms(400)
+            })
+        );
+        assert_eq!(
+            b().lease(ms(200))
+                .clock_drift(0.0)
+                .lease_margin(ms(0))
+                .build(),
+            Err(ConfigError::LeaderLeaseNotAboveInterval {
+                leader_lease: ms(200),
+                heartbeat_interval: ms(200)
+            })
+        );
+        assert!(matches!(
+            b().lease_margin(ms(1000)).build(),
+            Err(ConfigError::LeaderLeaseNotAboveInterval { .. })
+        ));
+        assert_eq!(
+            b().lease(Duration::ZERO).build(),
+            Err(ConfigError::Zero { setting: "lease" })
+        );
+        for drift in [-0.01, 0.5, f64::NAN, f64::INFINITY] {
+            assert_eq!(
+                b().clock_drift(drift).build(),
+                Err(ConfigError::ClockDriftOutOfRange),
+                "{drift}"
+            );
+        }
         let msg = b()
             .failure_timeout(ms(100))
             .build()

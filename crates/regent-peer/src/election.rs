@@ -13,6 +13,10 @@
 //!   from a renewal, with the failure timeout as its ttl: a process frozen
 //!   past it has its deadline pass (and `regent`'s dead-man's switch stop
 //!   its command) about when the other members take it for dead.
+//! * **Quorum mode** ([`PeerSpec::quorum`]): the guard's deadline is the
+//!   majority's lease ([`View::lease_until`]), and the work is told to
+//!   stop its grace before it, so it has stopped before any other member
+//!   can lead.
 //! * The term ends with [`EndReason::Lost`] the moment the view names
 //!   another leader or another epoch.
 //! * A term given back (resign, a finished task, shutdown) makes the node
@@ -45,7 +49,7 @@ use crate::codec::Secret;
 use crate::config::Config;
 use crate::epoch::{Leader, NodeId};
 use crate::net::{self, Listen, Node, NodeOptions, View};
-use crate::{Bully, LowestId, Ring};
+use crate::{Bully, LowestId, Quorum, Ring};
 
 /// The algorithm a group elects with; every member must use the same.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -93,6 +97,10 @@ pub struct PeerSpec {
     pub listen: Listen,
     /// The group's shared secret.
     pub secret: Secret,
+    /// Quorum mode: lead only while a majority of the members vouch for
+    /// this node's lease ([`Quorum`](crate::Quorum)); every member must
+    /// agree on it.
+    pub quorum: bool,
     /// The time the leader's work gets between cancellation and the end of
     /// its term's guard (`None`: the default of a lease with the failure
     /// timeout as ttl).
@@ -122,6 +130,7 @@ pub struct PeerSpec {
 ///     addresses: addresses.into_iter().collect(),
 ///     listen: "0.0.0.0:7400".parse::<std::net::SocketAddr>()?.into(),
 ///     secret: Secret::new(std::fs::read("/etc/billing/peer-secret")?)?,
+///     quorum: false,
 ///     grace: None,
 /// })
 /// .await?;
@@ -146,6 +155,7 @@ struct Inner {
     config: Config,
     addresses: BTreeMap<NodeId, SocketAddr>,
     secret: Secret,
+    quorum: bool,
     timing: Timing,
     /// Where the next start binds: the address the first node got.
     rebind: SocketAddr,
@@ -214,6 +224,7 @@ impl PeerElection {
             addresses,
             listen,
             secret,
+            quorum,
             grace,
         } = spec;
         let timing = timing_of(&config, grace)?;
@@ -223,7 +234,7 @@ impl PeerElection {
         }
         let holder = HolderId::new(me.get().to_string())
             .unwrap_or_else(|_| unreachable!("a number is a valid holder id"));
-        let node = start_node(algorithm, &config, &addresses, listen, &secret).await?;
+        let node = start_node(algorithm, quorum, &config, &addresses, listen, &secret).await?;
         let rebind = node.local_addr();
         let view = node.view();
         let (status, _) = watch::channel(Status::Starting);
@@ -234,6 +245,7 @@ impl PeerElection {
             config,
             addresses,
             secret,
+            quorum,
             timing,
             rebind,
             node: Mutex::new(Some(node)),
@@ -270,6 +282,7 @@ impl PeerElection {
         }
         let node = start_node(
             inner.algorithm,
+            inner.quorum,
             &inner.config,
             &inner.addresses,
             Listen::Addr(inner.rebind),
@@ -309,6 +322,7 @@ impl Inner {
 
 async fn start_node(
     algorithm: Algorithm,
+    quorum: bool,
     config: &Config,
     addresses: &BTreeMap<NodeId, SocketAddr>,
     listen: Listen,
@@ -327,10 +341,20 @@ async fn start_node(
     )
     .build()?;
     let now = Instant::now();
-    Ok(match algorithm {
-        Algorithm::LowestId => net::start(LowestId::new(config, now), options).await?,
-        Algorithm::Bully => net::start(Bully::new(config, now), options).await?,
-        Algorithm::Ring => net::start(Ring::new(config, now), options).await?,
+    let c = config.clone();
+    Ok(match (algorithm, quorum) {
+        (Algorithm::LowestId, false) => net::start(LowestId::new(config, now), options).await?,
+        (Algorithm::Bully, false) => net::start(Bully::new(config, now), options).await?,
+        (Algorithm::Ring, false) => net::start(Ring::new(config, now), options).await?,
+        (Algorithm::LowestId, true) => {
+            net::start(Quorum::new(c, now, LowestId::new(config, now)), options).await?
+        }
+        (Algorithm::Bully, true) => {
+            net::start(Quorum::new(c, now, Bully::new(config, now)), options).await?
+        }
+        (Algorithm::Ring, true) => {
+            net::start(Quorum::new(c, now, Ring::new(config, now)), options).await?
+        }
     })
 }
 
@@ -462,22 +486,27 @@ impl regent_core::Election for PeerElection {
     }
 
     fn safety(&self) -> SafetyClass {
-        SafetyClass::TimingOnly
+        self.inner.safety()
     }
 
     fn explain(&self) -> Explanation {
-        self.inner.timing.explain(&store_info())
+        self.inner.timing.explain(&StoreInfo::new(
+            "peer",
+            StoreStyle::Race,
+            WatchMode::Notify,
+            self.inner.safety(),
+        ))
     }
 }
 
-/// How a peer group looks where the core expects a store's facts.
-fn store_info() -> StoreInfo {
-    StoreInfo::new(
-        "peer",
-        StoreStyle::Race,
-        WatchMode::Notify,
-        SafetyClass::TimingOnly,
-    )
+impl Inner {
+    fn safety(&self) -> SafetyClass {
+        if self.quorum {
+            SafetyClass::PeerQuorum
+        } else {
+            SafetyClass::TimingOnly
+        }
+    }
 }
 
 /// Keeps a peer term: confirmed while the view still says this node leads
@@ -493,13 +522,17 @@ impl TermKeeper for PeerKeeper {
         let mut view = self.view.clone();
         let every = term.timing().renew_every;
         loop {
-            {
-                let v = view.borrow_and_update();
-                if v.stopped || v.leading != Some(self.token) {
-                    return EndReason::Lost;
-                }
+            let v = *view.borrow_and_update();
+            if v.stopped || v.leading != Some(self.token) {
+                return EndReason::Lost;
             }
-            term.confirm(Instant::now());
+            match (self.inner.quorum, v.lease_until) {
+                // Exclusive until the majority's lease runs out; the work
+                // is told to stop a grace before.
+                (true, Some(until)) => term.extend_to(until),
+                (true, None) => return EndReason::Lost,
+                (false, _) => term.confirm(Instant::now()),
+            }
             let step_down = term.step_down_at();
             tokio::select! {
                 biased;

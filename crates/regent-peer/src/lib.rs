@@ -11,11 +11,12 @@
 //! test that steps it by hand, and the deterministic simulator (`sim`,
 //! feature `testing`).
 //!
-//! # Safety class: timing-only
+//! # Safety class: timing-only, unless in quorum mode
 //!
-//! **Without a quorum, a partition gives two leaders.** Each side of a
-//! split network sees the other side's members as dead and elects its own
-//! leader; both lead until the network heals. A leader that is paused (GC,
+//! **Without quorum mode, a partition gives two leaders**, and the fencing
+//! token is the only protection. Each side of a split network sees the
+//! other side's members as dead and elects its own leader; both lead until
+//! the network heals. A leader that is paused (GC,
 //! SIGSTOP) or cut off keeps believing it leads, and nothing here can stop
 //! it. These algorithms promise only:
 //!
@@ -61,6 +62,20 @@
 //! epochs spread: a leader's term is above every epoch its group had told
 //! it of. Two sides of a partition claim independently, and the side with
 //! the larger epoch wins the resource: that is fencing doing its work.
+//!
+//! # Quorum mode
+//!
+//! [`Quorum`] wraps any of the algorithms so that a node leads only while a
+//! majority of the configured members has granted it a lease, and steps
+//! down on its own clock when the grants stop (a Raft-style leader lease,
+//! [`Config::lease`]). Then **no two nodes lead at the same instant**,
+//! whatever the network does, given a bound on clock drift
+//! ([`Config::clock_drift`]); the price is that a group leads only with a
+//! majority up and connected, a few more messages, and a longer failover.
+//! [`Machine::lease_until`] tells a driver when to stop acting even if it
+//! is not called again (a paused process). Fencing still matters: a lease
+//! cannot recall a write already in flight. The [`quorum`] module gives
+//! the argument and the costs.
 //!
 //! What no peer group can promise without a disk: a node restarted without
 //! memory starts at epoch zero. It learns the group's epoch from the first
@@ -135,21 +150,21 @@
 //! from a seed; the tests in `tests/` check one invariant per file over a
 //! fixed seed set and 1,000 random seeds per run (`REGENT_PEER_SEED=N`
 //! replays one, `REGENT_PEER_SEEDS=N` draws more). They also measure the
-//! messages per election against the textbook bounds. The `tcp_*` tests
-//! run real groups over TCP on 127.0.0.1: elections, graceful leave and
-//! abort, a rogue with the wrong secret, replays, and garbage, each
-//! waiting on view and counter changes rather than sleeping.
+//! messages per election against the textbook bounds. In quorum mode the
+//! simulator also pauses nodes (as SIGSTOP or a GC pause would) and lets
+//! their clocks drift, and records every stretch of time each node held
+//! an exclusive lease; `tests/quorum_*.rs` check that no two overlap. The
+//! `tcp_*` tests run real groups over TCP on 127.0.0.1: elections,
+//! graceful leave and abort, a rogue with the wrong secret, replays, and
+//! garbage, each waiting on view and counter changes rather than
+//! sleeping; `election_seam.rs` runs the core's `Supervisor` over peers.
 //!
 //! # Not built yet
 //!
-//! Still to come: quorum mode (lead only while a majority of the members
-//! acknowledge, so that a partition cannot give two leaders); the seam in
-//! `regent-core` that lets a peer node serve the same `Leadership` guard,
-//! supervisor and status as a lease candidate; persistence of the max
-//! epoch; and the `regent peer` command. The transport keeps out whoever
-//! lacks the shared secret, and recordings; it trusts every holder of the
-//! secret, so a member gone bad can still announce a high id or a huge
-//! epoch.
+//! Persistence of the max epoch (a group restarted whole starts its tokens
+//! again from zero). The transport keeps out whoever lacks the shared
+//! secret, and recordings; it trusts every holder of the secret, so a
+//! member gone bad can still announce a high id or a huge epoch.
 
 pub mod bully;
 pub mod codec;
@@ -161,6 +176,7 @@ pub mod lowest_id;
 mod machine;
 #[cfg(feature = "net")]
 pub mod net;
+pub mod quorum;
 pub mod ring;
 #[cfg(feature = "testing")]
 pub mod sim;
@@ -170,6 +186,7 @@ pub use config::{Config, ConfigBuilder, ConfigError, MAX_DURATION, MAX_MEMBERS};
 pub use epoch::{Epoch, Leader, MAX_ROUND, NodeId, RANK_BITS};
 pub use lowest_id::LowestId;
 pub use machine::{Input, Machine, Output, PeerMessage};
+pub use quorum::Quorum;
 pub use ring::Ring;
 
 #[cfg(test)]
@@ -194,5 +211,9 @@ mod tests {
         is_send_sync::<codec::Envelope<bully::Message>>();
         is_send_sync::<codec::Payload<ring::Message>>();
         is_send_sync::<Input<lowest_id::Message>>();
+        is_send_sync::<Quorum<Bully>>();
+        is_send_sync::<Quorum<Ring>>();
+        is_send_sync::<Quorum<LowestId>>();
+        is_send_sync::<quorum::Message<ring::Message>>();
     }
 }

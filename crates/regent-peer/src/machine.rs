@@ -53,6 +53,22 @@ pub enum Output<M> {
     LeaderChanged(Option<Leader>),
 }
 
+impl<M> Input<M> {
+    /// Splits a received message off the input: `Ok((from, message))` for
+    /// [`Input::Receive`], or `Err` with the same input, retyped, for every
+    /// input that carries no message. A wrapper machine that handles some
+    /// messages itself uses it to pass every other input to the machine it
+    /// wraps unchanged, including variants added later (a new variant
+    /// without a message gets its arm here, beside its definition).
+    pub(crate) fn into_message<N>(self) -> Result<(NodeId, M), Input<N>> {
+        match self {
+            Input::Receive { from, message } => Ok((from, message)),
+            Input::Tick => Err(Input::Tick),
+            Input::Left { from } => Err(Input::Left { from }),
+        }
+    }
+}
+
 /// A message that can say what kind it is, for counting and logs.
 pub trait PeerMessage: Clone + fmt::Debug + PartialEq + Eq + Send + 'static {
     /// The kind in capitals, as the textbooks name it (`ELECTION`,
@@ -99,6 +115,21 @@ pub trait Machine {
     /// The fencing token of the term this node leads, if it leads. There is
     /// no `is_leader() -> bool`: leadership is the token.
     fn leadership(&self) -> Option<FencingToken>;
+
+    /// While this node leads, the instant until which its leadership is
+    /// exclusive: no other node can lead before it, and this node must stop
+    /// acting as leader at it unless a later call extends it, **even if the
+    /// machine is not called again** (a process that was paused resumes
+    /// past it; [`leadership`](Self::leadership) is only as fresh as the
+    /// last `now` handled). `None` while this node does not lead.
+    ///
+    /// The default is `None` always: the algorithms alone are timing-only,
+    /// and their leadership has no such bound (see the crate docs).
+    /// [`Quorum`](crate::Quorum) gives one: the lease a majority of the
+    /// members granted.
+    fn lease_until(&self) -> Option<Instant> {
+        None
+    }
 }
 
 /// `now + d`, or `now` in the impossible case that it overflows (every

@@ -5,9 +5,20 @@
 //! time and a seeded [`fastrand::Rng`]: the same seed gives the same run,
 //! event for event. The network loses, duplicates, delays and so reorders
 //! messages at the rates of its [`Network`]; nodes can be crashed (their
-//! state is lost), restarted (a fresh machine), and partitioned. Instants are
-//! one base instant plus simulated offsets: the machines never see the
-//! real clock move.
+//! state is lost), restarted (a fresh machine), partitioned, and paused
+//! (as SIGSTOP or a long GC pause: the node handles nothing, its messages
+//! wait for it, and it resumes with its state). Instants are one base
+//! instant plus simulated offsets: the machines never see the real clock
+//! move. Each node's clock may run slower than simulated time by up to a
+//! drift bound ([`Sim::drift_clocks`]), so the machines see their own
+//! instants, never the simulator's.
+//!
+//! The simulator records every stretch of simulated time in which a node
+//! held leadership ([`Sim::tenures`]): from the instant its
+//! [`Machine::leadership`] became `Some` until it became `None`, or the
+//! node crashed, or its [`Machine::lease_until`] passed, whichever came
+//! first. The last is what makes a paused leader's stale belief harmless,
+//! and what quorum mode promises.
 //!
 //! [`for_each_seed`] runs a check over a fixed seed set plus random ones
 //! and names the seed of a failure; `REGENT_PEER_SEED=N` replays one seed,
@@ -25,6 +36,7 @@ use tokio::time::Instant;
 use crate::config::{Config, ConfigBuilder};
 use crate::epoch::{Epoch, Leader, NodeId};
 use crate::machine::{Input, Machine, Output, PeerMessage};
+use crate::quorum::Quorum;
 
 /// How the simulated network treats each message.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -57,6 +69,55 @@ impl Network {
 /// counts once whatever the network does to it (lost, duplicated, or to a
 /// crashed node).
 pub type Counts = BTreeMap<&'static str, u64>;
+
+/// One stretch of simulated time in which one node held leadership: see
+/// [`Sim::tenures`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Tenure {
+    /// The leader.
+    pub node: NodeId,
+    /// Its term.
+    pub epoch: Epoch,
+    /// When it began, since the start.
+    pub from: Duration,
+    /// When it ended (exclusive), since the start.
+    pub to: Duration,
+}
+
+impl Tenure {
+    /// Whether the two share an instant. A tenure covers `from..to`, or
+    /// the instant `from` alone if it ended where it began (a node that
+    /// crashed at the instant it became leader led at that instant).
+    pub fn overlaps(&self, other: &Tenure) -> bool {
+        self.from < other.end() && other.from < self.end()
+    }
+
+    fn end(&self) -> Duration {
+        self.to.max(self.from + Duration::from_nanos(1))
+    }
+}
+
+/// Faults [`Sim::chaos`] draws beyond its default ones: see
+/// [`Sim::set_extra_faults`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ExtraFaults {
+    /// Pause a random live node, or one that leads, for up to this long
+    /// (uniform from zero); `None`: no pauses.
+    pub max_pause: Option<Duration>,
+    /// Cut off a node that leads, alone or with as many others as still
+    /// leaves the rest a majority.
+    pub isolate_leaders: bool,
+}
+
+/// A tenure still running, in simulated instants.
+#[derive(Clone, Copy, Debug)]
+struct OpenTenure {
+    epoch: Epoch,
+    from: Instant,
+    /// The end of the node's lease, as of its latest handle; `None` for a
+    /// machine whose leadership has no lease.
+    lease_until: Option<Instant>,
+}
 
 /// Two nodes claimed leadership in the same epoch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -118,6 +179,15 @@ pub struct Sim<M: Machine> {
     last_claim: Vec<Option<Epoch>>,
     regressions: Vec<Regression>,
     trace: bool,
+    /// Each node's clock rate against simulated time (1.0: exact).
+    rates: Vec<f64>,
+    /// Paused nodes, with when they resume.
+    paused: Vec<Option<Instant>>,
+    /// Messages that reached a paused node, in order of arrival.
+    backlog: Vec<Vec<(NodeId, M::Message)>>,
+    extra: ExtraFaults,
+    tenures: Vec<Tenure>,
+    open: Vec<Option<OpenTenure>>,
 }
 
 /// A node claimed a smaller epoch than it had claimed before, without a
@@ -175,7 +245,86 @@ impl<M: Machine> Sim<M> {
             last_claim: vec![None; n],
             regressions: Vec::new(),
             trace: std::env::var_os("REGENT_PEER_TRACE").is_some(),
+            rates: vec![1.0; n],
+            paused: vec![None; n],
+            backlog: (0..n).map(|_| Vec::new()).collect(),
+            extra: ExtraFaults::default(),
+            tenures: Vec::new(),
+            open: vec![None; n],
         }
+    }
+
+    /// Makes each node's clock run at its own rate, either exact or
+    /// `1 − max_drift` times simulated time, at random: over any stretch,
+    /// one node's clock measures at least `1 − max_drift` of what another's
+    /// measures, the bound [`Config::clock_drift`] states, and the two ends
+    /// of the bound are where a lease is tightest. Crashes keep a node's
+    /// rate (it is the machine's clock).
+    ///
+    /// # Panics
+    ///
+    /// Once the simulation has run, or if `max_drift` is not in `0..1`.
+    pub fn drift_clocks(&mut self, max_drift: f64) {
+        assert!(
+            self.now == self.start,
+            "clocks drift from the start or not at all"
+        );
+        assert!((0.0..1.0).contains(&max_drift), "a drift below 1");
+        for rate in &mut self.rates {
+            *rate = if self.rng.bool() {
+                1.0
+            } else {
+                1.0 - max_drift
+            };
+        }
+    }
+
+    /// Makes `id`'s clock run at `rate` times simulated time (for
+    /// scenarios that need a given node fast or slow).
+    ///
+    /// # Panics
+    ///
+    /// Once the simulation has run, or if `rate` is not in `0.5..=2`.
+    pub fn set_clock_rate(&mut self, id: NodeId, rate: f64) {
+        assert!(
+            self.now == self.start,
+            "clocks drift from the start or not at all"
+        );
+        assert!((0.5..=2.0).contains(&rate), "a rate within a factor of two");
+        if let Some(i) = self.index(id) {
+            self.rates[i] = rate;
+        }
+    }
+
+    /// The rate of `id`'s clock against simulated time.
+    pub fn clock_rate(&self, id: NodeId) -> Option<f64> {
+        self.index(id).map(|i| self.rates[i])
+    }
+
+    /// Node `i`'s clock at simulated instant `t`.
+    fn local(&self, i: usize, t: Instant) -> Instant {
+        let rate = self.rates[i];
+        if rate == 1.0 {
+            return t;
+        }
+        self.start + scale(t - self.start, rate)
+    }
+
+    /// The first simulated instant at which node `i`'s clock reads `local`
+    /// or later.
+    fn real(&self, i: usize, local: Instant) -> Instant {
+        let rate = self.rates[i];
+        if rate == 1.0 || local <= self.start {
+            return local;
+        }
+        // Rounding aside, the inverse of `local`; then step to the first
+        // nanosecond that reaches it.
+        let guess = self.start + scale(local - self.start, 1.0 / rate);
+        let mut t = guess.checked_sub(Duration::from_nanos(2)).unwrap_or(guess);
+        while self.local(i, t) < local {
+            t += Duration::from_nanos(1);
+        }
+        t
     }
 
     /// The simulated time since the start.
@@ -297,13 +446,141 @@ impl<M: Machine> Sim<M> {
         self.ids.binary_search(&id).ok()
     }
 
+    /// Every stretch of leadership so far, ordered by node and start; one
+    /// still running ends at its node's lease end (for a machine with a
+    /// lease: it holds until then whatever happens next) or now.
+    pub fn tenures(&self) -> Vec<Tenure> {
+        let mut all = self.tenures.clone();
+        for (i, open) in self.open.iter().enumerate() {
+            if let Some(open) = open {
+                all.push(self.tenure(i, open, open.lease_until.unwrap_or(self.now)));
+            }
+        }
+        all.sort_by_key(|t| (t.node, t.from));
+        all
+    }
+
+    /// Pairs of tenures of two different nodes that share an instant (the
+    /// quorum-mode invariant says none).
+    pub fn overlaps(&self) -> Vec<(Tenure, Tenure)> {
+        let mut all = self.tenures();
+        all.sort_by_key(|t| t.from);
+        let mut found = Vec::new();
+        for (k, later) in all.iter().enumerate() {
+            for earlier in &all[..k] {
+                if earlier.node != later.node && earlier.overlaps(later) {
+                    found.push((*earlier, *later));
+                }
+            }
+        }
+        found
+    }
+
+    fn tenure(&self, i: usize, open: &OpenTenure, end: Instant) -> Tenure {
+        Tenure {
+            node: self.ids[i],
+            epoch: open.epoch,
+            from: open.from - self.start,
+            to: end.max(open.from) - self.start,
+        }
+    }
+
+    /// Ends node `i`'s running tenure at `now`, or at its lease end if
+    /// that came first.
+    fn close_tenure(&mut self, i: usize) {
+        if let Some(open) = self.open[i].take() {
+            let end = open.lease_until.map_or(self.now, |u| u.min(self.now));
+            let tenure = self.tenure(i, &open, end);
+            self.tenures.push(tenure);
+        }
+    }
+
+    /// Follows node `i`'s leadership after it handled an input.
+    fn track_tenure(&mut self, i: usize) {
+        let Some(node) = self.nodes[i].as_ref() else {
+            self.close_tenure(i);
+            return;
+        };
+        let Some(token) = node.leadership() else {
+            self.close_tenure(i);
+            return;
+        };
+        let epoch = Epoch::from_raw(token.get());
+        let lease_until = node.lease_until().map(|u| self.real(i, u));
+        if let Some(open) = self.open[i] {
+            // A new term, or a lease that ran out before this handle
+            // renewed it, is a new tenure.
+            let lapsed = open.lease_until.is_some_and(|u| u < self.now);
+            if open.epoch == epoch && !lapsed {
+                self.open[i] = Some(OpenTenure {
+                    lease_until,
+                    ..open
+                });
+                return;
+            }
+            self.close_tenure(i);
+        }
+        self.open[i] = Some(OpenTenure {
+            epoch,
+            from: self.now,
+            lease_until,
+        });
+    }
+
     /// Crashes `id`: its state is gone, messages to it are lost until it
     /// restarts. Crashing a crashed node does nothing.
     pub fn crash(&mut self, id: NodeId) {
         if let Some(i) = self.index(id) {
+            self.close_tenure(i);
             self.nodes[i] = None;
             self.last_claim[i] = None;
+            self.paused[i] = None;
+            self.backlog[i].clear();
             self.note(format_args!("crash {id:?}"));
+        }
+    }
+
+    /// Pauses a live `id` for `d`: it handles nothing until then, as if
+    /// stopped by SIGSTOP; messages that reach it wait, and it handles
+    /// them in order when it resumes, then its timers. Pausing a paused
+    /// node makes the pause end at the later of the two ends.
+    pub fn pause(&mut self, id: NodeId, d: Duration) {
+        if let Some(i) = self.index(id)
+            && self.nodes[i].is_some()
+        {
+            let until = self.now + d;
+            self.paused[i] = Some(self.paused[i].map_or(until, |u| u.max(until)));
+            self.note(format_args!("pause {id:?} for {d:?}"));
+        }
+    }
+
+    /// The ids of the paused nodes.
+    pub fn paused(&self) -> Vec<NodeId> {
+        self.ids
+            .iter()
+            .zip(&self.paused)
+            .filter(|(_, p)| p.is_some())
+            .map(|(&id, _)| id)
+            .collect()
+    }
+
+    /// Which faults [`chaos`](Self::chaos) draws beyond its default ones
+    /// (by default none).
+    pub fn set_extra_faults(&mut self, extra: ExtraFaults) {
+        self.extra = extra;
+    }
+
+    fn resume(&mut self, i: usize) {
+        self.paused[i] = None;
+        let id = self.ids[i];
+        self.note(format_args!("resume {id:?}"));
+        let now = self.local(i, self.now);
+        for (from, message) in std::mem::take(&mut self.backlog[i]) {
+            let Some(node) = self.nodes[i].as_mut() else {
+                return;
+            };
+            let out = node.handle(now, Input::Receive { from, message });
+            self.after_handle(i, out);
         }
     }
 
@@ -313,7 +590,8 @@ impl<M: Machine> Sim<M> {
         if let Some(i) = self.index(id)
             && self.nodes[i].is_none()
         {
-            self.nodes[i] = Some((self.factory)(id, self.now));
+            let now = self.local(i, self.now);
+            self.nodes[i] = Some((self.factory)(id, now));
             self.note(format_args!("restart {id:?}"));
         }
     }
@@ -373,7 +651,13 @@ impl<M: Machine> Sim<M> {
                 .nodes
                 .iter()
                 .enumerate()
-                .filter_map(|(i, n)| n.as_ref().map(|n| (n.next_deadline().max(self.now), i)))
+                .filter_map(|(i, n)| {
+                    let at = match self.paused[i] {
+                        Some(resume) => resume,
+                        None => self.real(i, n.as_ref()?.next_deadline()),
+                    };
+                    Some((at.max(self.now), i))
+                })
                 .min();
             let flight = self.queue.peek().map(|f| f.0.at);
             let next = match (timer, flight) {
@@ -395,14 +679,18 @@ impl<M: Machine> Sim<M> {
                 let Reverse(f) = self.queue.pop().expect("peeked");
                 self.deliver(f);
             } else if let Some((_, i)) = timer {
-                self.tick(i);
+                if self.paused[i].is_some() {
+                    self.resume(i);
+                } else {
+                    self.tick(i);
+                }
             }
         }
         self.now = self.now.max(until);
     }
 
     fn tick(&mut self, i: usize) {
-        let now = self.now;
+        let now = self.local(i, self.now);
         let Some(node) = self.nodes[i].as_mut() else {
             return;
         };
@@ -410,7 +698,7 @@ impl<M: Machine> Sim<M> {
         let deadline = node.next_deadline();
         assert!(
             deadline > now,
-            "{:?} was ticked at {:?} and still wants a tick at {:?}",
+            "{:?} was ticked at {:?} (its clock) and still wants a tick at {:?}",
             self.ids[i],
             now - self.start,
             deadline.saturating_duration_since(self.start)
@@ -424,17 +712,21 @@ impl<M: Machine> Sim<M> {
         let Some(from) = self.index(f.from) else {
             return;
         };
-        if self.group[from] != self.group[f.to] {
+        if self.group[from] != self.group[f.to] || self.nodes[f.to].is_none() {
             return;
         }
-        let now = self.now;
+        if self.paused[f.to].is_some() {
+            self.backlog[f.to].push((f.from, f.message));
+            return;
+        }
+        let now = self.local(f.to, self.now);
         let Some(node) = self.nodes[f.to].as_mut() else {
             return;
         };
         if self.trace {
             eprintln!(
                 "{:>12?} {:?} -> {:?} {:?}",
-                now - self.start,
+                self.now - self.start,
                 f.from,
                 self.ids[f.to],
                 f.message
@@ -451,6 +743,7 @@ impl<M: Machine> Sim<M> {
     }
 
     fn after_handle(&mut self, i: usize, out: Vec<Output<M::Message>>) {
+        self.track_tenure(i);
         let id = self.ids[i];
         if let Some(token) = self.nodes[i].as_ref().and_then(|n| n.leadership()) {
             let epoch = Epoch::from_raw(token.get());
@@ -520,7 +813,8 @@ impl<M: Machine> Sim<M> {
     /// Random faults for `duration`: about every `mean_gap` one of crash
     /// (a random node, or one that leads), restart, partition (two or three
     /// groups), heal, or a new network (loss up to 30 %, duplication up to
-    /// 20 %, delays from `delays.0` up to ten times `delays.1`).
+    /// 20 %, delays from `delays.0` up to ten times `delays.1`); and the
+    /// [`ExtraFaults`] set, if any.
     pub fn chaos(&mut self, duration: Duration, mean_gap: Duration, delays: (Duration, Duration)) {
         let end = self.now + duration;
         let max_gap = u64::try_from(mean_gap.as_nanos() * 2).unwrap_or(u64::MAX);
@@ -531,7 +825,14 @@ impl<M: Machine> Sim<M> {
             if self.now >= end {
                 break;
             }
-            match self.rng.u8(0..10) {
+            // Without extra faults, the draws of the runs before they existed.
+            let faults = if self.extra == ExtraFaults::default() {
+                10
+            } else {
+                14
+            };
+            let fault = self.rng.u8(0..faults);
+            match fault {
                 0 | 1 => {
                     let live = self.live();
                     if !live.is_empty() {
@@ -562,6 +863,48 @@ impl<M: Machine> Sim<M> {
                     self.partition(&groups);
                 }
                 7 => self.heal(),
+                12 | 13 if self.extra.isolate_leaders => {
+                    let leaders = self.leaders();
+                    if !leaders.is_empty() {
+                        let (leader, _) = leaders[self.rng.usize(..leaders.len())];
+                        let mut minority = vec![leader];
+                        if fault == 13 {
+                            let mut others: Vec<NodeId> = self
+                                .ids
+                                .iter()
+                                .copied()
+                                .filter(|&id| id != leader)
+                                .collect();
+                            self.rng.shuffle(&mut others);
+                            let k = (self.ids.len() - 1) / 2;
+                            minority.extend(others.into_iter().take(k));
+                        }
+                        let rest = self
+                            .ids
+                            .iter()
+                            .copied()
+                            .filter(|id| !minority.contains(id))
+                            .collect();
+                        self.partition(&[minority, rest]);
+                    }
+                }
+                10 | 11 if self.extra.max_pause.is_some() => {
+                    let pick = if fault == 11 {
+                        self.leaders().into_iter().map(|(id, _)| id).collect()
+                    } else {
+                        self.live()
+                    };
+                    if !pick.is_empty() {
+                        let id = pick[self.rng.usize(..pick.len())];
+                        let max = self.extra.max_pause.unwrap_or_default();
+                        let d = Duration::from_nanos(
+                            self.rng
+                                .u64(..=u64::try_from(max.as_nanos()).unwrap_or(u64::MAX)),
+                        );
+                        self.pause(id, d);
+                    }
+                }
+                10..=13 => {}
                 _ => {
                     let loss = self.rng.f64() * 0.3;
                     let duplicate = self.rng.f64() * 0.2;
@@ -580,10 +923,16 @@ impl<M: Machine> Sim<M> {
         }
     }
 
-    /// Ends every fault: heals partitions, restarts every crashed node, and
-    /// makes the network reliable with delays within `delays`.
+    /// Ends every fault: heals partitions, resumes every paused node,
+    /// restarts every crashed node, and makes the network reliable with
+    /// delays within `delays`.
     pub fn calm(&mut self, delays: (Duration, Duration)) {
         self.heal();
+        for i in 0..self.ids.len() {
+            if self.paused[i].is_some() {
+                self.resume(i);
+            }
+        }
         for id in self.crashed() {
             self.restart(id);
         }
@@ -625,6 +974,13 @@ impl<M: Machine> Sim<M> {
     }
 }
 
+/// `d × factor`, to the nanosecond (exact for the durations of a
+/// simulation, far below 2^53 ns).
+fn scale(d: Duration, factor: f64) -> Duration {
+    let nanos = d.as_nanos() as f64 * factor;
+    Duration::from_nanos(nanos.round() as u64)
+}
+
 /// A random group and timing for simulations: 3 to 7 members with random
 /// distinct ids, and timings scaled for a network with delays of 1 to
 /// 20 ms.
@@ -642,6 +998,13 @@ pub struct Scenario {
     pub coordinator_timeout: Duration,
     /// Ring's ack timeout.
     pub ack_timeout: Duration,
+    /// Quorum mode's lease.
+    pub lease: Duration,
+    /// Quorum mode's bound on clock drift (and the simulated clocks' in
+    /// [`Scenario::quorum_sim`]).
+    pub clock_drift: f64,
+    /// Quorum mode's lease margin.
+    pub lease_margin: Duration,
     /// The network's delays.
     pub delays: (Duration, Duration),
 }
@@ -668,6 +1031,9 @@ impl Scenario {
             answer_timeout: ms(60),
             coordinator_timeout: ms(300),
             ack_timeout: ms(50),
+            lease: ms(400),
+            clock_drift: 0.2,
+            lease_margin: ms(1),
             delays: (ms(1), ms(20)),
         }
     }
@@ -680,6 +1046,9 @@ impl Scenario {
             .answer_timeout(self.answer_timeout)
             .coordinator_timeout(self.coordinator_timeout)
             .ack_timeout(self.ack_timeout)
+            .lease(self.lease)
+            .clock_drift(self.clock_drift)
+            .lease_margin(self.lease_margin)
     }
 
     /// A simulation of this scenario with the algorithm `new` makes, on a
@@ -700,6 +1069,36 @@ impl Scenario {
                 new(config.build().expect("valid scenario"), now)
             },
         )
+    }
+
+    /// A simulation of this scenario with the algorithm `new` makes in
+    /// quorum mode ([`Quorum`]), on a reliable network, with each node's
+    /// clock drifting within the scenario's `clock_drift`
+    /// ([`Sim::drift_clocks`]). Every start of a node gets a random
+    /// incarnation.
+    ///
+    /// # Panics
+    ///
+    /// If the scenario's configuration is invalid (it never is).
+    pub fn quorum_sim<M: Machine + 'static>(
+        &self,
+        seed: u64,
+        new: fn(Config, Instant) -> M,
+    ) -> Sim<Quorum<M>> {
+        let this = self.clone();
+        let mut incarnations = Rng::with_seed(seed ^ 0x1ca7_2a71_0115);
+        let mut sim = Sim::new(
+            seed,
+            &self.ids,
+            Network::reliable(self.delays.0, self.delays.1),
+            move |id, now| {
+                let config = this.config(id).incarnation(incarnations.u64(..));
+                let config = config.build().expect("valid scenario");
+                Quorum::new(config.clone(), now, new(config, now))
+            },
+        );
+        sim.drift_clocks(self.clock_drift);
+        sim
     }
 }
 

@@ -39,6 +39,7 @@ async fn group(algorithm: Algorithm, ids: &[u64]) -> BTreeMap<u64, PeerElection>
             addresses: addrs.clone(),
             listen: listener.into(),
             secret: secret(),
+            quorum: false,
             grace: Some(Duration::from_millis(200)),
         })
         .await
@@ -142,6 +143,7 @@ async fn a_guard_ends_as_lost_when_a_higher_peer_takes_over_and_a_resign_leaves_
                 addresses: addrs,
                 listen: listener.into(),
                 secret: secret(),
+                quorum: false,
                 grace: Some(Duration::from_millis(200)),
             })
             .await

@@ -214,6 +214,11 @@ pub enum SafetyClass {
     /// Timing only (peer algorithms without quorum): a partition can elect
     /// two leaders; fencing tokens are the only protection.
     TimingOnly,
+    /// A majority of peers vouch for the leader's lease (peer algorithms in
+    /// quorum mode): never two leaders at once while clocks drift within
+    /// the configured bound, but no authority keeps the tokens: a group
+    /// restarted whole starts them again.
+    PeerQuorum,
 }
 
 /// How much later than its ttl a store may free a dead holder's lease:

@@ -135,6 +135,10 @@ pub struct View {
     /// The node has stopped (left, aborted or dropped): it leads nothing
     /// and knows no leader.
     pub stopped: bool,
+    /// Until when this node's leadership is exclusive
+    /// ([`Machine::lease_until`]): set in quorum mode while it leads with a
+    /// majority's lease, `None` otherwise.
+    pub lease_until: Option<tokio::time::Instant>,
 }
 
 impl View {
@@ -143,6 +147,7 @@ impl View {
         leader: None,
         leading: None,
         stopped: true,
+        lease_until: None,
     };
 
     fn of<M: Machine>(machine: &M) -> Self {
@@ -150,6 +155,7 @@ impl View {
             leader: machine.leader(),
             leading: machine.leadership(),
             stopped: false,
+            lease_until: machine.lease_until(),
         }
     }
 }

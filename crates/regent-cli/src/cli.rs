@@ -21,6 +21,8 @@ fn after_help() -> String {
     examples.extend([
         "regent status --election jobs --json",
         "regent watch --election jobs",
+        "regent status --peer 10.0.0.2:7400 --secret-file /etc/app/peer-secret --json",
+        "REGENT_PEER_SECRET=… regent watch --peer 10.0.0.2:7400",
         "regent demo --candidates 5",
     ]);
     let mut text = String::from("Examples:\n");
@@ -39,7 +41,8 @@ Exit codes:
   1  runtime failure after start (a store error)
   2  usage or configuration error; the message names the flag and the rule
      (refused credentials or permissions too)
-  3  store unreachable at start, after retries
+  3  store unreachable at start, after retries; with --peer: the member
+     unreachable at start, after retries, or no answer from it
   127  the command could not be started (not found, not executable)
   130  a second SIGTERM/SIGINT cut the graceful stop short
   N  with --restart never: the command's exit status (128+signal if killed)";
@@ -74,9 +77,21 @@ pub(crate) enum Command {
     #[command(after_help = after_help())]
     Peer(PeerArgs),
     /// Print who leads the election now.
+    ///
+    /// With --peer HOST:PORT, ask a member of a peer group (`regent peer`)
+    /// for its view instead of reading a store: the leader it sees, its
+    /// fencing token, and the group's election name. Any member answers;
+    /// the query is authenticated with the group's secret (--secret-file or
+    /// REGENT_PEER_SECRET), and a member that cannot authenticate it does
+    /// not answer.
     #[command(after_help = after_help())]
     Status(ShowArgs),
     /// Print who leads, then every change, until interrupted.
+    ///
+    /// With --peer HOST:PORT, follow the view of a member of a peer group
+    /// (`regent peer`) instead of a store: one connection, on which the
+    /// member answers as soon as its view changes. If the member goes away
+    /// after the first answer, regent says so and keeps trying it.
     #[command(after_help = after_help())]
     Watch(ShowArgs),
     /// Start several candidates on one store (by default a temporary SQLite
@@ -339,13 +354,61 @@ pub(crate) enum RestartArg {
     Never,
 }
 
+/// `status` and `watch`: a store and an election, or a member of a peer
+/// group.
 #[derive(Debug, Args)]
 pub(crate) struct ShowArgs {
+    #[arg(long, value_name = "URL", help = store_help(), conflicts_with = "peer")]
+    pub(crate) store: Option<String>,
+    /// Election name: 1-128 of A-Z a-z 0-9 . _ -, starting with a letter or
+    /// digit. With --peer it may be left out (the member names its own);
+    /// if given, it must be the one the member runs.
+    #[arg(long, value_name = "NAME", required_unless_present = "peer")]
+    pub(crate) election: Option<String>,
     #[command(flatten)]
-    pub(crate) store: StoreArgs,
+    pub(crate) options: StoreFlags,
+    /// Ask a member of a peer group (`regent peer`) instead of a store: the
+    /// address it listens on (its --listen, or its entry in --peers).
+    #[arg(long, value_name = "HOST:PORT", help_heading = "Peer group")]
+    pub(crate) peer: Option<String>,
+    /// A file holding the peer group's shared secret (default: the variable
+    /// REGENT_PEER_SECRET); one trailing newline is dropped.
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "peer",
+        help_heading = "Peer group"
+    )]
+    pub(crate) secret_file: Option<PathBuf>,
+    /// How long to wait for the member to accept the connection, and then
+    /// for its answer (default: 2s).
+    #[arg(
+        long,
+        value_name = "DURATION",
+        value_parser = parse_duration,
+        requires = "peer",
+        help_heading = "Peer group"
+    )]
+    pub(crate) peer_timeout: Option<Duration>,
     /// Print JSON: {"election": NAME, "leader": null | {"id", "token", "metadata"}}.
     #[arg(long)]
     pub(crate) json: bool,
+}
+
+impl ShowArgs {
+    /// The store and election, when no `--peer` is given.
+    pub(crate) fn store_args(&self) -> Result<StoreArgs, crate::error::CliError> {
+        let Some(election) = self.election.clone() else {
+            return Err(crate::error::CliError::usage(
+                "--election NAME is required, unless --peer HOST:PORT is given",
+            ));
+        };
+        Ok(StoreArgs {
+            store: self.store.clone(),
+            election,
+            options: self.options.clone(),
+        })
+    }
 }
 
 #[derive(Debug, Args)]

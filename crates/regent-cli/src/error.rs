@@ -25,6 +25,16 @@ impl CliError {
         }
     }
 
+    /// Whatever regent reads from (a store, a peer group's member) cannot
+    /// be reached at start.
+    #[cfg_attr(not(feature = "peer"), allow(dead_code))]
+    pub(crate) fn unreachable(message: impl Into<String>) -> Self {
+        Self {
+            code: EXIT_UNREACHABLE,
+            message: message.into(),
+        }
+    }
+
     pub(crate) fn failure(message: impl Into<String>) -> Self {
         Self {
             code: EXIT_FAILURE,

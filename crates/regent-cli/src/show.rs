@@ -1,4 +1,5 @@
-//! `regent status` and `regent watch`.
+//! `regent status` and `regent watch`: on a store, or (`--peer`) on a
+//! member of a peer group (`peer.rs`).
 
 use futures_util::StreamExt;
 use regent_core::{ElectionName, LeaderInfo, Observer};
@@ -32,9 +33,9 @@ fn human(election: &ElectionName, leader: Option<&LeaderInfo>) -> String {
     }
 }
 
-fn print(args: &ShowArgs, election: &ElectionName, leader: Option<&LeaderInfo>) {
+pub(crate) fn print(json: bool, election: &ElectionName, leader: Option<&LeaderInfo>) {
     use std::io::Write as _;
-    let line = if args.json {
+    let line = if json {
         to_json(election, leader).to_string()
     } else {
         human(election, leader)
@@ -46,19 +47,49 @@ fn print(args: &ShowArgs, election: &ElectionName, leader: Option<&LeaderInfo>) 
 }
 
 pub(crate) async fn status(args: ShowArgs) -> Result<u8, CliError> {
-    let election = store::election(&args.store)?;
-    let store = store::open(&store::target(&args.store)?, &election, None).await?;
+    if args.peer.is_some() {
+        return peer_status(&args).await;
+    }
+    let store_args = args.store_args()?;
+    let election = store::election(&store_args)?;
+    let store = store::open(&store::target(&store_args)?, &election, None).await?;
     let leader = Observer::new(store, election.clone())
         .current()
         .await
         .map_err(|e| CliError::from_store("reading the leader", &e))?;
-    print(&args, &election, leader.as_ref());
+    print(args.json, &election, leader.as_ref());
     Ok(0)
 }
 
+#[cfg(feature = "peer")]
+async fn peer_status(args: &ShowArgs) -> Result<u8, CliError> {
+    crate::peer::status(args).await
+}
+
+#[cfg(feature = "peer")]
+async fn peer_watch(args: &ShowArgs) -> Result<u8, CliError> {
+    crate::peer::watch(args).await
+}
+
+#[cfg(not(feature = "peer"))]
+async fn peer_status(_: &ShowArgs) -> Result<u8, CliError> {
+    Err(CliError::usage(
+        "--peer: this regent was built without the `peer` feature",
+    ))
+}
+
+#[cfg(not(feature = "peer"))]
+async fn peer_watch(args: &ShowArgs) -> Result<u8, CliError> {
+    peer_status(args).await
+}
+
 pub(crate) async fn watch(args: ShowArgs) -> Result<u8, CliError> {
-    let election = store::election(&args.store)?;
-    let store = store::open(&store::target(&args.store)?, &election, None).await?;
+    if args.peer.is_some() {
+        return peer_watch(&args).await;
+    }
+    let store_args = args.store_args()?;
+    let election = store::election(&store_args)?;
+    let store = store::open(&store::target(&store_args)?, &election, None).await?;
     let observer = Observer::new(store, election.clone());
     let mut changes = Box::pin(observer.changes());
     let sig =
@@ -67,7 +98,7 @@ pub(crate) async fn watch(args: ShowArgs) -> Result<u8, CliError> {
     loop {
         tokio::select! {
             item = changes.next() => match item {
-                Some(Ok(leader)) => print(&args, &election, leader.as_ref()),
+                Some(Ok(leader)) => print(args.json, &election, leader.as_ref()),
                 Some(Err(e)) if e.is_transient() => warn_user!("regent: {}; retrying", chain(&e)),
                 Some(Err(e)) => return Err(CliError::failure(format!("watch failed: {}", chain(&e)))),
                 None => return Ok(0),

@@ -19,7 +19,7 @@ pub(crate) const START_RETRY: Duration = Duration::from_secs(10);
 /// `--help`: operators have no reason to shorten the window.
 pub(crate) const START_RETRY_ENV: &str = "REGENT_START_RETRY";
 
-fn start_retry() -> Result<Duration, CliError> {
+pub(crate) fn start_retry() -> Result<Duration, CliError> {
     match std::env::var(START_RETRY_ENV) {
         Ok(v) => parse_duration(&v).map_err(|e| CliError::usage(format!("{START_RETRY_ENV}: {e}"))),
         Err(_) => Ok(START_RETRY),

@@ -5,7 +5,8 @@
 //! offset  size  field
 //!      0     4  length of everything after this field (big-endian u32)
 //!      4     1  version (1)
-//!      5     1  algorithm (1 lowest-ID, 2 Bully, 3 Ring)
+//!      5     1  algorithm (1 lowest-ID, 2 Bully, 3 Ring, | 0x80 in quorum
+//!               mode; 0 the view query)
 //!      6     1  message kind (below)
 //!      7     8  from: the sender's id
 //!     15     8  to: the receiver's id
@@ -42,15 +43,52 @@
 //! `net::MAX_CLOCK_SKEW` of the receiver's clock, so a recorded frame
 //! replayed later is refused.
 //!
+//! # The view query (algorithm 0)
+//!
+//! Frames with algorithm byte 0 ([`CONTROL_ALGORITHM`], [`Control`]) are
+//! the transport's view query, which every node reads whatever algorithm
+//! it runs, so that a querier need not know it. They are framed and
+//! authenticated like every other frame: only a holder of the secret can
+//! ask, and only the node can answer.
+//!
+//! | kind | name  | body |
+//! |-----:|-------|------|
+//! |    1 | QUERY | `wait`: u32, milliseconds |
+//! |    2 | VIEW  | below |
+//!
+//! A QUERY is from [`NodeId::ANY`] (a querier is no member) to the node's
+//! id, or to [`NodeId::ANY`] for whichever node answers; its `seq` is the
+//! querier's wall clock, as for every frame. A VIEW is from the node to
+//! [`NodeId::ANY`], and its body:
+//!
+//! ```text
+//! size  field
+//!    8  query_seq: the seq of the QUERY answered
+//!    8  node: the answering node's id
+//!    1  algorithm: 1 lowest-ID, 2 Bully, 3 Ring; | 0x80 in quorum mode
+//!    1  flags: 1 leader, 2 leading, 4 lease, 8 stopped (others zero)
+//!    8  leader id      (zero without flag 1)
+//!    8  leader epoch   (zero without flag 1)
+//!    8  fencing token of the term this node leads (zero without flag 2)
+//!    8  lease remaining, microseconds (zero without flag 4)
+//!    4  members: how many the group has
+//!    1  length of the election name (1-128)
+//!    …  the election name (the characters of an `ElectionName`)
+//! ```
+//!
 //! [`decode`] never panics, whatever the bytes: every malformed, oversized,
 //! truncated or forged frame is a [`DecodeError`]. A stream reader reads
 //! the 4-byte prefix, asks [`frame_len`] whether to read on, then reads
 //! that many bytes.
 
+use std::time::Duration;
+
 use hmac::{Hmac, KeyInit, Mac};
+use regent_core::{ElectionName, FencingToken};
 use sha2::Sha256;
 
-use crate::epoch::{Epoch, NodeId};
+use crate::algorithm::Algorithm;
+use crate::epoch::{Epoch, Leader, NodeId};
 use crate::ring::ElectionId;
 use crate::{bully, lowest_id, ring};
 
@@ -66,6 +104,10 @@ pub const MIN_SECRET_LEN: usize = 16;
 /// The message kind of the transport's GOODBYE ([`Payload::Goodbye`]).
 /// No algorithm may use it.
 pub const GOODBYE_KIND: u8 = 255;
+
+/// The algorithm byte of the transport's view query ([`Control`]): no
+/// algorithm uses it, and every node reads it.
+pub const CONTROL_ALGORITHM: u8 = 0;
 
 const TAG_LEN: usize = 32;
 const HEADER_LEN: usize = 1 + 1 + 1 + 8 + 8 + 8;
@@ -253,6 +295,194 @@ impl<M: Wire> Wire for Payload<M> {
     }
 }
 
+/// A frame of the transport's view query, under the algorithm byte
+/// [`CONTROL_ALGORITHM`] (see the module docs for the layout).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Control {
+    /// QUERY (kind 1): "send me your view". The node answers each with
+    /// one VIEW on the same connection.
+    Query {
+        /// Answer once the view differs from the last one sent on this
+        /// connection, or after `wait`, whichever comes first; the first
+        /// query of a connection, and a zero `wait`, are answered at once.
+        /// Whole milliseconds on the wire, at most `u32::MAX`; the node
+        /// caps it (`net::MAX_QUERY_WAIT`, 30 s).
+        wait: Duration,
+    },
+    /// VIEW (kind 2): the answer to one QUERY.
+    View {
+        /// The `seq` of the QUERY this answers: a querier takes no other
+        /// (so a recorded answer cannot be passed off as a fresh one).
+        query_seq: u64,
+        /// The node's view.
+        view: PeerView,
+    },
+}
+
+/// A node's view of its group, as it answers a view query: who leads as
+/// it sees it, whether it leads, and what it runs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PeerView {
+    /// The answering node's id.
+    pub node: NodeId,
+    /// The name of the election the group runs (`regent peer --election`).
+    pub election: ElectionName,
+    /// The algorithm the group elects with.
+    pub algorithm: Algorithm,
+    /// Whether the group runs in quorum mode ([`Quorum`](crate::Quorum)).
+    pub quorum: bool,
+    /// How many members the group has, this node included.
+    pub members: u32,
+    /// The leader as this node sees it, with the epoch of its term; `None`
+    /// while it knows of none.
+    pub leader: Option<Leader>,
+    /// The fencing token of the term this node leads, if it leads.
+    pub leading: Option<FencingToken>,
+    /// In quorum mode, while this node leads: how long its lease had to run
+    /// when it answered (to microseconds).
+    pub lease_remaining: Option<Duration>,
+    /// The node is stopping: it leads nothing and knows no leader.
+    pub stopped: bool,
+}
+
+impl PeerView {
+    /// The view of a running node that knows no leader: not in quorum
+    /// mode, no members counted; set the public fields for the rest.
+    pub fn new(node: NodeId, election: ElectionName, algorithm: Algorithm) -> Self {
+        Self {
+            node,
+            election,
+            algorithm,
+            quorum: false,
+            members: 0,
+            leader: None,
+            leading: None,
+            lease_remaining: None,
+            stopped: false,
+        }
+    }
+}
+
+const KIND_QUERY: u8 = 1;
+const KIND_VIEW: u8 = 2;
+const FLAG_LEADER: u8 = 1;
+const FLAG_LEADING: u8 = 2;
+const FLAG_LEASE: u8 = 4;
+const FLAG_STOPPED: u8 = 8;
+
+impl Wire for Control {
+    const ALGORITHM: u8 = CONTROL_ALGORITHM;
+
+    fn encode_body(&self, out: &mut Vec<u8>) -> u8 {
+        match self {
+            Control::Query { wait } => {
+                let ms = u32::try_from(wait.as_millis()).unwrap_or(u32::MAX);
+                out.extend_from_slice(&ms.to_be_bytes());
+                KIND_QUERY
+            }
+            Control::View { query_seq, view } => {
+                put(out, *query_seq);
+                put(out, view.node.get());
+                out.push(view.algorithm.wire(view.quorum));
+                let flags = [
+                    (view.leader.is_some(), FLAG_LEADER),
+                    (view.leading.is_some(), FLAG_LEADING),
+                    (view.lease_remaining.is_some(), FLAG_LEASE),
+                    (view.stopped, FLAG_STOPPED),
+                ]
+                .iter()
+                .filter(|(set, _)| *set)
+                .fold(0, |flags, (_, bit)| flags | bit);
+                out.push(flags);
+                let (id, epoch) = view.leader.map_or((0, 0), |l| (l.id.get(), l.epoch.get()));
+                put(out, id);
+                put(out, epoch);
+                put(out, view.leading.map_or(0, FencingToken::get));
+                let lease = view
+                    .lease_remaining
+                    .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX));
+                put(out, lease);
+                out.extend_from_slice(&view.members.to_be_bytes());
+                // An ElectionName is at most 128 bytes: the length fits.
+                let name = view.election.as_str().as_bytes();
+                out.push(u8::try_from(name.len()).unwrap_or(u8::MAX));
+                out.extend_from_slice(name);
+                KIND_VIEW
+            }
+        }
+    }
+
+    fn decode_body(kind: u8, r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        let malformed = |what| DecodeError::Malformed { what };
+        match kind {
+            KIND_QUERY => Ok(Control::Query {
+                wait: Duration::from_millis(u64::from(r.u32()?)),
+            }),
+            KIND_VIEW => {
+                let query_seq = r.u64()?;
+                let node = r.id()?;
+                let (algorithm, quorum) =
+                    Algorithm::from_wire(r.u8()?).ok_or_else(|| malformed("unknown algorithm"))?;
+                let flags = r.u8()?;
+                if flags & !(FLAG_LEADER | FLAG_LEADING | FLAG_LEASE | FLAG_STOPPED) != 0 {
+                    return Err(malformed("unknown view flags"));
+                }
+                // A field whose flag is not set must be zero, so that one
+                // view has one encoding.
+                let field = |r: &mut Reader<'_>, flag: u8| -> Result<Option<u64>, DecodeError> {
+                    let v = r.u64()?;
+                    match (flags & flag != 0, v) {
+                        (true, v) => Ok(Some(v)),
+                        (false, 0) => Ok(None),
+                        (false, _) => Err(malformed("a view field set without its flag")),
+                    }
+                };
+                let leader_id = field(r, FLAG_LEADER)?;
+                let leader_epoch = field(r, FLAG_LEADER)?;
+                let leading = field(r, FLAG_LEADING)?.map(FencingToken::new);
+                let lease_remaining = field(r, FLAG_LEASE)?.map(Duration::from_micros);
+                let leader = leader_id.zip(leader_epoch).map(|(id, epoch)| Leader {
+                    id: NodeId(id),
+                    epoch: Epoch::from_raw(epoch),
+                });
+                let members = r.u32()?;
+                let len = usize::from(r.u8()?);
+                let name = r.bytes(len)?;
+                let election = std::str::from_utf8(name)
+                    .ok()
+                    .and_then(|n| ElectionName::new(n).ok())
+                    .ok_or_else(|| malformed("the election name is not a valid one"))?;
+                Ok(Control::View {
+                    query_seq,
+                    view: PeerView {
+                        node,
+                        election,
+                        algorithm,
+                        quorum,
+                        members,
+                        leader,
+                        leading,
+                        lease_remaining,
+                        stopped: flags & FLAG_STOPPED != 0,
+                    },
+                })
+            }
+            _ => Err(unknown_kind()),
+        }
+    }
+}
+
+/// The algorithm byte of a whole frame (length prefix included), read
+/// without authenticating it: a receiver that reads more than one
+/// [`Wire`] type (a node: its algorithm's frames and the view query) picks
+/// the decoder with it, and the decoder then authenticates everything.
+/// `None` for a frame too short to have one.
+pub fn algorithm_of(frame: &[u8]) -> Option<u8> {
+    frame.get(5).copied()
+}
+
 /// Encodes `envelope` into a frame, length prefix included.
 ///
 /// # Errors
@@ -384,6 +614,21 @@ impl Reader<'_> {
 
     fn u16(&mut self) -> Result<u16, DecodeError> {
         Ok(u16::from_be_bytes(self.take()?))
+    }
+
+    fn u32(&mut self) -> Result<u32, DecodeError> {
+        Ok(u32::from_be_bytes(self.take()?))
+    }
+
+    fn bytes(&mut self, n: usize) -> Result<&[u8], DecodeError> {
+        if n > self.0.len() {
+            return Err(DecodeError::Malformed {
+                what: "body ends early",
+            });
+        }
+        let (head, rest) = self.0.split_at(n);
+        self.0 = rest;
+        Ok(head)
     }
 
     pub(crate) fn u64(&mut self) -> Result<u64, DecodeError> {
@@ -655,6 +900,153 @@ mod tests {
         let frame = encode(&secret(), &message).unwrap();
         assert_eq!(frame[6], 4);
         assert_eq!(decode(&secret(), &frame), Ok(message));
+    }
+
+    fn view() -> PeerView {
+        let mut view = PeerView::new(
+            NodeId(2),
+            ElectionName::new("billing").unwrap(),
+            Algorithm::Bully,
+        );
+        view.quorum = true;
+        view.members = 3;
+        view.leader = Some(Leader {
+            id: NodeId(2),
+            epoch: Epoch::new(4, 1).unwrap(),
+        });
+        view.leading = Some(Epoch::new(4, 1).unwrap().token());
+        view.lease_remaining = Some(Duration::from_micros(1_234_567));
+        view
+    }
+
+    #[test]
+    fn a_query_and_its_view_round_trip_under_the_control_algorithm() {
+        let query = Envelope {
+            from: NodeId::ANY,
+            to: NodeId::ANY,
+            seq: 1_700_000_000_000_000,
+            message: Control::Query {
+                wait: Duration::from_millis(5_000),
+            },
+        };
+        let frame = encode(&secret(), &query).unwrap();
+        assert_eq!(frame.len(), 4 + HEADER_LEN + 4 + TAG_LEN);
+        assert_eq!((frame[5], frame[6]), (CONTROL_ALGORITHM, KIND_QUERY));
+        assert_eq!(algorithm_of(&frame), Some(CONTROL_ALGORITHM));
+        assert_eq!(decode(&secret(), &frame), Ok(query));
+        // No algorithm's decoder takes it, nor the transport's payload.
+        assert!(matches!(
+            decode::<Payload<bully::Message>>(&secret(), &frame),
+            Err(DecodeError::Algorithm { .. })
+        ));
+
+        let answer = Envelope {
+            from: NodeId(2),
+            to: NodeId::ANY,
+            seq: 1_700_000_000_000_001,
+            message: Control::View {
+                query_seq: 1_700_000_000_000_000,
+                view: view(),
+            },
+        };
+        let frame = encode(&secret(), &answer).unwrap();
+        let body = 8 + 8 + 1 + 1 + 4 * 8 + 4 + 1 + "billing".len();
+        assert_eq!(frame.len(), 4 + HEADER_LEN + body + TAG_LEN);
+        assert_eq!(frame[6], KIND_VIEW);
+        let at = 4 + HEADER_LEN + 16;
+        assert_eq!((frame[at], frame[at + 1]), (0x82, 1 | 2 | 4));
+        assert_eq!(decode(&secret(), &frame), Ok(answer.clone()));
+        let other = Secret::new(*b"fedcba9876543210").unwrap();
+        assert_eq!(
+            decode::<Control>(&other, &frame),
+            Err(DecodeError::Unauthenticated)
+        );
+
+        // A view with nothing set: every optional field is zero.
+        let bare = Envelope {
+            message: Control::View {
+                query_seq: 7,
+                view: PeerView::new(NodeId(1), ElectionName::new("p").unwrap(), Algorithm::Ring),
+            },
+            ..answer
+        };
+        let frame = encode(&secret(), &bare).unwrap();
+        assert_eq!(frame[at + 1], 0);
+        assert_eq!(decode(&secret(), &frame), Ok(bare));
+    }
+
+    /// Signs `body` as a VIEW (or `kind`) frame, as a peer with the secret
+    /// and a bug would.
+    fn signed(kind: u8, body: &[u8]) -> Vec<u8> {
+        let mut out = vec![0u8; 4];
+        out.extend_from_slice(&[VERSION, CONTROL_ALGORITHM, kind]);
+        out.extend_from_slice(&[0; 24]);
+        out.extend_from_slice(body);
+        let mut mac = secret().mac();
+        mac.update(&out[4..]);
+        out.extend_from_slice(&mac.finalize().into_bytes());
+        let len = u32::try_from(out.len() - 4).unwrap();
+        out[..4].copy_from_slice(&len.to_be_bytes());
+        out
+    }
+
+    #[test]
+    fn a_view_that_breaks_a_rule_is_malformed() {
+        let good = {
+            let mut out = Vec::new();
+            Control::View {
+                query_seq: 1,
+                view: view(),
+            }
+            .encode_body(&mut out);
+            out
+        };
+        assert!(decode::<Control>(&secret(), &signed(KIND_VIEW, &good)).is_ok());
+        let malformed = |body: &[u8], what: &str| {
+            assert_eq!(
+                decode::<Control>(&secret(), &signed(KIND_VIEW, body)),
+                Err(DecodeError::Malformed {
+                    what: match what {
+                        "algorithm" => "unknown algorithm",
+                        "flags" => "unknown view flags",
+                        "field" => "a view field set without its flag",
+                        "name" => "the election name is not a valid one",
+                        "short" => "body ends early",
+                        _ => "bytes after the body",
+                    }
+                }),
+                "{what}"
+            );
+        };
+        let mut b = good.clone();
+        b[16] = 4;
+        malformed(&b, "algorithm");
+        let mut b = good.clone();
+        b[17] |= 16;
+        malformed(&b, "flags");
+        let mut b = good.clone();
+        b[17] &= !4; // lease flag off, lease field still set
+        malformed(&b, "field");
+        let mut b = good.clone();
+        let name_at = good.len() - "billing".len();
+        b[name_at] = b'-';
+        malformed(&b, "name");
+        let mut b = good.clone();
+        b[name_at - 1] = 0;
+        b.truncate(name_at);
+        malformed(&b, "name");
+        malformed(&good[..good.len() - 1], "short");
+        let mut b = good.clone();
+        b.push(0);
+        malformed(&b, "trailing");
+        assert!(matches!(
+            decode::<Control>(&secret(), &signed(3, &[])),
+            Err(DecodeError::Malformed { .. })
+        ));
+        assert!(matches!(
+            decode::<Control>(&secret(), &signed(KIND_QUERY, &[0, 0])),
+            Err(DecodeError::Malformed { .. })
+        ));
     }
 
     #[test]

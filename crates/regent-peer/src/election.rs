@@ -3,7 +3,7 @@
 //! child supervision as a lease candidate, with no store.
 //!
 //! [`PeerElection::start`] runs a node of the group (the algorithm's
-//! machine under the [`net`](crate::net) driver). A campaign waits until
+//! machine under the [`net`] driver). A campaign waits until
 //! the node's view says that it leads, and returns a guard built with
 //! [`Leadership::kept_by`]; the guard's term is kept by the view:
 //!
@@ -45,41 +45,12 @@ use regent_core::{
 use tokio::sync::watch;
 use tokio::time::{Instant, sleep, sleep_until};
 
+pub use crate::algorithm::Algorithm;
 use crate::codec::Secret;
 use crate::config::Config;
 use crate::epoch::{Leader, NodeId};
 use crate::net::{self, Listen, Node, NodeOptions, View};
 use crate::{Bully, LowestId, Quorum, Ring};
-
-/// The algorithm a group elects with; every member must use the same.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum Algorithm {
-    /// [`LowestId`]: the lowest live id leads.
-    LowestId,
-    /// [`Bully`]: the highest live id wins.
-    Bully,
-    /// [`Ring`]: an election goes round the ring; the highest live id
-    /// leads.
-    Ring,
-}
-
-impl Algorithm {
-    /// The name `regent peer --algorithm` takes.
-    pub fn name(self) -> &'static str {
-        match self {
-            Algorithm::LowestId => "lowest-id",
-            Algorithm::Bully => "bully",
-            Algorithm::Ring => "ring",
-        }
-    }
-}
-
-impl fmt::Display for Algorithm {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
 
 /// What a [`PeerElection`] runs: the group, this member, the secret.
 #[derive(Debug)]
@@ -98,7 +69,7 @@ pub struct PeerSpec {
     /// The group's shared secret.
     pub secret: Secret,
     /// Quorum mode: lead only while a majority of the members vouch for
-    /// this node's lease ([`Quorum`](crate::Quorum)); every member must
+    /// this node's lease ([`Quorum`]); every member must
     /// agree on it.
     pub quorum: bool,
     /// The time the leader's work gets between cancellation and the end of
@@ -234,7 +205,10 @@ impl PeerElection {
         }
         let holder = HolderId::new(me.get().to_string())
             .unwrap_or_else(|_| unreachable!("a number is a valid holder id"));
-        let node = start_node(algorithm, quorum, &config, &addresses, listen, &secret).await?;
+        let node = start_node(
+            &election, algorithm, quorum, &config, &addresses, listen, &secret,
+        )
+        .await?;
         let rebind = node.local_addr();
         let view = node.view();
         let (status, _) = watch::channel(Status::Starting);
@@ -281,6 +255,7 @@ impl PeerElection {
             return Ok(inner.current_view());
         }
         let node = start_node(
+            &inner.election,
             inner.algorithm,
             inner.quorum,
             &inner.config,
@@ -321,6 +296,7 @@ impl Inner {
 }
 
 async fn start_node(
+    election: &ElectionName,
     algorithm: Algorithm,
     quorum: bool,
     config: &Config,
@@ -339,6 +315,7 @@ async fn start_node(
         addresses.iter().map(|(id, addr)| (*id, *addr)),
         secret.clone(),
     )
+    .election(election.clone())
     .build()?;
     let now = Instant::now();
     let c = config.clone();

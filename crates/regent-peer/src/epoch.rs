@@ -10,6 +10,14 @@ use regent_core::FencingToken;
 pub struct NodeId(pub u64);
 
 impl NodeId {
+    /// No particular node, in the transport's view query
+    /// ([`codec::Control`](crate::codec::Control)): the `from` of every
+    /// query (a querier is no member and needs no id) and the `to` of every
+    /// answer, and as a query's `to`, "whichever node answers". The view
+    /// query is apart from the members' frames, so a member may still have
+    /// this id; a query addressed to it is then answered by any node.
+    pub const ANY: NodeId = NodeId(u64::MAX);
+
     /// The raw id.
     pub const fn get(self) -> u64 {
         self.0

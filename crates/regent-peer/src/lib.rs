@@ -123,8 +123,9 @@
 //!
 //! # Wire format
 //!
-//! [`codec`] encodes each algorithm's messages, and the transport's
-//! GOODBYE, into versioned, length-prefixed frames authenticated with
+//! [`codec`] encodes each algorithm's messages, the transport's GOODBYE,
+//! and its view query (QUERY and VIEW, which any holder of the secret may
+//! send a node to learn its view), into versioned, length-prefixed frames authenticated with
 //! HMAC-SHA256 under a shared secret (checked in constant time before the
 //! body is parsed), and decodes any bytes without panicking. Every frame
 //! carries a `seq`, the sender's wall clock in microseconds, strictly
@@ -139,9 +140,11 @@
 //! machines as a node of a real group: a tokio driver that owns the
 //! machine, one TCP link per peer with a bounded queue and reconnection,
 //! and an accept loop that authenticates, replay-checks and bounds what
-//! comes in. Its module docs describe the frames, the replay window, the
-//! connection handling and what is logged. Without the feature the crate
-//! is the sans-IO machines and the codec, for a driver of your own.
+//! comes in, and answers view queries (`net::query`, `net::watch_view`)
+//! from the view the driver publishes. Its module docs describe the
+//! frames, the replay window, the connection handling and what is logged.
+//! Without the feature the crate is the sans-IO machines and the codec,
+//! for a driver of your own.
 //!
 //! # Testing
 //!
@@ -155,9 +158,10 @@
 //! their clocks drift, and records every stretch of time each node held
 //! an exclusive lease; `tests/quorum_*.rs` check that no two overlap. The
 //! `tcp_*` tests run real groups over TCP on 127.0.0.1: elections,
-//! graceful leave and abort, a rogue with the wrong secret, replays, and
-//! garbage, each waiting on view and counter changes rather than
-//! sleeping; `election_seam.rs` runs the core's `Supervisor` over peers.
+//! graceful leave and abort, a rogue with the wrong secret, replays,
+//! garbage, and view queries, each waiting on view and counter changes
+//! rather than sleeping; `election_seam.rs` runs the core's `Supervisor`
+//! over peers.
 //!
 //! # Not built yet
 //!
@@ -166,6 +170,7 @@
 //! secret, and recordings; it trusts every holder of the secret, so a
 //! member gone bad can still announce a high id or a huge epoch.
 
+mod algorithm;
 pub mod bully;
 pub mod codec;
 mod config;
@@ -181,6 +186,7 @@ pub mod ring;
 #[cfg(feature = "testing")]
 pub mod sim;
 
+pub use algorithm::Algorithm;
 pub use bully::Bully;
 pub use config::{Config, ConfigBuilder, ConfigError, MAX_DURATION, MAX_MEMBERS};
 pub use epoch::{Epoch, Leader, MAX_ROUND, NodeId, RANK_BITS};
@@ -215,5 +221,8 @@ mod tests {
         is_send_sync::<Quorum<Ring>>();
         is_send_sync::<Quorum<LowestId>>();
         is_send_sync::<quorum::Message<ring::Message>>();
+        is_send_sync::<codec::Control>();
+        is_send_sync::<codec::PeerView>();
+        is_send_sync::<Algorithm>();
     }
 }

@@ -7,14 +7,21 @@
 //! refused; random bytes, with and without a plausible prefix, are
 //! refused; and random bodies carrying a *valid* tag (a peer that has the
 //! secret and a bug), GOODBYE's kind among them, decode or are refused, but
-//! never panic.
+//! never panic. The transport's view query (QUERY and VIEW, algorithm 0)
+//! gets the same treatment.
 
 use fastrand::Rng;
 use hmac::{Hmac, KeyInit, Mac};
-use regent_peer::codec::{self, Envelope, GOODBYE_KIND, MAX_FRAME_LEN, Payload, Secret, Wire};
+use std::time::Duration;
+
+use regent_core::{ElectionName, FencingToken};
+use regent_peer::codec::{
+    self, CONTROL_ALGORITHM, Control, Envelope, GOODBYE_KIND, MAX_FRAME_LEN, Payload, PeerView,
+    Secret, Wire,
+};
 use regent_peer::ring::ElectionId;
 use regent_peer::sim::for_each_seed;
-use regent_peer::{Epoch, NodeId, bully, lowest_id, ring};
+use regent_peer::{Algorithm, Epoch, Leader, NodeId, bully, lowest_id, ring};
 use sha2::Sha256;
 
 const KEY: &[u8; 20] = b"regent-peer-test-key";
@@ -65,6 +72,51 @@ fn random_ring(rng: &mut Rng) -> ring::Message {
     }
 }
 
+/// A random view query or answer.
+fn random_control(rng: &mut Rng) -> Control {
+    if rng.bool() {
+        return Control::Query {
+            wait: Duration::from_millis(u64::from(rng.u32(..))),
+        };
+    }
+    let algorithm = [Algorithm::LowestId, Algorithm::Bully, Algorithm::Ring][rng.usize(..3)];
+    let name: String = (0..rng.usize(1..=128))
+        .map(|i| {
+            let set: &[u8] = if i == 0 {
+                b"abcXYZ019"
+            } else {
+                b"abcXYZ019._-"
+            };
+            char::from(set[rng.usize(..set.len())])
+        })
+        .collect();
+    let mut view = PeerView::new(
+        NodeId(rng.u64(..)),
+        ElectionName::new(name).expect("valid name"),
+        algorithm,
+    );
+    view.quorum = rng.bool();
+    view.members = rng.u32(..);
+    view.stopped = rng.bool();
+    // Zero is absent on the wire: set fields are non-zero.
+    if rng.bool() {
+        view.leader = Some(Leader {
+            id: NodeId(rng.u64(1..)),
+            epoch: Epoch::from_raw(rng.u64(1..)),
+        });
+    }
+    if rng.bool() {
+        view.leading = Some(FencingToken::new(rng.u64(1..)));
+    }
+    if rng.bool() {
+        view.lease_remaining = Some(Duration::from_micros(rng.u64(..)));
+    }
+    Control::View {
+        query_seq: rng.u64(..),
+        view,
+    }
+}
+
 fn decodes_anything(secret: &Secret, bytes: &[u8]) -> bool {
     codec::decode::<lowest_id::Message>(secret, bytes).is_ok()
         || codec::decode::<bully::Message>(secret, bytes).is_ok()
@@ -72,6 +124,7 @@ fn decodes_anything(secret: &Secret, bytes: &[u8]) -> bool {
         || codec::decode::<Payload<lowest_id::Message>>(secret, bytes).is_ok()
         || codec::decode::<Payload<bully::Message>>(secret, bytes).is_ok()
         || codec::decode::<Payload<ring::Message>>(secret, bytes).is_ok()
+        || codec::decode::<Control>(secret, bytes).is_ok()
 }
 
 /// The transport's payload: a wrapped message, or now and then a GOODBYE.
@@ -135,7 +188,12 @@ fn signed_garbage(rng: &mut Rng) -> Vec<u8> {
     } else {
         GOODBYE_KIND
     };
-    let mut signed = vec![1, rng.u8(1..=3), kind];
+    let algorithm = if rng.u8(0..4) == 0 {
+        CONTROL_ALGORITHM
+    } else {
+        rng.u8(1..=3)
+    };
+    let mut signed = vec![1, algorithm, kind];
     signed.extend((0..rng.usize(24..120)).map(|_| rng.u8(..)));
     let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(KEY).expect("any key length");
     mac.update(&signed);
@@ -159,6 +217,7 @@ fn arbitrary_bytes_never_panic_and_only_the_secret_authenticates() {
             check(&mut rng, &secret, payload(random_lowest));
             check(&mut rng, &secret, payload(random_bully));
             check(&mut rng, &secret, payload(random_ring));
+            check(&mut rng, &secret, random_control);
         }
         for _ in 0..8 {
             let mut bytes: Vec<u8> = (0..rng.usize(0..200)).map(|_| rng.u8(..)).collect();

@@ -1,27 +1,46 @@
 //! The accept loop and one task per inbound connection: read frames,
 //! authenticate them, check them against the replay guard, hand them to
-//! the driver; drop the connection at the first thing wrong.
+//! the driver; drop the connection at the first thing wrong. A connection
+//! whose first frame is a view query is a querier's: it is answered from
+//! the published view, never through the driver.
 
 use std::io;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
-use tokio::io::AsyncReadExt;
+use regent_core::ElectionName;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Semaphore, mpsc};
-use tokio::time::{sleep, timeout};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, watch};
+use tokio::time::{Instant, sleep, sleep_until, timeout};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::replay::{Refusal, ReplayGuard};
-use super::{Counters, Stats, WarnLimit};
-use crate::codec::{self, DecodeError, Payload, Secret, Wire};
+use super::replay::{Refusal, ReplayGuard, SeqClock};
+use super::{Counters, MAX_QUERY_WAIT, Stats, View, WarnLimit};
+use crate::algorithm::Algorithm;
+use crate::codec::{
+    self, CONTROL_ALGORITHM, Control, DecodeError, EncodeError, Envelope, Payload, PeerView,
+    Secret, Wire,
+};
 use crate::epoch::NodeId;
 
 /// How long the accept loop pauses after an accept error (out of file
 /// descriptors, typically) before it tries again.
 const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(100);
+
+/// A querier's connection gets at most one answer per this: a querier that
+/// sends queries as fast as it can costs the node a bounded share of its
+/// time, whatever the runtime.
+const ANSWER_PACE: Duration = Duration::from_millis(1);
+
+/// The send buffer of a querier's connection. The kernel would otherwise
+/// grow it to megabytes, and a querier that never reads would be answered
+/// for seconds before a write blocks; with this, answers stop fitting
+/// after a few hundred unread ones (with the querier's receive buffer),
+/// and the io timeout drops it.
+const QUERIER_SEND_BUFFER: usize = 8 * 1024;
 
 /// What every inbound connection task shares.
 #[derive(Debug)]
@@ -36,6 +55,22 @@ pub(super) struct Inbound<M> {
     pub(super) max_inbound: usize,
     pub(super) stats: Arc<Stats>,
     pub(super) warn: WarnLimit,
+    /// What a view query is answered with.
+    pub(super) answers: Answers,
+}
+
+/// What a node answers view queries with, besides its view.
+#[derive(Debug)]
+pub(super) struct Answers {
+    /// The view the driver publishes.
+    pub(super) view: watch::Receiver<View>,
+    pub(super) election: ElectionName,
+    /// The node's algorithm and quorum mode; `None` for a machine whose
+    /// algorithm byte names none of this crate's (its queries go
+    /// unanswered).
+    pub(super) algorithm: Option<(Algorithm, bool)>,
+    pub(super) members: u32,
+    pub(super) slots: Arc<Semaphore>,
 }
 
 /// Accepts connections until `stop`; each gets a task on `tracker` while
@@ -66,8 +101,7 @@ pub(super) async fn accept_loop<M: Wire + Send + 'static>(
                 let ctx = Arc::clone(&ctx);
                 let stop = stop.clone();
                 tracker.spawn(async move {
-                    let _slot = slot;
-                    serve(stream, addr, &ctx, &stop).await;
+                    serve(stream, addr, slot, &ctx, &stop).await;
                 });
             }
             Err(error) => {
@@ -91,8 +125,9 @@ enum Closed {
     Eof,
     /// The driver has stopped.
     Shutdown,
-    /// Nothing came for the first-frame or idle timeout.
-    Silent { sender: Option<NodeId> },
+    /// Nothing came for the first-frame timeout (`first`) or the idle
+    /// timeout.
+    Silent { first: bool },
     /// A frame was begun and not finished within the io timeout.
     Stalled,
     /// A bad prefix, or a frame that does not decode.
@@ -103,6 +138,18 @@ enum Closed {
     SenderChanged { was: NodeId, now: NodeId },
     /// The socket failed (reset, typically: a peer that died).
     Io(io::Error),
+    /// A member's connection sent a view query, or a querier's a member's
+    /// frame or a VIEW.
+    NotAQuery,
+    /// A querier came while [`NodeOptions::max_queriers`] were served, or
+    /// to a node that cannot name its algorithm.
+    ///
+    /// [`NodeOptions::max_queriers`]: super::NodeOptions::max_queriers
+    TooManyQueriers,
+    /// A querier did not read its answer within the io timeout.
+    NotReading,
+    /// An answer could not be framed.
+    Encode(EncodeError),
 }
 
 impl std::fmt::Display for Closed {
@@ -110,8 +157,8 @@ impl std::fmt::Display for Closed {
         match self {
             Closed::Eof => f.write_str("closed by the peer"),
             Closed::Shutdown => f.write_str("this node is stopping"),
-            Closed::Silent { sender: None } => f.write_str("no frame within the io timeout"),
-            Closed::Silent { sender: Some(_) } => f.write_str("idle for the idle timeout"),
+            Closed::Silent { first: true } => f.write_str("no frame within the io timeout"),
+            Closed::Silent { first: false } => f.write_str("idle for the idle timeout"),
             Closed::Stalled => f.write_str("a frame cut short or not finished in time"),
             Closed::Frame(e) => write!(f, "{e}"),
             Closed::Refused(r) => write!(f, "{r}"),
@@ -119,6 +166,12 @@ impl std::fmt::Display for Closed {
                 write!(f, "a connection of member {was} sent a frame of {now}")
             }
             Closed::Io(e) => write!(f, "{e}"),
+            Closed::NotAQuery => f.write_str("a connection mixed view queries with other frames"),
+            Closed::TooManyQueriers => f.write_str(
+                "a querier came while max_queriers were served (or to a machine whose algorithm has no name)",
+            ),
+            Closed::NotReading => f.write_str("a querier did not read its answer in time"),
+            Closed::Encode(e) => write!(f, "an answer could not be framed: {e}"),
         }
     }
 }
@@ -126,7 +179,7 @@ impl std::fmt::Display for Closed {
 impl Closed {
     fn count(&self, c: &mut Counters) {
         match self {
-            Closed::Eof | Closed::Shutdown | Closed::Io(_) => {}
+            Closed::Eof | Closed::Shutdown | Closed::Io(_) | Closed::Encode(_) => {}
             Closed::Silent { .. } => c.silent_closed += 1,
             Closed::Stalled => c.malformed += 1,
             Closed::Frame(DecodeError::Unauthenticated) => c.unauthenticated += 1,
@@ -135,7 +188,11 @@ impl Closed {
             Closed::Refused(Refusal::TooOld { .. } | Refusal::TooNew { .. }) => {
                 c.outside_clock_window += 1;
             }
-            Closed::Refused(_) | Closed::SenderChanged { .. } => c.misaddressed += 1,
+            Closed::Refused(_) | Closed::SenderChanged { .. } | Closed::NotAQuery => {
+                c.misaddressed += 1;
+            }
+            Closed::TooManyQueriers => c.connections_refused += 1,
+            Closed::NotReading => c.queriers_dropped += 1,
         }
     }
 
@@ -144,7 +201,7 @@ impl Closed {
     fn is_suspect(&self) -> bool {
         !matches!(
             self,
-            Closed::Eof | Closed::Shutdown | Closed::Io(_) | Closed::Silent { sender: Some(_) }
+            Closed::Eof | Closed::Shutdown | Closed::Io(_) | Closed::Silent { first: false }
         )
     }
 }
@@ -152,13 +209,14 @@ impl Closed {
 async fn serve<M: Wire>(
     mut stream: TcpStream,
     addr: SocketAddr,
+    slot: OwnedSemaphorePermit,
     ctx: &Inbound<M>,
     stop: &CancellationToken,
 ) {
     let closed = tokio::select! {
         biased;
         () = stop.cancelled() => return,
-        closed = read_frames(&mut stream, ctx) => closed,
+        closed = read_frames(&mut stream, slot, ctx) => closed,
     };
     ctx.stats.bump(|c| closed.count(c));
     if closed.is_suspect() {
@@ -184,11 +242,38 @@ async fn read_within<M>(
     }
 }
 
-/// Reads, checks and delivers frames until something is wrong.
-async fn read_frames<M: Wire>(stream: &mut TcpStream, ctx: &Inbound<M>) -> Closed {
+/// Reads one whole frame, length prefix included: its first byte within
+/// `wait`, the rest within the io timeout.
+async fn read_frame<M>(
+    stream: &mut TcpStream,
+    wait: Duration,
+    first: bool,
+    ctx: &Inbound<M>,
+) -> Result<Vec<u8>, Closed> {
+    let mut prefix = [0u8; 4];
+    match timeout(wait, stream.read(&mut prefix[..1])).await {
+        Ok(Ok(0)) => return Err(Closed::Eof),
+        Ok(Ok(_)) => {}
+        Ok(Err(e)) => return Err(Closed::Io(e)),
+        Err(_) => return Err(Closed::Silent { first }),
+    }
+    read_within(stream, &mut prefix[1..], ctx).await?;
+    let len = codec::frame_len(prefix).map_err(Closed::Frame)?;
+    let mut frame = vec![0u8; 4 + len];
+    frame[..4].copy_from_slice(&prefix);
+    read_within(stream, &mut frame[4..], ctx).await?;
+    Ok(frame)
+}
+
+/// Reads, checks and delivers frames until something is wrong; hands a
+/// querier's connection to [`answer_queries`].
+async fn read_frames<M: Wire>(
+    stream: &mut TcpStream,
+    slot: OwnedSemaphorePermit,
+    ctx: &Inbound<M>,
+) -> Closed {
     // The member this connection speaks for, set by its first good frame.
     let mut sender: Option<NodeId> = None;
-    let mut prefix = [0u8; 4];
     loop {
         // A peer connects when it has a frame to send, so a new connection
         // gets the io timeout for its first frame; a silent socket holds a
@@ -197,23 +282,15 @@ async fn read_frames<M: Wire>(stream: &mut TcpStream, ctx: &Inbound<M>) -> Close
             Some(_) => ctx.idle_timeout,
             None => ctx.io_timeout,
         };
-        match timeout(wait, stream.read(&mut prefix[..1])).await {
-            Ok(Ok(0)) => return Closed::Eof,
-            Ok(Ok(_)) => {}
-            Ok(Err(e)) => return Closed::Io(e),
-            Err(_) => return Closed::Silent { sender },
-        }
-        if let Err(closed) = read_within(stream, &mut prefix[1..], ctx).await {
-            return closed;
-        }
-        let len = match codec::frame_len(prefix) {
-            Ok(len) => len,
-            Err(e) => return Closed::Frame(e),
+        let frame = match read_frame(stream, wait, sender.is_none(), ctx).await {
+            Ok(frame) => frame,
+            Err(closed) => return closed,
         };
-        let mut frame = vec![0u8; 4 + len];
-        frame[..4].copy_from_slice(&prefix);
-        if let Err(closed) = read_within(stream, &mut frame[4..], ctx).await {
-            return closed;
+        if codec::algorithm_of(&frame) == Some(CONTROL_ALGORITHM) {
+            if sender.is_some() {
+                return Closed::NotAQuery;
+            }
+            return answer_queries(stream, frame, slot, ctx).await;
         }
         let envelope = match codec::decode::<Payload<M>>(&ctx.secret, &frame) {
             Ok(envelope) => envelope,
@@ -245,5 +322,118 @@ async fn read_frames<M: Wire>(stream: &mut TcpStream, ctx: &Inbound<M>) -> Close
             return Closed::Shutdown;
         }
         ctx.stats.bump(|c| c.frames_accepted += 1);
+    }
+}
+
+/// Serves a querier's connection, whose first frame is `frame`: one VIEW
+/// per QUERY, from the published view, until the querier closes, is silent
+/// for the idle timeout, does not read its answer within the io timeout,
+/// or sends anything but a good QUERY. The driver is never involved.
+async fn answer_queries<M>(
+    stream: &mut TcpStream,
+    mut frame: Vec<u8>,
+    slot: OwnedSemaphorePermit,
+    ctx: &Inbound<M>,
+) -> Closed {
+    let answers = &ctx.answers;
+    let Some((algorithm, quorum)) = answers.algorithm else {
+        return Closed::TooManyQueriers;
+    };
+    // Queriers hold places of their own, so that they never keep a
+    // member's connection out.
+    let Ok(_query_slot) = Arc::clone(&answers.slots).try_acquire_owned() else {
+        return Closed::TooManyQueriers;
+    };
+    drop(slot);
+    // Best effort: without it, a querier that never reads is dropped
+    // later, not never.
+    let _ = socket2::SockRef::from(&*stream).set_send_buffer_size(QUERIER_SEND_BUFFER);
+    let mut view = answers.view.clone();
+    let mut clock = SeqClock::new();
+    let mut last_query: Option<u64> = None;
+    let mut next_answer = Instant::now();
+    loop {
+        let envelope = match codec::decode::<Control>(&ctx.secret, &frame) {
+            Ok(envelope) => envelope,
+            Err(e) => return Closed::Frame(e),
+        };
+        let Control::Query { wait } = envelope.message else {
+            return Closed::NotAQuery;
+        };
+        let checked = ctx
+            .guard
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .check_query(&envelope, last_query, SystemTime::now());
+        if let Err(refusal) = checked {
+            return Closed::Refused(refusal);
+        }
+        if last_query.is_some()
+            && !wait.is_zero()
+            && let Err(closed) = wait_for_change(stream, &mut view, wait.min(MAX_QUERY_WAIT)).await
+        {
+            return closed;
+        }
+        last_query = Some(envelope.seq);
+        sleep_until(next_answer).await;
+        next_answer = Instant::now() + ANSWER_PACE;
+        let now = *view.borrow_and_update();
+        let answer = Envelope {
+            from: ctx.me,
+            to: NodeId::ANY,
+            seq: clock.next(SystemTime::now()),
+            message: Control::View {
+                query_seq: envelope.seq,
+                view: PeerView {
+                    node: ctx.me,
+                    election: answers.election.clone(),
+                    algorithm,
+                    quorum,
+                    members: answers.members,
+                    leader: now.leader,
+                    leading: now.leading,
+                    lease_remaining: now
+                        .lease_until
+                        .map(|until| until.saturating_duration_since(Instant::now())),
+                    stopped: now.stopped,
+                },
+            },
+        };
+        let bytes = match codec::encode(&ctx.secret, &answer) {
+            Ok(bytes) => bytes,
+            Err(e) => return Closed::Encode(e),
+        };
+        match timeout(ctx.io_timeout, stream.write_all(&bytes)).await {
+            Ok(Ok(())) => ctx.stats.bump(|c| c.queries_answered += 1),
+            Ok(Err(e)) => return Closed::Io(e),
+            Err(_) => return Closed::NotReading,
+        }
+        frame = match read_frame(stream, ctx.idle_timeout, false, ctx).await {
+            Ok(frame) => frame,
+            Err(closed) => return closed,
+        };
+        if codec::algorithm_of(&frame) != Some(CONTROL_ALGORITHM) {
+            return Closed::NotAQuery;
+        }
+    }
+}
+
+/// Waits until the view changes, `wait` passes, or the querier sends
+/// something (its next query: answer this one now) or closes.
+async fn wait_for_change(
+    stream: &TcpStream,
+    view: &mut watch::Receiver<View>,
+    wait: Duration,
+) -> Result<(), Closed> {
+    let mut byte = [0u8; 1];
+    tokio::select! {
+        // A closed channel (the driver has stopped) is a change too.
+        _ = view.changed() => Ok(()),
+        () = sleep(wait) => Ok(()),
+        r = stream.peek(&mut byte) => match r {
+            Ok(0) => Err(Closed::Eof),
+            Ok(_) => Ok(()),
+            Err(e) => Err(Closed::Io(e)),
+        },
     }
 }

@@ -58,6 +58,41 @@
 //! the member for dead at once, so a leader's graceful shutdown costs a
 //! round trip instead of a failure timeout.
 //!
+//! # View queries
+//!
+//! Any holder of the secret, member or not, can ask a running node for its
+//! view: [`query`] once, [`watch_view`] to follow it. The frames are the
+//! [`codec`]'s QUERY and VIEW ([`Control`], algorithm byte 0), so a
+//! querier need not know the group's algorithm; the answer names it, the
+//! election, the leader and its token, and whether the node leads
+//! ([`PeerView`]).
+//!
+//! * A querier connects to the node's listening address and sends QUERY
+//!   frames from [`NodeId::ANY`], to the node's id or to [`NodeId::ANY`];
+//!   the node answers each with one VIEW on the same connection. A
+//!   connection whose first frame is a QUERY is a querier's from then on,
+//!   and carries nothing else.
+//! * A query is checked as a member's frame is, but for membership: to this
+//!   node or to any, `seq` within [`MAX_CLOCK_SKEW`], and above the last
+//!   query's on the connection ([`ReplayGuard::check_query`]). A query
+//!   this node cannot authenticate or refuses is dropped with its
+//!   connection and counted, unanswered: to the querier it is no answer.
+//! * A QUERY may ask the node to hold it until the view changes, at most
+//!   its `wait` ([`MAX_QUERY_WAIT`]); the first query of a connection is
+//!   answered at once. That is how [`watch_view`] follows a node with one
+//!   connection and no subscription state: one answer per query, always.
+//! * Answers come from the view the driver publishes; the driver never
+//!   sees a query. A querier holds one of [`NodeOptions::max_queriers`]
+//!   places, not one of the members' ([`NodeOptions::max_inbound`]) once
+//!   its first frame is read; it gets at most one answer per millisecond;
+//!   its connection's send buffer is kept small, so a querier that does
+//!   not read is dropped once a few hundred answers wait for it (a write
+//!   not done within the io timeout); one that stays silent is dropped
+//!   after the idle timeout.
+//!
+//! [`Control`]: crate::codec::Control
+//! [`PeerView`]: crate::codec::PeerView
+//!
 //! # Replays
 //!
 //! `seq` is the sender's wall clock in microseconds since the Unix epoch,
@@ -73,7 +108,8 @@
 //!
 //! * `warn`, at most 5 every 10 s per node (then with the number
 //!   suppressed): an inbound connection dropped for a bad frame, a
-//!   refusal, a silent socket, or the connection cap; an accept error.
+//!   refusal, a silent socket, the connection or querier cap, or a querier
+//!   that does not read; an accept error.
 //! * `warn` once per episode: a peer becomes unreachable (`info` when it
 //!   is reachable again); a peer's queue overflows; a member without an
 //!   address.
@@ -81,7 +117,9 @@
 //!   log leadership changes at `info` themselves.
 //! * `debug`: normal ends of connections, idle closes, failed writes.
 //!
-//! [`Node::counters`] counts the same events ([`Counters`]).
+//!
+//! [`Node::counters`] counts the same events ([`Counters`]), and the view
+//! queries answered.
 //!
 //! # What this does not do
 //!
@@ -93,6 +131,7 @@ mod driver;
 mod inbound;
 mod options;
 mod outbound;
+mod query;
 mod replay;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -109,18 +148,25 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 pub use options::{Listen, NodeOptions, NodeOptionsBuilder, OptionsError};
+pub use query::{QueryError, ViewWatch, query, watch_view};
 pub use replay::{MAX_CLOCK_SKEW, Refusal, ReplayGuard, SeqClock};
 
+use crate::algorithm::Algorithm;
 use crate::codec::Wire;
 use crate::epoch::{Leader, NodeId};
 use crate::machine::Machine;
 use driver::{Command, Driver};
-use inbound::Inbound;
+use inbound::{Answers, Inbound};
 use outbound::{Link, PeerQueue};
 
 /// How many received messages may wait for the driver before the
 /// connections that read them wait too.
 const INBOUND_BACKLOG: usize = 256;
+
+/// The longest a node holds a view query that asks to wait for a change
+/// ([`Control::Query`](crate::codec::Control::Query)`::wait`): a longer
+/// wait is cut to this.
+pub const MAX_QUERY_WAIT: Duration = Duration::from_secs(30);
 
 /// A node's view of its group, as published on [`Node::view`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -183,7 +229,8 @@ pub struct Counters {
     pub outside_clock_window: u64,
     /// Inbound connections dropped for a frame addressed to another node,
     /// from a non-member, or from another sender than the connection's
-    /// first frame.
+    /// first frame; for a view query on a member's connection, or anything
+    /// but a view query on a querier's.
     pub misaddressed: u64,
     /// Inbound connections closed because they were silent: no first frame
     /// within the io timeout, or nothing for the idle timeout.
@@ -191,7 +238,8 @@ pub struct Counters {
     /// Inbound connections accepted.
     pub connections_accepted: u64,
     /// Inbound connections closed at once because
-    /// [`NodeOptions::max_inbound`] were open.
+    /// [`NodeOptions::max_inbound`] were open, and querier connections
+    /// closed unanswered because [`NodeOptions::max_queriers`] were served.
     pub connections_refused: u64,
     /// Frames written to peers.
     pub frames_sent: u64,
@@ -200,6 +248,11 @@ pub struct Counters {
     pub frames_dropped: u64,
     /// Failed attempts to connect to a peer.
     pub connect_failures: u64,
+    /// View queries answered (one VIEW frame written per query).
+    pub queries_answered: u64,
+    /// Querier connections dropped because the querier did not read its
+    /// answer within the io timeout.
+    pub queriers_dropped: u64,
 }
 
 /// The counters, shared by every task of a node.
@@ -279,11 +332,13 @@ where
 {
     let (io_timeout, idle_timeout) = (options.io_timeout(), options.idle_timeout());
     let (max_inbound, leave_timeout) = (options.max_inbound(), options.leave_timeout());
+    let max_queriers = options.max_queriers();
     let (queue_capacity, backoff) = (options.queue_capacity(), options.reconnect_backoff());
     let NodeOptions {
         listen,
         members,
         secret,
+        election,
         ..
     } = options;
     let listener = match listen {
@@ -323,6 +378,8 @@ where
         );
     }
 
+    let (view_tx, view) = watch::channel(View::of(&machine));
+    let members_count = members.keys().filter(|&&id| id != me).count() + 1;
     let (to_driver, inbound) = mpsc::channel(INBOUND_BACKLOG);
     let ctx = Arc::new(Inbound {
         me,
@@ -335,6 +392,13 @@ where
         max_inbound,
         stats: Arc::clone(&stats),
         warn: WarnLimit::default(),
+        answers: Answers {
+            view: view.clone(),
+            election,
+            algorithm: Algorithm::from_wire(M::Message::ALGORITHM),
+            members: u32::try_from(members_count).unwrap_or(u32::MAX),
+            slots: Arc::new(Semaphore::new(max_queriers)),
+        },
     });
     tasks.spawn(inbound::accept_loop(
         listener,
@@ -343,7 +407,6 @@ where
         accept_stop.clone(),
     ));
 
-    let (view_tx, view) = watch::channel(View::of(&machine));
     let (commands, commands_rx) = mpsc::channel(1);
     tasks.spawn(
         Driver {
@@ -501,6 +564,8 @@ mod tests {
         is_send_sync::<ReplayGuard>();
         is_send_sync::<Refusal>();
         is_send_sync::<SeqClock>();
+        is_send_sync::<ViewWatch>();
+        is_send_sync::<QueryError>();
     }
 
     #[tokio::test(start_paused = true)]

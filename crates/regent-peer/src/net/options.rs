@@ -5,6 +5,8 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use regent_core::ElectionName;
+
 use crate::codec::Secret;
 use crate::config::MAX_DURATION;
 use crate::epoch::NodeId;
@@ -38,10 +40,12 @@ pub struct NodeOptions {
     pub(super) listen: Listen,
     pub(super) members: BTreeMap<NodeId, SocketAddr>,
     pub(super) secret: Secret,
+    pub(super) election: ElectionName,
     io_timeout: Duration,
     idle_timeout: Duration,
     queue_capacity: usize,
     max_inbound: usize,
+    max_queriers: usize,
     leave_timeout: Duration,
     reconnect_min: Duration,
     reconnect_max: Duration,
@@ -63,6 +67,11 @@ impl NodeOptions {
     /// The default [`max_inbound`](Self::max_inbound) is this many
     /// connections per member.
     pub const DEFAULT_INBOUND_PER_MEMBER: usize = 4;
+    /// The default [`max_queriers`](Self::max_queriers): 4 connections.
+    pub const DEFAULT_MAX_QUERIERS: usize = 4;
+    /// The default [`election`](Self::election): `peer`, as
+    /// `regent peer --election` has it.
+    pub const DEFAULT_ELECTION: &str = "peer";
 
     /// Starts the settings of a node that listens on `listen`, reaches
     /// each member at its address in `members`, and authenticates frames
@@ -80,10 +89,12 @@ impl NodeOptions {
             listen: listen.into(),
             members: members.into_iter().collect(),
             secret,
+            election: None,
             io_timeout: Self::DEFAULT_IO_TIMEOUT,
             idle_timeout: Self::DEFAULT_IDLE_TIMEOUT,
             queue_capacity: Self::DEFAULT_QUEUE_CAPACITY,
             max_inbound: None,
+            max_queriers: Self::DEFAULT_MAX_QUERIERS,
             leave_timeout: Self::DEFAULT_LEAVE_TIMEOUT,
             reconnect_min: Self::DEFAULT_RECONNECT_MIN,
             reconnect_max: Self::DEFAULT_RECONNECT_MAX,
@@ -122,6 +133,22 @@ impl NodeOptions {
         self.max_inbound
     }
 
+    /// How many view queries ([`query`](super::query),
+    /// [`watch_view`](super::watch_view)) may be served at once, on
+    /// connections of their own. A querier's connection counts against
+    /// [`max_inbound`](Self::max_inbound) only until its first frame shows
+    /// it is one, then against this: queriers never take the members'
+    /// places. More are closed unanswered.
+    pub fn max_queriers(&self) -> usize {
+        self.max_queriers
+    }
+
+    /// The name of the election this node's group runs, as a view query is
+    /// answered with it.
+    pub fn election(&self) -> &ElectionName {
+        &self.election
+    }
+
     /// How long [`Node::leave`](super::Node::leave) tries to deliver its
     /// GOODBYEs before it stops anyway.
     pub fn leave_timeout(&self) -> Duration {
@@ -142,10 +169,12 @@ pub struct NodeOptionsBuilder {
     listen: Listen,
     members: Vec<(NodeId, SocketAddr)>,
     secret: Secret,
+    election: Option<ElectionName>,
     io_timeout: Duration,
     idle_timeout: Duration,
     queue_capacity: usize,
     max_inbound: Option<usize>,
+    max_queriers: usize,
     leave_timeout: Duration,
     reconnect_min: Duration,
     reconnect_max: Duration,
@@ -175,6 +204,19 @@ impl NodeOptionsBuilder {
     /// 4).
     pub fn max_inbound(mut self, connections: usize) -> Self {
         self.max_inbound = Some(connections);
+        self
+    }
+
+    /// See [`NodeOptions::max_queriers`] (default 4; zero: no view
+    /// queries are answered).
+    pub fn max_queriers(mut self, connections: usize) -> Self {
+        self.max_queriers = connections;
+        self
+    }
+
+    /// See [`NodeOptions::election`] (default `peer`).
+    pub fn election(mut self, name: ElectionName) -> Self {
+        self.election = Some(name);
         self
     }
 
@@ -254,10 +296,15 @@ impl NodeOptionsBuilder {
             listen: self.listen,
             members,
             secret: self.secret,
+            election: self.election.unwrap_or_else(|| {
+                ElectionName::new(NodeOptions::DEFAULT_ELECTION)
+                    .unwrap_or_else(|_| unreachable!("the default name is a valid one"))
+            }),
             io_timeout: self.io_timeout,
             idle_timeout: self.idle_timeout,
             queue_capacity: self.queue_capacity,
             max_inbound,
+            max_queriers: self.max_queriers,
             leave_timeout: self.leave_timeout,
             reconnect_min: self.reconnect_min,
             reconnect_max: self.reconnect_max,
@@ -333,6 +380,15 @@ mod tests {
         assert_eq!(o.io_timeout(), NodeOptions::DEFAULT_IO_TIMEOUT);
         assert_eq!(o.members().len(), 2);
         assert_eq!(builder().max_inbound(3).build().unwrap().max_inbound(), 3);
+        assert_eq!(o.max_queriers(), NodeOptions::DEFAULT_MAX_QUERIERS);
+        assert_eq!(o.election().as_str(), "peer");
+        let named = builder()
+            .election(ElectionName::new("billing").unwrap())
+            .max_queriers(0)
+            .build()
+            .unwrap();
+        assert_eq!(named.election().as_str(), "billing");
+        assert_eq!(named.max_queriers(), 0);
     }
 
     #[test]

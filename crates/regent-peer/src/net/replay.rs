@@ -153,20 +153,7 @@ impl ReplayGuard {
         let Some(last) = self.last.get_mut(&from) else {
             return Err(Refusal::NotAMember { from });
         };
-        let now = micros(now);
-        let window = u64::try_from(MAX_CLOCK_SKEW.as_micros()).unwrap_or(u64::MAX);
-        if seq < now.saturating_sub(window) {
-            return Err(Refusal::TooOld {
-                from,
-                behind: Duration::from_micros(now - seq),
-            });
-        }
-        if seq > now.saturating_add(window) {
-            return Err(Refusal::TooNew {
-                from,
-                ahead: Duration::from_micros(seq - now),
-            });
-        }
+        in_window(from, seq, now)?;
         if let Some(last) = *last
             && seq <= last
         {
@@ -175,6 +162,58 @@ impl ReplayGuard {
         *last = Some(seq);
         Ok(())
     }
+
+    /// Checks the header of an authenticated view query
+    /// ([`Control::Query`](crate::codec::Control::Query)) received at `now`
+    /// on a connection whose last accepted query had `seq` `last`. A
+    /// querier is no member, so rule 2 does not apply, and its `seq` is
+    /// checked against the connection's last query rather than a sender's:
+    /// the query must be addressed to this node or to [`NodeId::ANY`],
+    /// within [`MAX_CLOCK_SKEW`] of this node's clock, and above `last`.
+    /// A recorded query replayed on a new connection within the window is
+    /// answered once more: it costs an answer, and tells nothing a member's
+    /// frames do not.
+    ///
+    /// # Errors
+    ///
+    /// A [`Refusal`] naming the rule broken.
+    pub fn check_query<M>(
+        &self,
+        envelope: &Envelope<M>,
+        last: Option<u64>,
+        now: SystemTime,
+    ) -> Result<(), Refusal> {
+        let (from, seq) = (envelope.from, envelope.seq);
+        if envelope.to != self.me && envelope.to != NodeId::ANY {
+            return Err(Refusal::Misaddressed { to: envelope.to });
+        }
+        in_window(from, seq, now)?;
+        if let Some(last) = last
+            && seq <= last
+        {
+            return Err(Refusal::Replayed { from, seq, last });
+        }
+        Ok(())
+    }
+}
+
+/// Rule 3: `seq` within [`MAX_CLOCK_SKEW`] of `now`.
+fn in_window(from: NodeId, seq: u64, now: SystemTime) -> Result<(), Refusal> {
+    let now = micros(now);
+    let window = u64::try_from(MAX_CLOCK_SKEW.as_micros()).unwrap_or(u64::MAX);
+    if seq < now.saturating_sub(window) {
+        return Err(Refusal::TooOld {
+            from,
+            behind: Duration::from_micros(now - seq),
+        });
+    }
+    if seq > now.saturating_add(window) {
+        return Err(Refusal::TooNew {
+            from,
+            ahead: Duration::from_micros(seq - now),
+        });
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -262,6 +301,41 @@ mod tests {
                 ahead: MAX_CLOCK_SKEW + Duration::from_secs(1)
             })
         );
+    }
+
+    #[test]
+    fn a_query_needs_no_membership_but_this_node_a_fresh_seq_and_more_than_the_last() {
+        let g = guard();
+        let seq = SeqClock::new().next(at(0));
+        let query = |to, seq| env(u64::MAX, to, seq);
+        assert_eq!(g.check_query(&query(1, seq), None, at(0)), Ok(()));
+        assert_eq!(
+            g.check_query(&query(u64::MAX, seq), None, at(0)),
+            Ok(()),
+            "to any node"
+        );
+        assert_eq!(
+            g.check_query(&query(2, seq), None, at(0)),
+            Err(Refusal::Misaddressed { to: NodeId(2) })
+        );
+        assert!(matches!(
+            g.check_query(&query(1, seq), Some(seq), at(0)),
+            Err(Refusal::Replayed { .. })
+        ));
+        assert_eq!(g.check_query(&query(1, seq + 1), Some(seq), at(0)), Ok(()));
+        let skew = MAX_CLOCK_SKEW.as_secs();
+        assert!(matches!(
+            g.check_query(&query(1, seq), None, at(skew + 1)),
+            Err(Refusal::TooOld { .. })
+        ));
+        assert!(matches!(
+            g.check_query(
+                &query(1, seq),
+                None,
+                at(0) - MAX_CLOCK_SKEW - Duration::from_secs(1)
+            ),
+            Err(Refusal::TooNew { .. })
+        ));
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! child supervision as a lease candidate, with no store.
 //!
 //! [`PeerElection::start`] runs a node of the group (the algorithm's
-//! machine under the [`net`](crate::net) driver). A campaign waits until
+//! machine under the [`net`] driver). A campaign waits until
 //! the node's view says that it leads, and returns a guard built with
 //! [`Leadership::kept_by`]; the guard's term is kept by the view:
 //!
@@ -98,7 +98,7 @@ pub struct PeerSpec {
     /// The group's shared secret.
     pub secret: Secret,
     /// Quorum mode: lead only while a majority of the members vouch for
-    /// this node's lease ([`Quorum`](crate::Quorum)); every member must
+    /// this node's lease ([`Quorum`]); every member must
     /// agree on it.
     pub quorum: bool,
     /// The time the leader's work gets between cancellation and the end of

@@ -146,6 +146,19 @@
 //! Without the feature the crate is the sans-IO machines and the codec,
 //! for a driver of your own.
 //!
+//! Where this departs from ARCHITECTURE §5 (a tokio driver over a
+//! `Transport` trait with TCP and turmoil implementations): there is no
+//! `Transport` trait. The deterministic simulator drives the sans-IO
+//! machines directly — every algorithm decision is there — with faults a
+//! simulated socket layer could not give as cheaply (pauses, drifting
+//! clocks, exact reordering), so turmoil would add a dependency and a
+//! second copy of the driver to test nothing more; the TCP driver is the
+//! one transport, tested over real sockets and by `regent peer` processes.
+//!
+//! [`election::PeerElection`] (feature `net`) is a node as a
+//! `regent_core::Election`: the core's `Supervisor`, `Leadership` guard and
+//! status serve it as they serve a lease candidate.
+//!
 //! # Testing
 //!
 //! The simulator (module `sim`, feature `testing`) drives a group through
@@ -166,7 +179,8 @@
 //! # Not built yet
 //!
 //! Persistence of the max epoch (a group restarted whole starts its tokens
-//! again from zero). The transport keeps out whoever lacks the shared
+//! again from zero); `regent torture` campaigns on peer groups; `regent
+//! status`/`watch` asking a peer for its view. The transport keeps out whoever lacks the shared
 //! secret, and recordings; it trusts every holder of the secret, so a
 //! member gone bad can still announce a high id or a huge epoch.
 

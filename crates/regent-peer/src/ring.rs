@@ -16,6 +16,18 @@
 //!   that is itself initiating swallows the ELECTION of a lower initiator:
 //!   its own election will cover the ring, so with several initiators only
 //!   the highest one's goes all the way round.
+//! * Passing an ELECTION on makes a node a *participant*: it drops its
+//!   leader and waits up to `election_timeout` for the COORDINATOR instead
+//!   of initiating. Not so the leader, nor a follower whose leader's term
+//!   is newer than the ELECTION's epoch: nobody it had passed knew of that
+//!   term, so it is an election the term has superseded (a member's first
+//!   ELECTION, refused by a successor not yet started and skipped on an
+//!   ack timeout later, after the group elected without it), which may
+//!   never come back to a node that still runs it, or one from a member
+//!   that has yet to hear of the term. Such a node passes it on (a
+//!   COORDINATOR from it is newer than the term, and adopted) but keeps
+//!   its leader and its failure timer, so that a crash of the leader is
+//!   still detected a failure timeout after its last HEARTBEAT.
 //! * When its ELECTION comes back, the initiator takes the highest id in
 //!   the list as leader, opens the leader's term ([`Epoch::next_for`] with
 //!   the *leader's* rank, above the highest epoch the trip collected) and
@@ -420,6 +432,15 @@ impl Ring {
         match self.role {
             Role::Electing { .. } if initiator < me => return,
             Role::Leading { .. } => {}
+            // Older than the term followed: superseded, or from a member
+            // yet to hear of the term (module docs). Pass it on, as the
+            // leader does, keeping the leader and the failure timer: it may
+            // never end, and waiting for it would hide the leader's crash
+            // for an election timeout.
+            Role::Follower {
+                leader: Some(leader),
+                ..
+            } if epoch < leader.epoch => {}
             Role::Follower { .. } | Role::Participant { .. } | Role::Electing { .. } => {
                 self.role = Role::Participant {
                     deadline: after(now, self.config.election_timeout()),
@@ -829,6 +850,146 @@ mod tests {
                 message: Message::Coordinator { .. }
             }
         )));
+    }
+
+    /// Regression: a follower took an ELECTION older than its leader's
+    /// term (a startup election still being skipped along the ring, whose
+    /// initiator no longer ran it) for a new election, dropped its leader
+    /// and its failure timer and waited the election timeout for a
+    /// COORDINATOR that never came. When the leader then crashed, the
+    /// group failed over an election timeout (2 s by default) after the
+    /// stale ELECTION instead of a failure timeout after the crash.
+    #[test]
+    fn an_election_older_than_the_term_passes_a_follower_that_keeps_its_leader() {
+        let t = Instant::now();
+        let mut n = node(1, t);
+        let e3 = Epoch::new(1, 2).unwrap();
+        let _ = n.handle(
+            t,
+            Input::Receive {
+                from: NodeId(3),
+                message: Message::Heartbeat { epoch: e3 },
+            },
+        );
+        let failure = t + Config::DEFAULT_FAILURE_TIMEOUT;
+        assert_eq!(n.next_deadline(), failure);
+        // 2's first ELECTION, from before 3's term, skipped on to 1 (its
+        // hop to 3 was refused).
+        let soon = t + Duration::from_millis(80);
+        let out = n.handle(
+            soon,
+            Input::Receive {
+                from: NodeId(2),
+                message: Message::Election {
+                    initiator: NodeId(2),
+                    election: ElectionId {
+                        incarnation: 0,
+                        number: 0,
+                    },
+                    epoch: Epoch::ZERO,
+                    ids: vec![NodeId(2)],
+                    hop: 0,
+                },
+            },
+        );
+        // Passed on, with the epoch raised, and acknowledged.
+        assert!(out.iter().any(|o| matches!(
+            o,
+            Output::Send {
+                to: NodeId(2),
+                message: Message::Election { epoch, ids, .. }
+            } if *epoch == e3 && ids == &[NodeId(2), NodeId(1)]
+        )));
+        assert!(out.iter().any(|o| matches!(
+            o,
+            Output::Send {
+                message: Message::Ack { hop: 0 },
+                ..
+            }
+        )));
+        // The leader and the failure timer are kept.
+        assert!(!out.iter().any(|o| matches!(o, Output::LeaderChanged(_))));
+        assert_eq!(
+            n.leader(),
+            Some(Leader {
+                id: NodeId(3),
+                epoch: e3
+            })
+        );
+        assert!(
+            matches!(n.role, Role::Follower { deadline, .. } if deadline == failure),
+            "{:?}",
+            n.role
+        );
+        // 2 acknowledges the hop (and drops the ELECTION: it no longer runs
+        // it). 3 crashes: 1 initiates a failure timeout after its last
+        // HEARTBEAT, not an election timeout after the stale ELECTION.
+        let Some(Output::Send {
+            message: Message::Election { hop, .. },
+            ..
+        }) = out.iter().find(|o| {
+            matches!(
+                o,
+                Output::Send {
+                    message: Message::Election { .. },
+                    ..
+                }
+            )
+        })
+        else {
+            unreachable!("checked above")
+        };
+        let acked = n.handle(
+            soon,
+            Input::Receive {
+                from: NodeId(2),
+                message: Message::Ack { hop: *hop },
+            },
+        );
+        assert_eq!(acked, []);
+        assert_eq!(n.next_deadline(), failure);
+        let (to, election) = only_send(n.handle(failure, Input::Tick));
+        assert_eq!(to, NodeId(2));
+        assert!(
+            matches!(election, Message::Election { initiator: NodeId(1), epoch, .. } if epoch == e3)
+        );
+        assert_eq!(n.leader(), None);
+
+        // An ELECTION that knows the term (its initiator suspects the
+        // leader too) makes a follower a participant, as before: it waits
+        // for that election rather than starting one of its own.
+        let mut m = node(1, t);
+        let _ = m.handle(
+            t,
+            Input::Receive {
+                from: NodeId(3),
+                message: Message::Heartbeat { epoch: e3 },
+            },
+        );
+        let later = t + Duration::from_millis(990);
+        let _ = m.handle(
+            later,
+            Input::Receive {
+                from: NodeId(2),
+                message: Message::Election {
+                    initiator: NodeId(2),
+                    election: ElectionId {
+                        incarnation: 0,
+                        number: 1,
+                    },
+                    epoch: e3,
+                    ids: vec![NodeId(2)],
+                    hop: 1,
+                },
+            },
+        );
+        assert_eq!(m.leader(), None);
+        let wait = later + m.config.election_timeout();
+        assert!(
+            matches!(m.role, Role::Participant { deadline } if deadline == wait),
+            "no election of its own at the failure timeout: {:?}",
+            m.role
+        );
     }
 
     #[test]

@@ -226,6 +226,6 @@ pub use regent_azblob as azblob;
 /// Peer elections with no store (feature `peer`): the members elect among
 /// themselves by lowest-ID, Bully or Ring over authenticated TCP;
 /// [`peer::election::PeerElection`] serves the same
-/// [`Supervisor`](crate::Supervisor) and guard as a lease candidate.
+/// [`Supervisor`] and guard as a lease candidate.
 #[cfg(feature = "peer")]
 pub use regent_peer as peer;

@@ -471,6 +471,35 @@ impl Ring {
         sorted.windows(2).all(|w| w[0] != w[1])
     }
 
+    /// Forgets the unacknowledged ELECTION hops that can no longer elect,
+    /// so that neither an ack timeout nor a departure sends them on: this
+    /// node's own elections other than the one it runs (only that one is
+    /// completed when it comes back), and elections older than a term
+    /// adopted here (that term's COORDINATOR goes round to their
+    /// initiators, which then no longer run them).
+    ///
+    /// Sent on, such an ELECTION is worse than useless: a higher
+    /// initiator's ELECTION makes a lower initiator a participant, giving
+    /// up its own election, and then dies at an initiator that no longer
+    /// runs it, so every node waits an election timeout.
+    fn drop_dead_elections(&mut self) {
+        let me = self.me();
+        let running = match self.role {
+            Role::Electing { election, .. } => Some(election),
+            _ => None,
+        };
+        let adopted = self.adopted;
+        self.pending.retain(|p| match p.body {
+            Body::Election {
+                initiator,
+                election,
+                epoch,
+                ..
+            } => epoch >= adopted && (initiator != me || running == Some(election)),
+            Body::Coordinator { .. } => true,
+        });
+    }
+
     /// This node's election came back with `ids`.
     fn complete(&mut self, now: Instant, ids: &[NodeId], out: &mut Outbox<Message>) {
         let me = self.me();
@@ -703,6 +732,7 @@ impl Machine for Ring {
             tracing::info!(node = %self.me(), token = term.get(), newer = %self.max_epoch, "ring: a newer epoch exists; re-electing");
             self.start_election(now, &mut out);
         }
+        self.drop_dead_elections();
         self.run_timers(now, &mut out);
         out.finish(before, self.view())
     }
@@ -989,6 +1019,42 @@ mod tests {
             matches!(m.role, Role::Participant { deadline } if deadline == wait),
             "no election of its own at the failure timeout: {:?}",
             m.role
+        );
+    }
+
+    /// Regression: an ELECTION the node no longer runs, still waiting for
+    /// an ACK from a successor that refused it at startup, was sent on when
+    /// that successor (since elected) left, and made the initiator of the
+    /// real election give it up. It is forgotten once a term is adopted.
+    #[test]
+    fn a_leaders_goodbye_does_not_send_on_an_election_the_term_superseded() {
+        let t = Instant::now();
+        let mut n = node(2, t);
+        // 2's first ELECTION, to 3, gets no ACK (3 has not started).
+        let (to, _) = only_send(n.handle(t, Input::Tick));
+        assert_eq!(to, NodeId(3));
+        // 3 starts and leads; its HEARTBEAT comes before the ack timeout.
+        let e3 = Epoch::new(1, 2).unwrap();
+        let soon = t + Duration::from_millis(50);
+        let _ = n.handle(
+            soon,
+            Input::Receive {
+                from: NodeId(3),
+                message: Message::Heartbeat { epoch: e3 },
+            },
+        );
+        assert_eq!(n.leader().map(|l| l.id), Some(NodeId(3)));
+        assert!(n.pending.is_empty(), "{:?}", n.pending);
+        // 3 leaves: 2 sends one ELECTION, its new one, on to 1.
+        let out = n.handle(soon, Input::Left { from: NodeId(3) });
+        let (to, election) = only_send(out);
+        assert_eq!(to, NodeId(1));
+        assert!(
+            matches!(
+                election,
+                Message::Election { election: ElectionId { number: 1, .. }, epoch, .. } if epoch == e3
+            ),
+            "{election:?}"
         );
     }
 

@@ -179,10 +179,10 @@
 //! # Not built yet
 //!
 //! Persistence of the max epoch (a group restarted whole starts its tokens
-//! again from zero); `regent torture` campaigns on peer groups; `regent
-//! status`/`watch` asking a peer for its view. The transport keeps out whoever lacks the shared
-//! secret, and recordings; it trusts every holder of the secret, so a
-//! member gone bad can still announce a high id or a huge epoch.
+//! again from zero), and `regent torture` campaigns on peer groups. The
+//! transport keeps out whoever lacks the shared secret, and recordings; it
+//! trusts every holder of the secret, so a member gone bad can still
+//! announce a high id or a huge epoch.
 
 mod algorithm;
 pub mod bully;

@@ -8,24 +8,13 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Event, Sandbox, mono_ns, secs, wait_for};
+use common::{Event, Sandbox, free_ports, mono_ns, secs, wait_for};
 use rustix::process::Signal;
 
 /// Heartbeats every 100 ms; a member unheard of for 1 s is dead.
 const HEARTBEAT: &str = "100ms";
 const FAILURE: Duration = Duration::from_secs(1);
 const SECRET: &str = "the five members' shared secret";
-
-/// `n` ports free on 127.0.0.1 a moment ago (all held until all are bound,
-/// so they differ).
-fn free_ports(n: usize) -> Vec<u16> {
-    let held: Vec<std::net::TcpListener> = (0..n)
-        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0"))
-        .collect();
-    held.iter()
-        .map(|l| l.local_addr().expect("local addr").port())
-        .collect()
-}
 
 struct Group {
     sandbox: Sandbox,

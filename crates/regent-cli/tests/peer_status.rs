@@ -9,23 +9,12 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Event, Sandbox, mono_ns, no_panic, run_bounded_env, secs, wait_for};
+use common::{Event, Sandbox, free_ports, mono_ns, no_panic, run_bounded_env, secs, wait_for};
 use rustix::process::Signal;
 use serde_json::json;
 
 const SECRET: &str = "the three members' shared secret";
 const ELECTION: &str = "jobs";
-
-/// `n` ports free on 127.0.0.1 a moment ago (all held until all are bound,
-/// so they differ).
-fn free_ports(n: usize) -> Vec<u16> {
-    let held: Vec<std::net::TcpListener> = (0..n)
-        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0"))
-        .collect();
-    held.iter()
-        .map(|l| l.local_addr().expect("local addr").port())
-        .collect()
-}
 
 /// Three Bully members of election `jobs`, running, with the first
 /// leader's task started (member 3).

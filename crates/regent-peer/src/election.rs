@@ -228,7 +228,7 @@ impl PeerElection {
             shutdown: CancellationToken::new(),
             tracker: TaskTracker::new(),
         });
-        inner.tracker.spawn(mirror(inner.clone()));
+        inner.tracker.spawn(mirror(Arc::downgrade(&inner)));
         Ok(Self { inner })
     }
 
@@ -347,32 +347,45 @@ fn leader_info(leader: Leader) -> LeaderInfo {
 }
 
 /// Publishes the view as the status while this node does not lead (a
-/// guard publishes `Leader` itself).
-async fn mirror(inner: Arc<Inner>) {
+/// guard publishes `Leader` itself). Holds the election only weakly: when
+/// the last handle is dropped, the node stops with it, its view's sender
+/// goes, and this ends.
+async fn mirror(inner: std::sync::Weak<Inner>) {
     loop {
-        let mut view = inner.current_view();
+        let Some((mut view, shutdown, status, retry)) = inner.upgrade().map(|i| {
+            (
+                i.current_view(),
+                i.shutdown.clone(),
+                i.status.clone(),
+                i.timing.retry_every,
+            )
+        }) else {
+            return;
+        };
         loop {
             let v = *view.borrow_and_update();
-            if inner.shutdown.is_cancelled() {
+            if shutdown.is_cancelled() {
                 return;
             }
             if v.leading.is_none() && !v.stopped {
                 regent_core::publish_status(
-                    &inner.status,
+                    &status,
                     Status::Follower {
                         leader: v.leader.map(leader_info),
                     },
                 );
             }
             tokio::select! {
-                () = inner.shutdown.cancelled() => return,
+                () = shutdown.cancelled() => return,
                 r = view.changed() => if r.is_err() { break },
             }
         }
-        // The node stopped (left after a term): wait for the next one.
+        // The node stopped (left after a term, or dropped with the last
+        // handle): wait for the next one, if there is one.
+        drop(view);
         tokio::select! {
-            () = inner.shutdown.cancelled() => return,
-            () = sleep(inner.timing.retry_every) => {}
+            () = shutdown.cancelled() => return,
+            () = sleep(retry) => {}
         }
     }
 }

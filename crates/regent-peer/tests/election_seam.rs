@@ -205,3 +205,24 @@ async fn a_guard_ends_as_lost_when_a_higher_peer_takes_over_and_a_resign_leaves_
         e.shutdown().await;
     }
 }
+
+/// Regression: the task that mirrors the view into the status held the
+/// election, so a `PeerElection` dropped without `shutdown` ran on for
+/// ever, still a member of its group. Dropping the last handle now stops
+/// the node: its status channel closes and its address is free again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropping_the_last_handle_stops_the_node() {
+    common::init_tracing();
+    let mut group = group(Algorithm::Bully, &[1, 2]).await;
+    let one = group.remove(&1).unwrap();
+    let addr = one.local_addr();
+    let mut status = one.status();
+    drop(one);
+    let closed = timeout(PATIENCE, async { while status.changed().await.is_ok() {} }).await;
+    assert!(
+        closed.is_ok(),
+        "the dropped node's status is still published"
+    );
+    std::net::TcpListener::bind(addr).expect("the dropped node's address is free");
+    group[&2].shutdown().await;
+}

@@ -223,6 +223,20 @@ async fn dropping_the_last_handle_stops_the_node() {
         closed.is_ok(),
         "the dropped node's status is still published"
     );
-    std::net::TcpListener::bind(addr).expect("the dropped node's address is free");
+    // The status closes as the last handle goes (synchronously); the
+    // listener is dropped when the node's accept task sees the stop, a
+    // moment later on another worker. (Binding straight after the status
+    // closed failed in CI with "address in use".)
+    let deadline = Instant::now() + PATIENCE;
+    let freed = loop {
+        match std::net::TcpListener::bind(addr) {
+            Ok(listener) => break listener,
+            Err(e) if Instant::now() >= deadline => {
+                panic!("the dropped node's address {addr} is still taken after {PATIENCE:?}: {e}")
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
+        }
+    };
+    drop(freed);
     group[&2].shutdown().await;
 }

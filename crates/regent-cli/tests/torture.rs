@@ -105,6 +105,20 @@ mod torture_campaigns {
         timing: Timing,
         extra: &[&str],
     ) -> serde_json::Value {
+        let mut target = vec!["--store", store, "--candidates", "3"];
+        target.extend_from_slice(extra);
+        run_campaign(sandbox, &target, faults, timing)
+    }
+
+    /// Runs `regent torture ARGS` with `timing`, `faults` and the fixed seed
+    /// (unless `args` give one); it must exit 0 with no violation, and its
+    /// report must hold what `args` asked for. Returns the report.
+    fn run_campaign(
+        sandbox: &Sandbox,
+        extra: &[&str],
+        faults: &str,
+        timing: Timing,
+    ) -> serde_json::Value {
         let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
         let report = sandbox.path("report.json");
         let report_arg = report.to_str().unwrap();
@@ -112,12 +126,12 @@ mod torture_campaigns {
             .iter()
             .position(|a| *a == "--seed")
             .map_or(SEED, |i| extra[i + 1]);
+        let candidates: u64 = extra
+            .iter()
+            .position(|a| *a == "--candidates")
+            .map_or(5, |i| extra[i + 1].parse().unwrap());
         let mut args = vec![
             "torture",
-            "--store",
-            store,
-            "--candidates",
-            "3",
             "--ttl",
             timing.ttl,
             "--duration",
@@ -158,7 +172,7 @@ mod torture_campaigns {
             Some(0),
             "{text}"
         );
-        assert_eq!(json["parameters"]["candidates"], 3);
+        assert_eq!(json["parameters"]["candidates"], candidates);
         assert_eq!(json["parameters"]["ttl_ms"], timing.ttl_ms);
         let injected: u64 = json["faults"]
             .as_object()
@@ -247,6 +261,71 @@ mod torture_campaigns {
     }
 
     regent_testkit::for_every_engine!(Sandbox::with_engine, [short_campaign_has_no_violation]);
+
+    /// Every fault a peer group can take, partitions included (a proxy per
+    /// pair of members): the candidates' own faults, skewed clocks within
+    /// the drift, and the leader cut off with up to one other member.
+    const PEER_FAULTS: &str = "kill-leader,term-leader,stop-leader,stop-tree,kill-shim,\
+                      stop-leader-kill-shim,kill-cmd,kill-follower,clock-fast,clock-slow,partition";
+
+    /// A peer group of 5 `regent peer` members at a 1 s failure timeout.
+    /// 30 s bring eight or more faults.
+    const PEER: Timing = Timing {
+        ttl: "1s",
+        ttl_ms: 1000,
+        duration: "30s",
+        min_faults: 8,
+        min_terms: 2,
+    };
+
+    /// A campaign on a peer group of `algorithm` (and `--quorum` if
+    /// `quorum`): no violation, and every partition is logged with the
+    /// members it cut off, and counted as splitting the group exactly when
+    /// the group is timing-only.
+    fn peer_campaign(algorithm: &str, quorum: bool, seed: &str) -> serde_json::Value {
+        let sandbox = Sandbox::new();
+        let mut args = vec!["--peer", algorithm, "--seed", seed];
+        if quorum {
+            args.push("--quorum");
+        }
+        let json = run_campaign(&sandbox, &args, PEER_FAULTS, PEER);
+        assert_eq!(json["parameters"]["peer"], algorithm, "{json}");
+        assert_eq!(json["parameters"]["quorum"], quorum, "{json}");
+        assert_eq!(
+            json["parameters"]["stores"].as_array().map(Vec::len),
+            Some(0)
+        );
+        for f in json["fault_log"].as_array().unwrap() {
+            if f["kind"] == "partition" {
+                assert_eq!(f["splits"], !quorum, "{f}");
+                assert!(
+                    f["detail"].as_str().is_some_and(|d| d.contains("cut off")),
+                    "{f}"
+                );
+            }
+        }
+        json
+    }
+
+    /// Quorum mode: never two leaders at once, so no write is refused but
+    /// those of frozen trees, whatever is killed, frozen, skewed or cut
+    /// off (issue 13).
+    #[test]
+    fn peer_groups_in_quorum_mode_have_no_violation() {
+        for (algorithm, seed) in [("bully", "1301"), ("ring", "1302"), ("lowest-id", "1303")] {
+            let json = peer_campaign(algorithm, true, seed);
+            let partitions = json["faults"]["partition"].as_u64().unwrap_or(0);
+            eprintln!("{algorithm}: {partitions} partitions");
+        }
+    }
+
+    /// Timing-only (no quorum): a partition may give the group a leader on
+    /// each side; the fence refusing the older side is expected, and
+    /// nothing else is.
+    #[test]
+    fn a_timing_only_peer_group_is_saved_by_the_fence_alone() {
+        peer_campaign("ring", false, "1304");
+    }
 
     fn free_port() -> u16 {
         TcpListener::bind("127.0.0.1:0")
@@ -611,6 +690,24 @@ mod torture_campaigns {
             (
                 &["torture", "--faults", "clock-slow"][..],
                 "--faults clock-slow: needs a store with a clock of its own",
+            ),
+            (
+                &["torture", "--faults", "partition"][..],
+                "--faults partition: cuts a peer group (--peer)",
+            ),
+            (
+                &["torture", "--peer", "bully", "--faults", "store-stop"][..],
+                "--faults store-stop: a peer group (--peer) has no store",
+            ),
+            (&["torture", "--peer", "paxos"][..], "--peer"),
+            (&["torture", "--quorum"][..], "--peer"),
+            (
+                &["torture", "--peer", "ring", "--store", "sqlite:x.db"][..],
+                "--store",
+            ),
+            (
+                &["torture", "--peer", "ring", "--ttl", "1ms"][..],
+                "--ttl 1ms (the members' failure timeout)",
             ),
         ] {
             let out = run_bounded(args, Duration::from_secs(20));

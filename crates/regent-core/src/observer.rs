@@ -92,7 +92,7 @@ impl<S: LeaseStore> Observer<S> {
     }
 
     /// The longest wait between attempts to re-open a failed watch (default
-    /// 5 s).
+    /// 5 s; at least 1 ms: a shorter one is taken as 1 ms).
     #[must_use]
     pub fn max_backoff(mut self, max: Duration) -> Self {
         self.max_backoff = max.max(Duration::from_millis(1));

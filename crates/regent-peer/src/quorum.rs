@@ -18,7 +18,9 @@
 //!   ask.
 //! * **Grant, and the promise.** A member that gets an ASK from node `L`
 //!   and has promised no other node answers GRANT `{E, id, lease}` and
-//!   promises `L`: it grants no *other* node for its configured
+//!   promises `L` — that life of `L`, named by the ask's incarnation: a
+//!   restarted `L` is another asker. It grants no *other* asker for its
+//!   configured
 //!   [`Config::lease`], measured on its own clock **from when it grants**
 //!   (never before it got the ask). Renewals by `L` extend the promise. A
 //!   member that has promised another node keeps the ask (the newest
@@ -48,7 +50,8 @@
 //!
 //! # Why two nodes never hold a lease at the same instant
 //!
-//! Suppose `A` holds a lease at instant `x`, and so does `B ≠ A`. Each
+//! Suppose `A` holds a lease at instant `x`, and so does `B ≠ A` (another
+//! node, or another life of the same node: promises bind a life). Each
 //! lease stands on a majority of the same configured membership, each
 //! member of which gave it a grant that counts until past `x`; so some
 //! member `m` (possibly `A` or `B`) gave both such grants, and both before
@@ -84,6 +87,15 @@
 //!   longer promises.
 //! * **Every member is configured with the same membership.** The leases
 //!   may differ (a rolling change): each grant says how long it promises.
+//!
+//! A GOODBYE ([`Input::Left`]) carries no incarnation: it ends the promise
+//! to whichever life of its sender was promised. A life sends it only once
+//! it has stopped acting as leader, so that is right unless a crashed life
+//! (which said nothing) is followed by a new one that leaves again within
+//! a lease of the crash: then the promise to the crashed life ends early,
+//! and what bounds that life's command is its shim, which stops it as soon
+//! as the crashed process dies (SIGTERM, then SIGKILL after the grace),
+//! not the lease.
 //!
 //! It does not rest on message delays, loss, duplication, order, the inner
 //! algorithm, or the epochs: a stale or copied ask only makes a member
@@ -253,9 +265,11 @@ impl<M: Wire> Wire for Message<M> {
 /// What this node, as a member, has promised.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Promise {
-    /// The node promised; `None` for the wait after a start, which binds
-    /// against every node, this one included.
-    to: Option<NodeId>,
+    /// The life of a node promised: its id and incarnation (a restarted
+    /// node is another asker until the promise to its previous life runs
+    /// out); `None` for the wait after a start, which binds against every
+    /// node, this one included.
+    to: Option<(NodeId, u64)>,
     /// No other node is granted before this instant.
     until: Instant,
 }
@@ -368,14 +382,15 @@ impl<M: Machine> Quorum<M> {
         self.lease_until.is_some_and(|u| self.now < u)
     }
 
-    /// Whether this node may grant `to` at `now` under its promise.
-    fn may_grant(&self, to: NodeId, now: Instant) -> bool {
+    /// Whether this node may grant `to` (a node's id and incarnation) at
+    /// `now` under its promise.
+    fn may_grant(&self, to: (NodeId, u64), now: Instant) -> bool {
         self.promise.to == Some(to) || now >= self.promise.until
     }
 
-    /// Grants `to` if the promise allows: the promise then binds to `to`
-    /// until at least `now + lease`.
-    fn try_grant(&mut self, to: NodeId, now: Instant) -> bool {
+    /// Grants `to` (a node's id and incarnation) if the promise allows:
+    /// the promise then binds to `to` until at least `now + lease`.
+    fn try_grant(&mut self, to: (NodeId, u64), now: Instant) -> bool {
         if !self.may_grant(to, now) {
             return false;
         }
@@ -404,7 +419,7 @@ impl<M: Machine> Quorum<M> {
         if from == self.me || self.others.binary_search(&from).is_err() {
             return None;
         }
-        if self.try_grant(from, now) {
+        if self.try_grant((from, id.incarnation), now) {
             tracing::debug!(node = %self.me, to = %from, token = epoch.get(), "quorum: granted the lease");
             Some(Output::Send {
                 to: from,
@@ -447,7 +462,7 @@ impl<M: Machine> Quorum<M> {
             self.deferred = None;
             return;
         }
-        if !self.try_grant(d.from, now) {
+        if !self.try_grant((d.from, d.id.incarnation), now) {
             return;
         }
         self.deferred = None;
@@ -522,7 +537,7 @@ impl<M: Machine> Quorum<M> {
                 message: Message::Ask { epoch: term, id },
             });
         }
-        if self.try_grant(self.me, now) {
+        if self.try_grant((self.me, self.incarnation), now) {
             self.credit(self.me, now, self.lease);
         } else {
             self.defer(now, self.me, term, id);
@@ -579,7 +594,7 @@ impl<M: Machine> Machine for Quorum<M> {
             // it stopped acting as leader) needs no promise any more: the
             // next leader need not wait the lease out.
             Err(Input::Left { from }) => {
-                if from != self.me && self.promise.to == Some(from) {
+                if from != self.me && self.promise.to.is_some_and(|(to, _)| to == from) {
                     self.promise.until = self.promise.until.min(now);
                 }
                 Input::Left { from }
@@ -959,6 +974,40 @@ mod tests {
         // Non-members and itself are never granted.
         assert_eq!(grants(&m.handle(renewed + 900 * MS, ask(9, 0))), []);
         assert_eq!(grants(&m.handle(renewed + 900 * MS, ask(2, 0))), []);
+    }
+
+    /// Regression (found by `regent torture --peer ring --quorum`): a
+    /// promise bound a node id, so the members granted a killed leader's
+    /// restarted life at once (failover in 0.12 s) while its previous
+    /// life's lease, and the command that life's shim still runs until
+    /// the lease's end, had most of a lease to go. A promise binds one
+    /// life of a node: another incarnation waits it out as another node
+    /// would.
+    #[test]
+    fn a_restarted_node_is_not_granted_until_the_promise_to_its_previous_life_runs_out() {
+        let t0 = Instant::now();
+        let mut m = node(2, None, t0);
+        let t = t0 + 400 * MS;
+        assert_eq!(grants(&m.handle(t, ask(1, 0))), [1]);
+        let restarted = |number| {
+            rx(
+                1,
+                Message::Ask {
+                    epoch: Epoch::new(2, 0).unwrap(),
+                    id: AskId {
+                        incarnation: 2,
+                        number,
+                    },
+                },
+            )
+        };
+        assert_eq!(grants(&m.handle(t + 100 * MS, restarted(0))), []);
+        assert_eq!(grants(&m.handle(t + 399 * MS, restarted(1))), []);
+        // The promise to the first life ran out: the ask deferred a
+        // millisecond ago is granted, then the first life is refused.
+        assert_eq!(grants(&m.handle(t + 400 * MS, Input::Tick)), [1]);
+        assert_eq!(grants(&m.handle(t + 401 * MS, restarted(2))), [1]);
+        assert_eq!(grants(&m.handle(t + 402 * MS, ask(1, 1))), []);
     }
 
     #[test]

@@ -322,6 +322,7 @@ fn binary(name: &str) -> PathBuf {
         ("etcd-tls", cfg!(feature = "etcd-tls")),
         ("consul", cfg!(feature = "consul")),
         ("azblob", cfg!(feature = "azblob")),
+        ("peer", cfg!(feature = "peer")),
         ("testing", cfg!(feature = "testing")),
     ]
     .into_iter()

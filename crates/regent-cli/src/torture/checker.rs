@@ -11,6 +11,11 @@
 //!   command, its jobs) the nemesis froze during that term (`stop-tree`),
 //!   from the freeze until `slack` after the thaw: a frozen process cannot
 //!   tell that its lease ran out, and the fence is what saves the resource.
+//!   So are refused writes from any member during a `partition` of a peer
+//!   group without quorum, and `slack` after it: such a group is
+//!   timing-only, a partition gives it a leader on each side by design,
+//!   and the fence is its only protection. In quorum mode they are
+//!   violations.
 //!   Any other refused write is a violation: without the fence the resource
 //!   would have taken a write from an older term after a newer one began.
 //! * **token-regression**: terms (the first write of each token, taken or
@@ -173,14 +178,15 @@ pub(crate) struct Findings {
     pub(crate) violations: Vec<Violation>,
 }
 
-/// Whether a refused write `w` came from a tree frozen in its term.
+/// Whether a refused write `w` came from a tree frozen in its term, or
+/// from either side of a split a timing-only peer group makes by design.
 fn expected(w: &Write, faults: &[Fault], slack_ns: u64) -> bool {
     faults.iter().any(|f| {
-        f.kind == FaultKind::StopTree
+        let during = f.at_ns <= w.at_ns && w.at_ns <= f.end_ns.saturating_add(slack_ns);
+        let frozen = f.kind == FaultKind::StopTree
             && f.leader_id.as_deref() == Some(w.id.as_str())
-            && f.leader_token == Some(w.token)
-            && f.at_ns <= w.at_ns
-            && w.at_ns <= f.end_ns.saturating_add(slack_ns)
+            && f.leader_token == Some(w.token);
+        during && (frozen || f.splits)
     })
 }
 
@@ -383,6 +389,7 @@ mod tests {
             store_process: None,
             pids: vec![],
             detail: String::new(),
+            splits: false,
         }
     }
 
@@ -442,6 +449,38 @@ mod tests {
         );
         assert_eq!(f.refused_writes, 2);
         assert_eq!(f.expected_refused_writes, 0);
+    }
+
+    /// A partition of a timing-only peer group gives it a leader on each
+    /// side: the fence refusing the older side's writes, during it and
+    /// `slack` after, is expected. The same partition in quorum mode (no
+    /// split by design) leaves them violations.
+    #[test]
+    fn stale_writes_from_a_split_peer_group_are_expected_only_without_quorum() {
+        let writes = [
+            w(1.0, 5, "5", 10, true),
+            // 5 is cut off with 4 at 2 s; 3 elects itself with a larger
+            // round, and 5 goes on writing on its side.
+            w(3.0, 7, "3", 20, true),
+            w(3.5, 5, "5", 10, false),
+            w(5.5, 5, "5", 10, false),
+        ];
+        let mut split = fault(FaultKind::Partition, 2, 4, Some(("5", 5)));
+        split.splits = true;
+        let f = run(&writes, &[split.clone()]);
+        assert!(f.violations.is_empty(), "{:?}", f.violations);
+        assert_eq!(f.expected_refused_writes, 2);
+        split.splits = false;
+        let f = run(&writes, &[split.clone()]);
+        assert_eq!(f.violations.len(), 1, "{:?}", f.violations);
+        // Past the slack after the heal, a split no longer excuses them.
+        split.splits = true;
+        let late = [
+            w(1.0, 5, "5", 10, true),
+            w(3.0, 7, "3", 20, true),
+            w(9.0, 5, "5", 10, false),
+        ];
+        assert_eq!(run(&late, &[split]).violations.len(), 1);
     }
 
     #[test]

@@ -76,13 +76,15 @@ mod procfs;
 mod proxy;
 pub(crate) mod writer;
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsString;
+use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
 
-use clap::Args;
+use clap::{Args, ValueEnum as _};
 use regent_core::{ElectionName, HolderId, LeaseStore};
 use rustix::process::{Pid, Signal};
 use serde::Serialize;
@@ -91,8 +93,8 @@ use tokio::time::Instant;
 
 use self::checker::{After, Findings, Survivor, Violation, WriteRun};
 use self::fence::Shared;
-use self::nemesis::{Fault, FaultKind, FaultList, parse_faults};
-use crate::cli::{StoreArgs, StoreFlags, parse_duration};
+use self::nemesis::{Fault, FaultKind, FaultList, Setting, parse_faults};
+use crate::cli::{AlgorithmArg, StoreArgs, StoreFlags, parse_duration};
 use crate::clock::mono_ns;
 use crate::error::CliError;
 use crate::store;
@@ -131,6 +133,18 @@ pub(crate) const AFTER_HELP: &str = "Faults (--faults, comma-separated; default:
                          network: on one host all share one clock)
   clock-slow             as clock-fast, 0.1-0.9% slow: within the 1% drift
                          regent's timing allows for
+  partition              cut the leader, with up to (n-1)/2 - 1 other members,
+                         off from the rest of a peer group for 1-3 ttl (--peer:
+                         a proxy per pair of members)
+
+A peer group (--peer ALGORITHM): N `regent peer` members, ids 1..N, with no
+store; --ttl is their failure timeout (default 1s; heartbeats every ttl/5). A
+killed member comes back with its id and address. The store faults do not
+apply; partition does, and the clock faults stay within the 1% drift both ways
+(a member's clock also times the promises it makes). Without --quorum a
+partition gives the group two leaders by design (timing-only): writes the fence
+refuses during one are counted as expected, not as violations. With --quorum
+they are violations.
 
 A store of several processes: give --store-command (or --store-pid) once per
 process; each store fault hits one, every one in turn in a seeded order. Give
@@ -142,6 +156,7 @@ store process hit by its index: the --store-commands in order, then the
 Examples:
   regent torture --duration 5m
   regent torture --candidates 3 --ttl 1s --faults kill-leader,stop-tree --seed 42
+  regent torture --peer bully --quorum --candidates 5 --duration 5m
   regent torture --store consul://127.0.0.1:8500 --store consul://127.0.0.1:8510 \\
       --candidates 2 --ttl 10s --faults store-stop,store-kill,kill-leader \\
       --store-command 'exec consul agent -server -bootstrap-expect=3 -node=s0 …' \\
@@ -199,6 +214,15 @@ pub(crate) struct TortureArgs {
     /// store-stop. Repeat it for several processes.
     #[arg(long = "store-pid", value_name = "PID")]
     pub(crate) store_pids: Vec<i32>,
+    /// Torture a peer group of this algorithm instead of a store's
+    /// candidates: --candidates `regent peer` members, ids 1..N, on
+    /// 127.0.0.1, each pair linked through a proxy (partition).
+    #[arg(long, value_enum, value_name = "ALGORITHM",
+          conflicts_with_all = ["stores", "store_commands", "store_pids"])]
+    pub(crate) peer: Option<AlgorithmArg>,
+    /// With --peer: the members run with --quorum.
+    #[arg(long, requires = "peer")]
+    pub(crate) quorum: bool,
 }
 
 /// `--ttl`'s default, unless the store's shortest ttl is longer.
@@ -208,6 +232,141 @@ const DEFAULT_TTL: Duration = Duration::from_secs(2);
 /// store's shortest ttl.
 fn campaign_ttl(given: Option<Duration>, store_min: Duration) -> Duration {
     given.unwrap_or(DEFAULT_TTL.max(store_min))
+}
+
+/// `--ttl`'s default in a peer group: `regent peer`'s failure timeout.
+const DEFAULT_PEER_TTL: Duration = Duration::from_secs(1);
+
+/// A peer group's heartbeat interval: a fifth of the failure timeout, as
+/// `regent peer`'s defaults.
+fn peer_heartbeat(ttl: Duration) -> Duration {
+    ttl / 5
+}
+
+/// A peer group under torture: its members' addresses and the links
+/// between them.
+struct PeerGroup {
+    algorithm: AlgorithmArg,
+    quorum: bool,
+    secret_file: PathBuf,
+    /// Where each member listens (ids 1..N); a restarted member listens
+    /// there again.
+    listen: BTreeMap<u64, SocketAddr>,
+    /// `(from, to)`: the proxy `from` reaches `to` through. Torture holds
+    /// them for the whole campaign, so they outlive members' restarts.
+    links: BTreeMap<(u64, u64), proxy::Proxy>,
+}
+
+impl PeerGroup {
+    /// Binds a listen address for each of `n` members and a proxy for
+    /// each ordered pair; writes the group's secret.
+    fn new(
+        algorithm: AlgorithmArg,
+        quorum: bool,
+        n: u8,
+        dir: &std::path::Path,
+    ) -> Result<Self, CliError> {
+        let io =
+            |what: &str, e: std::io::Error| CliError::failure(format!("peer group: {what}: {e}"));
+        // Held until every port is found, so that no two are the same.
+        let held = (1..=u64::from(n))
+            .map(|id| {
+                std::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, 0))
+                    .and_then(|l| Ok((id, l.local_addr()?, l)))
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| io("no free port", e))?;
+        let listen: BTreeMap<u64, SocketAddr> =
+            held.iter().map(|(id, addr, _)| (*id, *addr)).collect();
+        drop(held);
+        let mut links = BTreeMap::new();
+        for &from in listen.keys() {
+            for (&to, &addr) in &listen {
+                if from != to {
+                    let p = proxy::Proxy::start(addr.to_string()).map_err(|e| io("proxy", e))?;
+                    links.insert((from, to), p);
+                }
+            }
+        }
+        let secret_file = dir.join("peer-secret");
+        let secret: String = (0..32).map(|_| fastrand::alphanumeric()).collect();
+        std::fs::write(&secret_file, secret).map_err(|e| io("secret file", e))?;
+        Ok(Self {
+            algorithm,
+            quorum,
+            secret_file,
+            listen,
+            links,
+        })
+    }
+
+    fn members(&self) -> impl Iterator<Item = u64> + '_ {
+        self.listen.keys().copied()
+    }
+
+    /// `regent peer`'s arguments for member `id`: it listens on its own
+    /// address and reaches every other member through their link.
+    fn args(&self, id: u64, ttl: Duration) -> Vec<OsString> {
+        let peers: Vec<String> = self
+            .listen
+            .iter()
+            .map(|(&to, &addr)| match self.links.get(&(id, to)) {
+                Some(link) => format!("{to}={}", link.addr),
+                None => format!("{to}={addr}"),
+            })
+            .collect();
+        let algorithm = self
+            .algorithm
+            .to_possible_value()
+            .map(|v| v.get_name().to_owned())
+            .unwrap_or_default();
+        let mut args: Vec<OsString> = vec![
+            "--algorithm".into(),
+            algorithm.into(),
+            "--id".into(),
+            id.to_string().into(),
+            "--listen".into(),
+            self.listen[&id].to_string().into(),
+            "--peers".into(),
+            peers.join(",").into(),
+            "--secret-file".into(),
+            self.secret_file.clone().into(),
+            "--failure-timeout".into(),
+            format!("{}ms", ttl.as_millis()).into(),
+            "--heartbeat-interval".into(),
+            format!("{}ms", peer_heartbeat(ttl).as_millis()).into(),
+        ];
+        if self.quorum {
+            args.push("--quorum".into());
+        }
+        args
+    }
+
+    /// Sets every link between `side` and the rest of the group to `mode`,
+    /// both ways.
+    fn cut(&self, side: &BTreeSet<u64>, mode: proxy::Mode) {
+        for ((from, to), link) in &self.links {
+            if side.contains(from) != side.contains(to) {
+                link.set(mode);
+            }
+        }
+    }
+
+    /// What the group is, in words.
+    fn describe(&self) -> String {
+        format!(
+            "a {} peer group{}",
+            self.algorithm
+                .to_possible_value()
+                .map(|v| v.get_name().to_owned())
+                .unwrap_or_default(),
+            if self.quorum {
+                " in quorum mode"
+            } else {
+                " (timing-only)"
+            }
+        )
+    }
 }
 
 /// A candidate: one `regent run` in its own process group.
@@ -419,6 +578,9 @@ struct Campaign {
     rng: fastrand::Rng,
     /// libfaketime, when the clock faults are on.
     faketime: Option<PathBuf>,
+    /// The peer group, when torture runs one instead of a store's
+    /// candidates.
+    peer: Option<PeerGroup>,
     /// The write end of the candidates' lifeline (their stdin, with
     /// `--lifeline-stdin`): however torture ends, even by SIGKILL, the
     /// kernel closes it and every candidate shuts down gracefully.
@@ -446,6 +608,22 @@ impl Campaign {
     /// Starts one more candidate; with `clock`, its clock (regent's, and its
     /// command's) runs at that rate, through libfaketime. Returns its id.
     pub(super) fn spawn_on(&mut self, clock: Option<f64>) -> Result<String, CliError> {
+        if let Some(group) = &self.peer {
+            // The lowest member id no live candidate has.
+            let id = group
+                .members()
+                .find(|m| {
+                    let m = m.to_string();
+                    !self
+                        .candidates
+                        .iter()
+                        .any(|c| c.id == m && procfs::alive(c.pid))
+                })
+                .ok_or_else(|| CliError::failure("every member of the peer group is running"))?;
+            let mut args: Vec<OsString> = vec!["peer".into()];
+            args.extend(group.args(id, self.ttl));
+            return self.start(id.to_string(), args, Vec::new(), 0, clock);
+        }
         self.last_number += 1;
         let id = format!("torture-{}", self.last_number);
         // The URL the fewest live candidates use, the first of those.
@@ -471,7 +649,38 @@ impl Campaign {
             }
             None => self.urls[index].clone(),
         };
-        let log = std::fs::File::create(self.dir.join(format!("{id}.log")))
+        let mut args: Vec<OsString> = vec![
+            "run".into(),
+            "--store".into(),
+            url.into(),
+            "--election".into(),
+            self.election.clone().into(),
+            "--id".into(),
+            id.clone().into(),
+        ];
+        args.extend(self.store_args.iter().cloned());
+        args.extend(["--ttl".into(), format!("{}ms", self.ttl.as_millis()).into()]);
+        self.start(id, args, proxies, index, clock)
+    }
+
+    /// Starts `regent ARGS --lifeline-stdin -- writer…` as the candidate
+    /// `id`, in its own process group, its output to `id`'s log (appended:
+    /// a peer member restarted keeps one log).
+    fn start(
+        &mut self,
+        id: String,
+        args: Vec<OsString>,
+        proxies: Vec<proxy::Proxy>,
+        url: usize,
+        clock: Option<f64>,
+    ) -> Result<String, CliError> {
+        if self.peer.is_some() {
+            self.last_number += 1;
+        }
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.join(format!("{id}.log")))
             .map_err(|e| CliError::failure(format!("candidate log: {e}")))?;
         let err = log
             .try_clone()
@@ -486,18 +695,8 @@ impl Campaign {
                 .env("FAKETIME", format!("+0 x{rate}"));
         }
         let child = command
-            .args([
-                "run",
-                "--lifeline-stdin",
-                "--store",
-                &url,
-                "--election",
-                &self.election,
-            ])
-            .args(["--id", &id])
-            .args(&self.store_args)
-            .arg("--ttl")
-            .arg(format!("{}ms", self.ttl.as_millis()))
+            .args(args)
+            .arg("--lifeline-stdin")
             .arg("--")
             .arg(&self.exe)
             .arg(writer::MODE)
@@ -521,10 +720,20 @@ impl Campaign {
             id: id.clone(),
             pid,
             child,
-            url: index,
+            url,
             proxies,
         });
         Ok(id)
+    }
+
+    /// Waits (up to 5 s) for the candidate `pid`, signalled to die, to
+    /// exit, and forgets it.
+    async fn wait_exited(&mut self, pid: i32) {
+        if let Some(c) = self.candidates.iter_mut().find(|c| c.pid == pid) {
+            let _ = tokio::time::timeout(Duration::from_secs(5), c.child.wait()).await;
+        }
+        self.candidates
+            .retain_mut(|c| c.pid != pid || c.child.try_wait().ok().flatten().is_none());
     }
 
     /// Reaps candidates that exited; returns them with their status.
@@ -663,6 +872,12 @@ struct Parameters {
     /// `store_process` indices: the commands, then the pids.
     store_commands: Vec<String>,
     store_pids: Vec<i32>,
+    /// The peer algorithm, when a peer group ran instead of a store's
+    /// candidates (`stores` is then empty; the ttl is the members' failure
+    /// timeout).
+    peer: Option<String>,
+    /// Whether the peer group ran in quorum mode.
+    quorum: bool,
 }
 
 #[derive(Debug, Serialize)]
@@ -718,64 +933,23 @@ pub(crate) async fn torture(args: TortureArgs) -> Result<u8, CliError> {
     } else {
         args.stores.iter().map(|u| proxy::split_url(u)).collect()
     };
+    let setting = Setting {
+        store_process: has_process,
+        store_command: has_command,
+        proxiable: proxiable.is_some(),
+        faketime: faketime.is_some(),
+        peer: args.peer.is_some(),
+    };
     let kinds: Vec<FaultKind> = match &args.faults {
         Some(FaultList(kinds)) => {
-            for k in kinds {
-                if k.needs_proxies() && proxiable.is_none() {
-                    return Err(CliError::usage(format!(
-                        "--faults {k}: needs --store URLs of the form scheme://HOST:PORT[,HOST:PORT]… \
-                         (explicit ports) to put a proxy between each candidate and the store; a \
-                         file store such as the default SQLite file has no connection to {}",
-                        if *k == FaultKind::StoreCut {
-                            "cut"
-                        } else {
-                            "delay"
-                        }
-                    )));
-                }
-                if k.is_clock() && proxiable.is_none() {
-                    return Err(CliError::usage(format!(
-                        "--faults {k}: needs a store with a clock of its own, reached over the \
-                         network (--store scheme://HOST:PORT…); processes on one host, as with \
-                         the default SQLite file, share one clock"
-                    )));
-                }
-                if k.is_clock() && faketime.is_none() {
-                    return Err(CliError::usage(format!(
-                        "--faults {k}: needs libfaketime (Debian: apt install faketime, or \
-                         scripts/install-engines; elsewhere set REGENT_LIBFAKETIME to its \
-                         libfaketimeMT.so.1)"
-                    )));
-                }
-                if !k.offered(has_process, has_command, true, true) {
-                    return Err(CliError::usage(format!(
-                        "--faults {k}: needs {}; a store without a server process (such as the \
-                         default SQLite file) cannot be {}",
-                        if *k == FaultKind::StoreKill {
-                            "--store-command (torture restarts the store)"
-                        } else {
-                            "--store-command or --store-pid"
-                        },
-                        if *k == FaultKind::StoreKill {
-                            "killed"
-                        } else {
-                            "stopped"
-                        }
-                    )));
-                }
+            if let Some(why) = kinds.iter().find_map(|k| k.refused(&setting)) {
+                return Err(CliError::usage(why));
             }
             kinds.clone()
         }
         None => FaultKind::ALL
             .into_iter()
-            .filter(|k| {
-                k.offered(
-                    has_process,
-                    has_command,
-                    proxiable.is_some(),
-                    faketime.is_some(),
-                )
-            })
+            .filter(|k| k.refused(&setting).is_none())
             .collect(),
     };
     if has_command && args.stores.is_empty() {
@@ -798,51 +972,26 @@ pub(crate) async fn torture(args: TortureArgs) -> Result<u8, CliError> {
         .prefix("regent-torture-")
         .tempdir()
         .map_err(|e| CliError::failure(format!("temporary directory: {e}")))?;
-    let urls = if args.stores.is_empty() {
-        vec![format!(
-            "sqlite:{}",
-            tmp.path().join("torture.db").display()
-        )]
-    } else {
-        args.stores.clone()
-    };
-    let store_args = |url: &String| StoreArgs {
-        store: Some(url.clone()),
-        election: args.election.clone(),
-        options: args.options.clone(),
-    };
-    let election = store::election(&store_args(&urls[0]))?;
-    let targets = urls
-        .iter()
-        .map(|url| store::target(&store_args(url)))
-        .collect::<Result<Vec<_>, _>>()?;
-    let mut store_processes = Vec::new();
-    for (i, command) in args.store_commands.iter().enumerate() {
-        match StoreProcess::spawn(command, tmp.path().join(format!("store-{i}.log"))) {
-            Ok(p) => store_processes.push(p),
-            Err(e) => {
-                stop_stores(store_processes).await;
-                return Err(e);
-            }
+    let (urls, election, ttl, failover, store_processes, peer) = match args.peer {
+        Some(algorithm) => {
+            let election = ElectionName::new(&args.election)
+                .map_err(|e| CliError::usage(format!("--election: {e}")))?;
+            let ttl = peer_ttl(args.ttl, args.candidates)?;
+            let group = PeerGroup::new(algorithm, args.quorum, args.candidates, tmp.path())?;
+            // A failure timeout, then an election: a round of messages,
+            // with the algorithm's own timeouts (at most another ttl).
+            (Vec::new(), election, ttl, ttl * 3, Vec::new(), Some(group))
         }
-    }
-    store_processes.extend(
-        args.store_pids
-            .iter()
-            .map(|&pid| StoreProcess::Theirs { pid }),
-    );
-    // Every URL answers (the open retries while the store starts), the
-    // flags are right and the store takes the ttl; a store command that
-    // exits meanwhile (a taken port) is the error.
-    let opened = tokio::select! {
-        r = check_stores(&targets, &election, args.ttl) => r,
-        e = until_a_store_exits(&mut store_processes) => Err(e),
-    };
-    let (ttl, expiry_slack) = match opened {
-        Ok(timing) => timing,
-        Err(e) => {
-            stop_stores(store_processes).await;
-            return Err(e);
+        None => {
+            let s = prepare_stores(&args, tmp.path()).await?;
+            (
+                s.urls,
+                s.election,
+                s.ttl,
+                s.ttl * 2 + s.expiry_slack,
+                s.processes,
+                None,
+            )
         }
     };
     let server = fence::Server::start()
@@ -855,7 +1004,7 @@ pub(crate) async fn torture(args: TortureArgs) -> Result<u8, CliError> {
         election: election.to_string(),
         store_args: args.options.to_args(),
         ttl,
-        failover: ttl * 2 + expiry_slack,
+        failover,
         fence: server.fence.clone(),
         fence_addr: server.addr,
         campaign_id: format!("{}-{}", std::process::id(), server.addr.port()),
@@ -867,15 +1016,24 @@ pub(crate) async fn torture(args: TortureArgs) -> Result<u8, CliError> {
         rng: fastrand::Rng::with_seed(seed),
         lifeline: lifeline_pipe()?,
         faketime: faketime.clone(),
+        peer,
         started: Instant::now(),
         started_ns: mono_ns(),
     };
     let started_ns = campaign.started_ns;
     let names: Vec<&str> = kinds.iter().map(|k| k.name()).collect();
     say!(
-        "regent torture: seed {seed}; {} candidates on {}, election '{}', ttl {:?}, faults for {:?}: {}",
+        "regent torture: seed {seed}; {} {} {}, election '{}', ttl {:?}, faults for {:?}: {}",
         args.candidates,
-        campaign.urls.join(" "),
+        if campaign.peer.is_some() {
+            "members of"
+        } else {
+            "candidates on"
+        },
+        campaign
+            .peer
+            .as_ref()
+            .map_or_else(|| campaign.urls.join(" "), PeerGroup::describe),
         campaign.election,
         campaign.ttl,
         args.duration,
@@ -928,7 +1086,12 @@ pub(crate) async fn torture(args: TortureArgs) -> Result<u8, CliError> {
         all_exited_ns: Some(all_exited_ns),
         survivors: &survivors,
     });
-    print_table(&findings, garbage, started_ns);
+    print_table(
+        &findings,
+        garbage,
+        started_ns,
+        faults.iter().any(|f| f.splits),
+    );
     let ok = findings.violations.is_empty();
     let report = Report {
         seed,
@@ -942,6 +1105,11 @@ pub(crate) async fn torture(args: TortureArgs) -> Result<u8, CliError> {
             faults: kinds,
             store_commands: args.store_commands.clone(),
             store_pids: args.store_pids.clone(),
+            peer: args
+                .peer
+                .and_then(|a| a.to_possible_value())
+                .map(|v| v.get_name().to_owned()),
+            quorum: args.quorum,
         },
         started_ns,
         ended_ns: mono_ns(),
@@ -978,6 +1146,88 @@ pub(crate) async fn torture(args: TortureArgs) -> Result<u8, CliError> {
             args.report.display()
         ))),
     }
+}
+
+/// The store a campaign runs on, opened and checked.
+struct Stores {
+    urls: Vec<String>,
+    election: ElectionName,
+    ttl: Duration,
+    expiry_slack: Duration,
+    /// Those it may signal: `--store-command`s (started), then `--store-pid`s.
+    processes: Vec<StoreProcess>,
+}
+
+/// Starts the `--store-command`s, and opens the store at every URL (the
+/// default SQLite file in `dir` if none): every one answers, the flags
+/// are right and it takes the campaign's ttl.
+async fn prepare_stores(args: &TortureArgs, dir: &std::path::Path) -> Result<Stores, CliError> {
+    let urls = if args.stores.is_empty() {
+        vec![format!("sqlite:{}", dir.join("torture.db").display())]
+    } else {
+        args.stores.clone()
+    };
+    let store_args = |url: &String| StoreArgs {
+        store: Some(url.clone()),
+        election: args.election.clone(),
+        options: args.options.clone(),
+    };
+    let election = store::election(&store_args(&urls[0]))?;
+    let targets = urls
+        .iter()
+        .map(|url| store::target(&store_args(url)))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut store_processes = Vec::new();
+    for (i, command) in args.store_commands.iter().enumerate() {
+        match StoreProcess::spawn(command, dir.join(format!("store-{i}.log"))) {
+            Ok(p) => store_processes.push(p),
+            Err(e) => {
+                stop_stores(store_processes).await;
+                return Err(e);
+            }
+        }
+    }
+    store_processes.extend(
+        args.store_pids
+            .iter()
+            .map(|&pid| StoreProcess::Theirs { pid }),
+    );
+    // Every URL answers (the open retries while the store starts), the
+    // flags are right and the store takes the ttl; a store command that
+    // exits meanwhile (a taken port) is the error.
+    let opened = tokio::select! {
+        r = check_stores(&targets, &election, args.ttl) => r,
+        e = until_a_store_exits(&mut store_processes) => Err(e),
+    };
+    let (ttl, expiry_slack) = match opened {
+        Ok(timing) => timing,
+        Err(e) => {
+            stop_stores(store_processes).await;
+            return Err(e);
+        }
+    };
+    Ok(Stores {
+        urls,
+        election,
+        ttl,
+        expiry_slack,
+        processes: store_processes,
+    })
+}
+
+/// The failure timeout of a peer campaign's members (`--ttl`, else
+/// [`DEFAULT_PEER_TTL`]), checked as `regent peer` will check it.
+fn peer_ttl(given: Option<Duration>, members: u8) -> Result<Duration, CliError> {
+    let ttl = given.unwrap_or(DEFAULT_PEER_TTL);
+    let ids = (1..=u64::from(members)).map(regent::peer::NodeId);
+    regent::peer::Config::builder(regent::peer::NodeId(1), ids)
+        .heartbeat_interval(peer_heartbeat(ttl))
+        .failure_timeout(ttl)
+        .build()
+        .map_err(|e| {
+            CliError::usage(format!("--ttl {ttl:?} (the members' failure timeout): {e}"))
+        })?;
+    Ok(ttl)
 }
 
 /// Opens the store at every URL and checks that it takes the campaign's
@@ -1090,7 +1340,7 @@ fn secs_since(ns: u64, origin: u64) -> f64 {
     ns.saturating_sub(origin) as f64 / 1e9
 }
 
-fn print_table(f: &Findings, garbage: u64, origin: u64) {
+fn print_table(f: &Findings, garbage: u64, origin: u64, splits: bool) {
     let ms = |v: Option<f64>| v.map_or("-".to_owned(), |v| format!("{:.2}s", v / 1000.0));
     say!();
     say!(
@@ -1123,10 +1373,15 @@ fn print_table(f: &Findings, garbage: u64, origin: u64) {
          fault found the same term leading)"
     );
     say!(
-        "writes: {} accepted, {} refused ({} expected, from frozen trees); {} terms; {} garbage lines",
+        "writes: {} accepted, {} refused ({} expected, from frozen trees{}); {} terms; {} garbage lines",
         f.accepted_writes,
         f.refused_writes,
         f.expected_refused_writes,
+        if splits {
+            " or either side of a timing-only group split"
+        } else {
+            ""
+        },
         f.terms,
         garbage
     );

@@ -1,6 +1,7 @@
 //! The nemesis: the kinds of fault, how each is injected, and the log of
 //! what was done.
 
+use std::collections::BTreeSet;
 use std::fmt;
 use std::time::Duration;
 
@@ -30,10 +31,11 @@ pub(crate) enum FaultKind {
     StoreDelay,
     ClockFast,
     ClockSlow,
+    Partition,
 }
 
 impl FaultKind {
-    pub(crate) const ALL: [Self; 14] = [
+    pub(crate) const ALL: [Self; 15] = [
         Self::KillLeader,
         Self::TermLeader,
         Self::StopLeader,
@@ -48,6 +50,7 @@ impl FaultKind {
         Self::StoreDelay,
         Self::ClockFast,
         Self::ClockSlow,
+        Self::Partition,
     ];
 
     pub(crate) fn name(self) -> &'static str {
@@ -66,34 +69,70 @@ impl FaultKind {
             Self::StoreDelay => "store-delay",
             Self::ClockFast => "clock-fast",
             Self::ClockSlow => "clock-slow",
+            Self::Partition => "partition",
         }
     }
 
-    /// Whether the fault can be injected: `store-kill` needs a store
-    /// torture started (`--store-command`: it restarts it), `store-stop`
-    /// any store process (`--store-command` or `--store-pid`), `store-cut`
-    /// and `store-delay` a store URL whose endpoints can be proxied; the
-    /// clock faults a store on the network (with a clock of its own) and
-    /// libfaketime.
-    pub(crate) fn offered(
-        self,
-        store_process: bool,
-        store_command: bool,
-        proxiable: bool,
-        faketime: bool,
-    ) -> bool {
+    /// Why the fault cannot be injected in this `setting`, as a usage
+    /// error names it; `None` if it can. `store-kill` needs a store torture
+    /// started (`--store-command`: it restarts it), `store-stop` any store
+    /// process (`--store-command` or `--store-pid`), `store-cut` and
+    /// `store-delay` a store URL whose endpoints can be proxied; the clock
+    /// faults libfaketime, and a store on the network (a clock of its own)
+    /// or a peer group (each member's clock counts); `partition` a peer
+    /// group, which has no store.
+    pub(crate) fn refused(self, setting: &Setting) -> Option<String> {
+        let no_store = |what: &str| {
+            Some(format!(
+                "--faults {self}: a peer group (--peer) has no store to {what}"
+            ))
+        };
         match self {
-            Self::StoreStop => store_process,
-            Self::StoreKill => store_command,
-            Self::StoreCut | Self::StoreDelay => proxiable,
-            Self::ClockFast | Self::ClockSlow => proxiable && faketime,
-            _ => true,
+            Self::StoreStop | Self::StoreKill | Self::StoreCut | Self::StoreDelay
+                if setting.peer =>
+            {
+                no_store(match self {
+                    Self::StoreStop => "stop",
+                    Self::StoreKill => "kill",
+                    _ => "cut off",
+                })
+            }
+            Self::StoreStop if !setting.store_process => Some(format!(
+                "--faults {self}: needs --store-command or --store-pid; a store without a \
+                 server process (such as the default SQLite file) cannot be stopped"
+            )),
+            Self::StoreKill if !setting.store_command => Some(format!(
+                "--faults {self}: needs --store-command (torture restarts the store); a store \
+                 without a server process (such as the default SQLite file) cannot be killed"
+            )),
+            Self::StoreCut | Self::StoreDelay if !setting.proxiable => Some(format!(
+                "--faults {self}: needs --store URLs of the form scheme://HOST:PORT[,HOST:PORT]… \
+                 (explicit ports) to put a proxy between each candidate and the store; a file \
+                 store such as the default SQLite file has no connection to {}",
+                if self == Self::StoreCut {
+                    "cut"
+                } else {
+                    "delay"
+                }
+            )),
+            Self::ClockFast | Self::ClockSlow if !setting.proxiable && !setting.peer => {
+                Some(format!(
+                    "--faults {self}: needs a store with a clock of its own, reached over the \
+                     network (--store scheme://HOST:PORT…), or a peer group (--peer); processes \
+                     on one host, as with the default SQLite file, share one clock"
+                ))
+            }
+            Self::ClockFast | Self::ClockSlow if !setting.faketime => Some(format!(
+                "--faults {self}: needs libfaketime (Debian: apt install faketime, or \
+                 scripts/install-engines; elsewhere set REGENT_LIBFAKETIME to its \
+                 libfaketimeMT.so.1)"
+            )),
+            Self::Partition if !setting.peer => Some(format!(
+                "--faults {self}: cuts a peer group (--peer) in two; a store's candidates are \
+                 cut off from their store by store-cut"
+            )),
+            _ => None,
         }
-    }
-
-    /// Whether the fault skews a candidate's clock.
-    pub(crate) fn is_clock(self) -> bool {
-        matches!(self, Self::ClockFast | Self::ClockSlow)
     }
 
     /// Whether the fault needs the candidates' store proxies.
@@ -112,6 +151,21 @@ impl Serialize for FaultKind {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(self.name())
     }
+}
+
+/// What a campaign has to inject faults into ([`FaultKind::refused`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Setting {
+    /// A store process torture may signal (`--store-command`, `--store-pid`).
+    pub(crate) store_process: bool,
+    /// A store process torture started (`--store-command`).
+    pub(crate) store_command: bool,
+    /// Store URLs whose endpoints can be proxied.
+    pub(crate) proxiable: bool,
+    /// libfaketime is there.
+    pub(crate) faketime: bool,
+    /// A peer group (`--peer`), not a store's candidates.
+    pub(crate) peer: bool,
 }
 
 /// `--faults`: kinds by name, comma-separated, at least one.
@@ -163,6 +217,11 @@ pub(crate) struct Fault {
     pub(crate) pids: Vec<i32>,
     /// What was done, in words.
     pub(crate) detail: String,
+    /// The fault may give the group two leaders by design: a partition of
+    /// a peer group without quorum (timing-only). Writes the fence refuses
+    /// from any member during it, and a little after, are the fence at
+    /// work, not a violation.
+    pub(crate) splits: bool,
 }
 
 /// The leading candidate, as the fence saw it.
@@ -267,6 +326,7 @@ impl Campaign {
             store_process: None,
             pids: Vec::new(),
             detail: String::new(),
+            splits: false,
         };
         match kind {
             FaultKind::KillFollower | FaultKind::ClockFast | FaultKind::ClockSlow => {
@@ -287,13 +347,19 @@ impl Campaign {
                 fault.pids = vec![pid];
                 fault.detail = "SIGKILL".into();
                 if kind != FaultKind::KillFollower {
-                    // Fast: any rate (a fast clock steps down early). Slow:
-                    // within the drift regent's timing allows for (1%).
-                    let rate = if kind == FaultKind::ClockFast {
-                        1.02 + 0.08 * self.rng.f64()
-                    } else {
-                        0.991 + 0.008 * self.rng.f64()
+                    // Fast, on a store: any rate (a fast clock steps down
+                    // early). Slow, and fast in a peer group: within the
+                    // drift regent's timing allows for (1%); a member's
+                    // clock also times the promises it makes to others, and
+                    // a fast one ends them early.
+                    let rate = match kind {
+                        FaultKind::ClockFast if self.peer.is_none() => 1.02 + 0.08 * self.rng.f64(),
+                        FaultKind::ClockFast => 1.001 + 0.008 * self.rng.f64(),
+                        _ => 0.991 + 0.008 * self.rng.f64(),
                     };
+                    // A member comes back with its id and address: the old
+                    // process must be gone first.
+                    self.wait_exited(pid).await;
                     match self.spawn_on(Some(rate)) {
                         Ok(new) => {
                             fault.detail = format!(
@@ -510,6 +576,39 @@ impl Campaign {
                     ),
                     _ => format!("its store traffic held for {:.2}s", pause.as_secs_f64()),
                 };
+            }
+            FaultKind::Partition => {
+                let pause = self.ttls(1.0, 3.0);
+                let group = self.peer.as_ref()?;
+                let me: u64 = leader.id.parse().ok()?;
+                let mut others: Vec<u64> = group.members().filter(|&m| m != me).collect();
+                self.rng.shuffle(&mut others);
+                // The leader's side is a minority: the leader and up to
+                // (n-1)/2 - 1 others, so that the rest may elect.
+                let n = others.len() + 1;
+                let with = self.rng.usize(..=((n - 1) / 2).saturating_sub(1));
+                let side: BTreeSet<u64> = std::iter::once(me)
+                    .chain(others[..with].iter().copied())
+                    .collect();
+                f.at_ns = mono_ns();
+                group.cut(&side, Mode::Cut);
+                tokio::time::sleep(pause).await;
+                let group = self.peer.as_ref()?;
+                group.cut(&side, Mode::Pass);
+                f.splits = !group.quorum;
+                f.pids = self
+                    .candidates
+                    .iter()
+                    .filter(|c| c.id.parse().is_ok_and(|id: u64| side.contains(&id)))
+                    .map(|c| c.pid)
+                    .collect();
+                let names: Vec<String> = side.iter().map(u64::to_string).collect();
+                f.detail = format!(
+                    "member{} {} cut off from the rest for {:.2}s",
+                    if side.len() > 1 { "s" } else { "" },
+                    names.join(", "),
+                    pause.as_secs_f64()
+                );
             }
             FaultKind::KillFollower
             | FaultKind::ClockFast

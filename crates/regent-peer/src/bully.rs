@@ -214,7 +214,10 @@ impl Bully {
             };
             return;
         }
-        let Some(term) = self.max_epoch.next_for(self.rank) else {
+        let Some(term) = self
+            .max_epoch
+            .next_at_least(self.rank, self.config.round_floor(now))
+        else {
             tracing::warn!(node = %me, "bully: epochs exhausted; cannot lead");
             self.role = Role::Follower {
                 leader: None,

@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+use tokio::time::Instant;
+
 use crate::epoch::NodeId;
 
 /// The longest duration any timing setting accepts (one day, as the lease
@@ -30,9 +32,18 @@ pub struct Config {
     ack_timeout: Duration,
     election_timeout: Option<Duration>,
     incarnation: u64,
+    wall_clock: Option<WallClock>,
     lease: Option<Duration>,
     clock_drift: ClockDrift,
     lease_margin: Duration,
+}
+
+/// A reading of the wall clock, in milliseconds since the Unix epoch, and
+/// the instant of the node's monotonic clock it was taken at.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct WallClock {
+    unix_ms: u64,
+    at: Instant,
 }
 
 /// A clock drift bound, always finite and in `0..0.5` once in a
@@ -73,6 +84,7 @@ impl Config {
             ack_timeout: Self::DEFAULT_ACK_TIMEOUT,
             election_timeout: None,
             incarnation: 0,
+            wall_clock: None,
             lease: None,
             clock_drift: Self::DEFAULT_CLOCK_DRIFT,
             lease_margin: Self::DEFAULT_LEASE_MARGIN,
@@ -144,6 +156,27 @@ impl Config {
         self
     }
 
+    /// This configuration with the wall clock read again (see
+    /// [`ConfigBuilder::wall_clock`]), for another start of the node;
+    /// nothing else changes.
+    #[must_use]
+    pub fn with_wall_clock(mut self, unix_ms: u64, at: Instant) -> Self {
+        self.wall_clock = Some(WallClock { unix_ms, at });
+        self
+    }
+
+    /// The smallest round this node claims a term in at `now`: the wall
+    /// clock in milliseconds since the Unix epoch, as read at the start and
+    /// advanced by the monotonic clock since ([`ConfigBuilder::wall_clock`]);
+    /// 0 without a wall clock. See [`Epoch`](crate::Epoch).
+    pub fn round_floor(&self, now: Instant) -> u64 {
+        self.wall_clock.map_or(0, |w| {
+            let since = now.saturating_duration_since(w.at).as_millis();
+            w.unix_ms
+                .saturating_add(u64::try_from(since).unwrap_or(u64::MAX))
+        })
+    }
+
     /// Quorum mode: how long a member that grants a node the lease
     /// promises, on its own clock from when it got the request, not to
     /// grant it to any other node. Defaults to `failure_timeout`.
@@ -212,6 +245,7 @@ pub struct ConfigBuilder {
     ack_timeout: Duration,
     election_timeout: Option<Duration>,
     incarnation: u64,
+    wall_clock: Option<WallClock>,
     lease: Option<Duration>,
     clock_drift: f64,
     lease_margin: Duration,
@@ -272,6 +306,23 @@ impl ConfigBuilder {
     /// `election_timeout` each, never safety.
     pub fn incarnation(mut self, incarnation: u64) -> Self {
         self.incarnation = incarnation;
+        self
+    }
+
+    /// The wall clock at `at` on the node's monotonic clock, in milliseconds
+    /// since the Unix epoch (default: none). With it, the rounds the node
+    /// claims terms in are at least the wall clock's milliseconds at the
+    /// claim ([`Config::round_floor`]), so that fencing tokens go on growing
+    /// when the whole group restarts and every node has forgotten its
+    /// epochs: as long as no node's wall clock is behind, by more than the
+    /// group was down, the wall clock of the node that claimed the last
+    /// term before the restart (and the group claimed fewer than 1,000
+    /// terms a second). Without it, a group restarted whole starts its
+    /// epochs again from zero. Safety while the group runs never rests on
+    /// it: epochs still only grow, and no two nodes share one, whatever
+    /// the wall clocks say.
+    pub fn wall_clock(mut self, unix_ms: u64, at: Instant) -> Self {
+        self.wall_clock = Some(WallClock { unix_ms, at });
         self
     }
 
@@ -390,6 +441,7 @@ impl ConfigBuilder {
             ack_timeout: self.ack_timeout,
             election_timeout: self.election_timeout,
             incarnation: self.incarnation,
+            wall_clock: self.wall_clock,
             lease: self.lease,
             clock_drift: ClockDrift(self.clock_drift),
             lease_margin: self.lease_margin,

@@ -306,10 +306,17 @@ async fn start_node(
 ) -> Result<Node, StartError> {
     // A fresh incarnation at every start: Ring names its elections with
     // it, so a restarted node's elections are never taken for old ones.
-    let incarnation = SystemTime::now()
+    let since_unix = SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX));
-    let config = config.clone().with_incarnation(incarnation);
+        .unwrap_or_default();
+    let incarnation = u64::try_from(since_unix.as_micros()).unwrap_or(u64::MAX);
+    // The wall clock floors the rounds of the terms this node claims, so
+    // that tokens go on growing across a restart of the whole group.
+    let unix_ms = u64::try_from(since_unix.as_millis()).unwrap_or(u64::MAX);
+    let config = config
+        .clone()
+        .with_incarnation(incarnation)
+        .with_wall_clock(unix_ms, Instant::now());
     let options = NodeOptions::builder(
         listen,
         addresses.iter().map(|(id, addr)| (*id, *addr)),

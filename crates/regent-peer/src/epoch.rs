@@ -52,7 +52,10 @@ pub const MAX_ROUND: u64 = u64::MAX >> RANK_BITS;
 ///   (its *max epoch*) and never lowers it while it runs.
 /// * A node that claims leadership opens a term with the next epoch that
 ///   carries its own rank: `(max.round + 1) << 16 | own_rank`
-///   ([`Epoch::next_for`]). That is strictly greater than its max epoch, so
+///   ([`Epoch::next_for`]), or, where the node knows the wall clock, with a
+///   round of at least the wall clock's milliseconds since the Unix epoch
+///   ([`Epoch::next_at_least`], [`ConfigBuilder::wall_clock`](crate::ConfigBuilder::wall_clock)).
+///   That is strictly greater than its max epoch, so
 ///   the epochs a node claims grow, and every node that adopts it grows its
 ///   max epoch too.
 /// * A node never claims, and never accepts from another node, a term whose
@@ -65,7 +68,10 @@ pub const MAX_ROUND: u64 = u64::MAX >> RANK_BITS;
 /// Without persistence a restarted node starts again at epoch zero and
 /// learns the group's max epoch from the first message it gets; its own
 /// claims before that are stale and every live node ignores them (they
-/// answer with their newer epoch). Rounds are 48 bits: at one election a
+/// answer with their newer epoch). A group restarted whole has no such
+/// memory: there the wall clock floor keeps tokens growing (rounds follow
+/// the milliseconds of the claims), as long as the wall clocks do not go
+/// back by more than the group was down. Rounds are 48 bits: at one election a
 /// millisecond they last 8,900 years; a node whose max epoch has reached
 /// [`MAX_ROUND`] can no longer claim a term, and says so in its logs.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
@@ -108,6 +114,18 @@ impl Epoch {
     /// rounds are exhausted.
     pub const fn next_for(self, rank: u16) -> Option<Self> {
         Self::new(self.round() + 1, rank)
+    }
+
+    /// The first epoch after `self` that carries `rank` and whose round is
+    /// at least `floor` ([`Config::round_floor`](crate::Config::round_floor):
+    /// the wall clock's milliseconds, so that a group restarted whole goes
+    /// on from where its tokens were). A floor past [`MAX_ROUND`]` / 2` (a
+    /// wall clock thousands of years ahead) is taken as that, so that a
+    /// wrong clock cannot use the rounds up. `None` once the rounds are
+    /// exhausted.
+    pub fn next_at_least(self, rank: u16, floor: u64) -> Option<Self> {
+        let next = self.round().checked_add(1)?;
+        Self::new(next.max(floor.min(MAX_ROUND / 2)), rank)
     }
 
     /// Whether this can be the epoch of a term (round at least one).
@@ -166,6 +184,22 @@ mod tests {
         assert!(b.token() > a.token());
         assert!(!Epoch::ZERO.is_term());
         assert!(a.is_term());
+    }
+
+    #[test]
+    fn the_next_round_is_at_least_the_floor() {
+        let e = Epoch::new(5, 1).unwrap();
+        assert_eq!(e.next_at_least(2, 0), e.next_for(2));
+        assert_eq!(e.next_at_least(2, 6), e.next_for(2));
+        let n = e.next_at_least(2, 1_700_000_000_000).unwrap();
+        assert_eq!((n.round(), n.rank()), (1_700_000_000_000, 2));
+        // A floor below the max epoch changes nothing: epochs only grow.
+        let big = Epoch::new(1_800_000_000_000, 0).unwrap();
+        assert_eq!(big.next_at_least(3, 1_700_000_000_000), big.next_for(3));
+        // An absurd wall clock is capped, leaving half the rounds.
+        let capped = Epoch::ZERO.next_at_least(0, u64::MAX).unwrap();
+        assert_eq!(capped.round(), MAX_ROUND / 2);
+        assert_eq!(Epoch::new(MAX_ROUND, 0).unwrap().next_at_least(0, 9), None);
     }
 
     #[test]

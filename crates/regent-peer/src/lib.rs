@@ -83,9 +83,18 @@
 //! claim: lowest-ID and Bully wait `failure_timeout` before a first claim
 //! (a live group's heartbeats arrive well before), and Ring's ELECTION
 //! collects the epochs of every node it passes before the term is opened.
-//! If every node of the group restarts at once, epochs start again from
-//! zero and a resource sees tokens go down: a driver that needs tokens to
-//! survive a full restart must persist the max epoch (not built yet).
+//! If every node of the group restarts at once, no node remembers the
+//! group's epoch. So the rounds a node claims terms in are at least its
+//! wall clock's milliseconds since the Unix epoch
+//! ([`ConfigBuilder::wall_clock`], set by [`election::PeerElection`] at
+//! every start): rounds follow the milliseconds of the claims, and the
+//! first term after a full restart carries a larger token than the last
+//! before it, as long as no node's wall clock is behind, by more than the
+//! group was down, that of the node that claimed the last term
+//! (`tests/tokens_grow_across_a_whole_restart.rs`). Nothing while the
+//! group runs rests on the wall clock: a wrong one only makes rounds jump.
+//! We chose this over a file of the max epoch: no disk, no state to
+//! carry when a member moves, and the same rule in the simulator.
 
 //! # The algorithms
 //!
@@ -178,9 +187,9 @@
 //!
 //! # Not built yet
 //!
-//! Persistence of the max epoch (a group restarted whole starts its tokens
-//! again from zero), and `regent torture` campaigns on peer groups. The
-//! transport keeps out whoever lacks the shared secret, and recordings; it
+//! Membership changes while the group runs (every member is configured
+//! with the same list, and a change restarts the group). The transport
+//! keeps out whoever lacks the shared secret, and recordings; it
 //! trusts every holder of the secret, so a member gone bad can still
 //! announce a high id or a huge epoch.
 

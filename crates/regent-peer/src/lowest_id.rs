@@ -156,7 +156,10 @@ impl LowestId {
                 if self.term.is_none_or(|t| t < self.max_epoch) {
                     // Invariant: a term is always the node's max epoch, so a
                     // leader that has seen a newer epoch opens a new term.
-                    match self.max_epoch.next_for(self.rank) {
+                    match self
+                        .max_epoch
+                        .next_at_least(self.rank, self.config.round_floor(now))
+                    {
                         Some(term) => {
                             self.term = Some(term);
                             self.max_epoch = term;

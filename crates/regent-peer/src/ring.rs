@@ -505,7 +505,10 @@ impl Ring {
         let me = self.me();
         let winner = ids.iter().copied().max().unwrap_or(me);
         let rank = self.config.rank_of(winner).unwrap_or(self.rank);
-        let Some(term) = self.max_epoch.next_for(rank) else {
+        let Some(term) = self
+            .max_epoch
+            .next_at_least(rank, self.config.round_floor(now))
+        else {
             tracing::warn!(node = %me, "ring: epochs exhausted; cannot elect");
             self.role = Role::Follower {
                 leader: None,

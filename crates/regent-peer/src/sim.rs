@@ -1051,23 +1051,39 @@ impl Scenario {
             .lease_margin(self.lease_margin)
     }
 
+    /// The configuration of one start of member `id` at `now` on its clock:
+    /// a random incarnation, and a wall clock read at the start
+    /// ([`ConfigBuilder::wall_clock`]) that is [`WALL_CLOCK_ORIGIN`] at
+    /// the simulation's start, and off by up to two seconds either way,
+    /// drawn anew at every start, as hosts' clocks are.
+    fn start_config(&self, id: NodeId, now: Instant, starts: &mut Starts) -> Config {
+        let origin = *starts.origin.get_or_insert(now);
+        let since =
+            u64::try_from(now.saturating_duration_since(origin).as_millis()).unwrap_or(u64::MAX);
+        let wall = (WALL_CLOCK_ORIGIN + since).saturating_add_signed(starts.rng.i64(-2000..=2000));
+        self.config(id)
+            .incarnation(starts.rng.u64(..))
+            .wall_clock(wall, now)
+            .build()
+            .expect("valid scenario")
+    }
+
     /// A simulation of this scenario with the algorithm `new` makes, on a
-    /// reliable network. Every start of a node gets a random incarnation.
+    /// reliable network. Every start of a node gets a random incarnation
+    /// and a wall clock: [`WALL_CLOCK_ORIGIN`] at the simulation's start,
+    /// off by up to two seconds either way, drawn anew at every start.
     ///
     /// # Panics
     ///
     /// If the scenario's configuration is invalid (it never is).
     pub fn sim<M: Machine + 'static>(&self, seed: u64, new: fn(Config, Instant) -> M) -> Sim<M> {
         let this = self.clone();
-        let mut incarnations = Rng::with_seed(seed ^ 0x1ca7_2a71_0115);
+        let mut starts = Starts::new(seed);
         Sim::new(
             seed,
             &self.ids,
             Network::reliable(self.delays.0, self.delays.1),
-            move |id, now| {
-                let config = this.config(id).incarnation(incarnations.u64(..));
-                new(config.build().expect("valid scenario"), now)
-            },
+            move |id, now| new(this.start_config(id, now, &mut starts), now),
         )
     }
 
@@ -1075,7 +1091,7 @@ impl Scenario {
     /// quorum mode ([`Quorum`]), on a reliable network, with each node's
     /// clock drifting within the scenario's `clock_drift`
     /// ([`Sim::drift_clocks`]). Every start of a node gets a random
-    /// incarnation.
+    /// incarnation and a wall clock, as in [`Scenario::sim`].
     ///
     /// # Panics
     ///
@@ -1086,19 +1102,38 @@ impl Scenario {
         new: fn(Config, Instant) -> M,
     ) -> Sim<Quorum<M>> {
         let this = self.clone();
-        let mut incarnations = Rng::with_seed(seed ^ 0x1ca7_2a71_0115);
+        let mut starts = Starts::new(seed);
         let mut sim = Sim::new(
             seed,
             &self.ids,
             Network::reliable(self.delays.0, self.delays.1),
             move |id, now| {
-                let config = this.config(id).incarnation(incarnations.u64(..));
-                let config = config.build().expect("valid scenario");
+                let config = this.start_config(id, now, &mut starts);
                 Quorum::new(config.clone(), now, new(config, now))
             },
         );
         sim.drift_clocks(self.clock_drift);
         sim
+    }
+}
+
+/// The wall clock, in milliseconds since the Unix epoch, when a
+/// [`Scenario`]'s simulation starts (2026-11-26).
+pub const WALL_CLOCK_ORIGIN: u64 = 1_795_000_000_000;
+
+/// What a scenario draws at each start of a node.
+struct Starts {
+    rng: Rng,
+    /// The first start's instant: the simulation's start.
+    origin: Option<Instant>,
+}
+
+impl Starts {
+    fn new(seed: u64) -> Self {
+        Self {
+            rng: Rng::with_seed(seed ^ 0x1ca7_2a71_0115),
+            origin: None,
+        }
     }
 }
 

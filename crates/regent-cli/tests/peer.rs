@@ -78,8 +78,14 @@ impl Group {
     }
 
     fn start(&mut self, id: u64) {
+        self.start_as(id, &id.to_string());
+    }
+
+    /// Starts member `id` as the process `name` (a member's second life
+    /// needs a name of its own).
+    fn start_as(&mut self, id: u64, name: &str) {
         let args = self.args(id, &self.peers.clone(), "secret");
-        self.sandbox.spawn(&id.to_string(), &args);
+        self.sandbox.spawn(name, &args);
     }
 
     fn start_all(&mut self, n: u64) {
@@ -298,4 +304,43 @@ fn a_member_with_the_wrong_secret_cannot_take_over() {
         "the members never logged the rogue's frames as unauthenticated\n{}\n--- rogue\n{rogue}",
         g.sandbox.report()
     );
+}
+
+/// Every member stopped, then started again: no one remembers the group's
+/// epoch, and still the first leader after the restart runs its task with
+/// a larger `REGENT_FENCING_TOKEN` than every term before (the rounds of
+/// terms follow the wall clock's milliseconds). Before, the group started
+/// its tokens again from 65,536 and more, and a resource that kept the
+/// last token refused the new leader's writes.
+#[test]
+fn tokens_go_on_growing_when_the_whole_group_restarts() {
+    let mut g = Group::new("bully", 3);
+    g.start_all(3);
+    let first = g.next_start(0, Duration::from_secs(15), "the first leader's task");
+    for id in 1..=3 {
+        g.sandbox.by_id(&id.to_string()).signal(Signal::TERM);
+    }
+    for id in 1..=3 {
+        let status = g
+            .sandbox
+            .by_id(&id.to_string())
+            .wait_exit(Duration::from_secs(10));
+        assert_eq!(status.code(), Some(0), "{}", g.sandbox.report());
+    }
+    let last = g
+        .sandbox
+        .starts()
+        .iter()
+        .map(|e| e.token)
+        .max()
+        .unwrap_or(first.token);
+    for id in 1..=3 {
+        g.start_as(id, &format!("{id}-again"));
+    }
+    let after = g.next_start(
+        last,
+        Duration::from_secs(15),
+        "a leader after the whole group restarted, with a larger token than every term before",
+    );
+    assert_eq!(after.id, "3", "{}", g.sandbox.report());
 }

@@ -309,7 +309,7 @@ fn a_member_with_the_wrong_secret_cannot_take_over() {
 /// Every member stopped, then started again: no one remembers the group's
 /// epoch, and still the first leader after the restart runs its task with
 /// a larger `REGENT_FENCING_TOKEN` than every term before (the rounds of
-/// terms follow the wall clock's milliseconds). Before, the group started
+/// terms follow the wall clock's tenths of a second). Before, the group started
 /// its tokens again from 65,536 and more, and a resource that kept the
 /// last token refused the new leader's writes.
 #[test]

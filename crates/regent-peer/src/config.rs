@@ -166,14 +166,20 @@ impl Config {
     }
 
     /// The smallest round this node claims a term in at `now`: the wall
-    /// clock in milliseconds since the Unix epoch, as read at the start and
-    /// advanced by the monotonic clock since ([`ConfigBuilder::wall_clock`]);
-    /// 0 without a wall clock. See [`Epoch`](crate::Epoch).
+    /// clock in tenths of a second since the Unix epoch, as read at the
+    /// start and advanced by the monotonic clock since
+    /// ([`ConfigBuilder::wall_clock`]); 0 without a wall clock. See
+    /// [`Epoch`](crate::Epoch).
+    ///
+    /// Tenths, not milliseconds: a token is `round × 2^16 + rank`, and in
+    /// tenths it stays below 2^53 (exact wherever JSON numbers are
+    /// doubles, as in JavaScript or jq) until the year 2405.
     pub fn round_floor(&self, now: Instant) -> u64 {
         self.wall_clock.map_or(0, |w| {
             let since = now.saturating_duration_since(w.at).as_millis();
             w.unix_ms
                 .saturating_add(u64::try_from(since).unwrap_or(u64::MAX))
+                / 100
         })
     }
 
@@ -311,13 +317,13 @@ impl ConfigBuilder {
 
     /// The wall clock at `at` on the node's monotonic clock, in milliseconds
     /// since the Unix epoch (default: none). With it, the rounds the node
-    /// claims terms in are at least the wall clock's milliseconds at the
-    /// claim ([`Config::round_floor`]), so that fencing tokens go on growing
-    /// when the whole group restarts and every node has forgotten its
-    /// epochs: as long as no node's wall clock is behind, by more than the
-    /// group was down, the wall clock of the node that claimed the last
-    /// term before the restart (and the group claimed fewer than 1,000
-    /// terms a second). Without it, a group restarted whole starts its
+    /// claims terms in are at least the wall clock's tenths of a second at
+    /// the claim ([`Config::round_floor`]), so that fencing tokens go on
+    /// growing when the whole group restarts and every node has forgotten
+    /// its epochs: as long as no node's wall clock is behind, by more than
+    /// the group was down, the wall clock of the node that claimed the last
+    /// term before the restart (and the group claimed fewer than ten terms
+    /// a second). Without it, a group restarted whole starts its
     /// epochs again from zero. Safety while the group runs never rests on
     /// it: epochs still only grow, and no two nodes share one, whatever
     /// the wall clocks say.
@@ -553,6 +559,31 @@ pub enum ConfigError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A token is `round × 2^16 + rank`: with rounds in tenths of a second
+    /// it stays exact as a JSON double (below 2^53) for centuries, where
+    /// milliseconds would pass 2^53 today.
+    #[test]
+    fn the_round_floor_is_the_wall_clock_in_tenths_and_tokens_fit_a_double() {
+        let at = Instant::now();
+        let config = Config::builder(NodeId(1), [NodeId(1), NodeId(2)])
+            .wall_clock(1_795_000_000_123, at)
+            .build()
+            .unwrap();
+        assert_eq!(config.round_floor(at), 17_950_000_001);
+        assert_eq!(
+            config.round_floor(at + Duration::from_millis(250)),
+            17_950_000_003
+        );
+        let year_2400_ms = 13_569_465_600_000_u64;
+        let token = crate::Epoch::ZERO
+            .next_at_least(u16::MAX, year_2400_ms / 100)
+            .unwrap()
+            .get();
+        assert!(token < 1 << 53, "{token}");
+        let unset = Config::builder(NodeId(1), [NodeId(1)]).build().unwrap();
+        assert_eq!(unset.round_floor(at + Duration::from_secs(9)), 0);
+    }
 
     fn ids(v: &[u64]) -> Vec<NodeId> {
         v.iter().copied().map(NodeId).collect()

@@ -53,7 +53,7 @@ pub const MAX_ROUND: u64 = u64::MAX >> RANK_BITS;
 /// * A node that claims leadership opens a term with the next epoch that
 ///   carries its own rank: `(max.round + 1) << 16 | own_rank`
 ///   ([`Epoch::next_for`]), or, where the node knows the wall clock, with a
-///   round of at least the wall clock's milliseconds since the Unix epoch
+///   round of at least the wall clock's tenths of a second since the Unix epoch
 ///   ([`Epoch::next_at_least`], [`ConfigBuilder::wall_clock`](crate::ConfigBuilder::wall_clock)).
 ///   That is strictly greater than its max epoch, so
 ///   the epochs a node claims grow, and every node that adopts it grows its
@@ -70,7 +70,7 @@ pub const MAX_ROUND: u64 = u64::MAX >> RANK_BITS;
 /// claims before that are stale and every live node ignores them (they
 /// answer with their newer epoch). A group restarted whole has no such
 /// memory: there the wall clock floor keeps tokens growing (rounds follow
-/// the milliseconds of the claims), as long as the wall clocks do not go
+/// the tenths of a second of the claims), as long as the wall clocks do not go
 /// back by more than the group was down. Rounds are 48 bits: at one election a
 /// millisecond they last 8,900 years; a node whose max epoch has reached
 /// [`MAX_ROUND`] can no longer claim a term, and says so in its logs.
@@ -118,7 +118,7 @@ impl Epoch {
 
     /// The first epoch after `self` that carries `rank` and whose round is
     /// at least `floor` ([`Config::round_floor`](crate::Config::round_floor):
-    /// the wall clock's milliseconds, so that a group restarted whole goes
+    /// the wall clock's tenths of a second, so that a group restarted whole goes
     /// on from where its tokens were). A floor past [`MAX_ROUND`]` / 2` (a
     /// wall clock thousands of years ahead) is taken as that, so that a
     /// wrong clock cannot use the rounds up. `None` once the rounds are

@@ -85,9 +85,9 @@
 //! collects the epochs of every node it passes before the term is opened.
 //! If every node of the group restarts at once, no node remembers the
 //! group's epoch. So the rounds a node claims terms in are at least its
-//! wall clock's milliseconds since the Unix epoch
+//! wall clock's tenths of a second since the Unix epoch
 //! ([`ConfigBuilder::wall_clock`], set by [`election::PeerElection`] at
-//! every start): rounds follow the milliseconds of the claims, and the
+//! every start): rounds follow the tenths of a second of the claims, and the
 //! first term after a full restart carries a larger token than the last
 //! before it, as long as no node's wall clock is behind, by more than the
 //! group was down, that of the node that claimed the last term

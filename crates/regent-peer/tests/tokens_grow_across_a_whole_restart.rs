@@ -3,7 +3,7 @@
 //! larger fencing token than every term claimed before it, provided the
 //! wall clocks (off by up to two seconds each) are not behind by more
 //! than the group was down: the rounds of the terms a node claims are at
-//! least its wall clock's milliseconds (`ConfigBuilder::wall_clock`).
+//! least its wall clock's tenths of a second (`ConfigBuilder::wall_clock`).
 //! Before, a group restarted whole started its tokens again from 1, and a
 //! resource that remembered the last token refused every write of the
 //! new leaders.

@@ -1,0 +1,62 @@
+//! Turning zookeeper-client's errors into regent's [`ErrorKind`]s.
+
+use regent_core::{ErrorKind, StoreError};
+use zookeeper_client as zk;
+
+/// The kind of a zookeeper-client error: whether retrying may help.
+pub(crate) fn classify(e: &zk::Error) -> ErrorKind {
+    use zk::Error as E;
+    match e {
+        // The connection broke, no server answered, the server is busy, or
+        // the session ended (a new one is made at the next campaign).
+        E::ConnectionLoss
+        | E::Timeout
+        | E::NoHosts
+        | E::Throttled
+        | E::SessionExpired
+        | E::SessionMoved
+        | E::ClientClosed
+        | E::NotReadOnly => ErrorKind::Unavailable,
+        E::NoAuth | E::AuthFailed | E::InvalidAcl => ErrorKind::Auth,
+        E::BadArguments(_)
+        | E::QuotaExceeded
+        | E::Unimplemented
+        | E::ReconfigDisabled
+        | E::NoChildrenForEphemerals => ErrorKind::Config,
+        _ => ErrorKind::Protocol,
+    }
+}
+
+/// A [`StoreError`] for `what` (the operation, election and servers),
+/// with zookeeper-client's error as its source.
+pub(crate) fn zk_error(what: String, e: zk::Error) -> StoreError {
+    let kind = classify(&e);
+    let what = match e {
+        zk::Error::NoAuth => format!(
+            "{what}: ZooKeeper denied the permission (the node's ACL does not let this \
+             session's digest user do it)"
+        ),
+        zk::Error::AuthFailed => format!("{what}: ZooKeeper refused the digest credentials"),
+        zk::Error::SessionExpired => format!("{what}: the ZooKeeper session expired"),
+        _ => what,
+    };
+    StoreError::new(kind, what).with_source(e)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds() {
+        assert_eq!(classify(&zk::Error::ConnectionLoss), ErrorKind::Unavailable);
+        assert_eq!(classify(&zk::Error::SessionExpired), ErrorKind::Unavailable);
+        assert_eq!(classify(&zk::Error::NoAuth), ErrorKind::Auth);
+        assert_eq!(classify(&zk::Error::AuthFailed), ErrorKind::Auth);
+        assert_eq!(classify(&zk::Error::NoNode), ErrorKind::Protocol);
+        assert_eq!(
+            classify(&zk::Error::NoChildrenForEphemerals),
+            ErrorKind::Config
+        );
+    }
+}

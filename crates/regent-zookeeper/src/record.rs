@@ -1,0 +1,242 @@
+//! Node names, their order, and what a node's data says: the layout of
+//! Apache Curator's `LeaderLatch`, so that regent and Curator candidates
+//! queue in one line.
+//!
+//! `LeaderLatch` (with its default protection) creates, under its latch
+//! path, the ephemeral sequential node `_c_{GUID}-latch-{sequence}` holding
+//! its participant id, and sorts the children by what follows the last
+//! `latch-` in their names (a name without `latch-` sorts by its whole
+//! name). The first child leads. regent does the same: election `jobs`
+//! under the chroot `/services` is the latch path `/services/jobs`.
+
+use regent_core::{FencingToken, HolderId, LeaderInfo, MAX_HOLDER_ID_LEN, Metadata};
+use serde_json::{Map, Value};
+
+/// What Curator's `LeaderLatch` puts between the protection prefix and the
+/// sequence number.
+pub(crate) const LATCH: &str = "latch-";
+
+/// Curator's protection prefix: `_c_`, then a GUID, then `-`.
+const PROTECTED: &str = "_c_";
+
+/// The longest foreign value copied into a foreign leader's metadata.
+const MAX_FOREIGN_VALUE: usize = 1024;
+
+/// A fresh protection GUID (UUID v4 in its usual text form): Curator
+/// finds a node whose create answer was lost by it, and so do we.
+pub(crate) fn new_guid() -> String {
+    let mut b: [u8; 16] = std::array::from_fn(|_| fastrand::u8(..));
+    b[6] = (b[6] & 0x0f) | 0x40;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &h[0..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..32]
+    )
+}
+
+/// The name prefix of a candidate's node: `_c_{guid}-latch-`; ZooKeeper
+/// appends the sequence number.
+pub(crate) fn node_prefix(guid: &str) -> String {
+    format!("{PROTECTED}{guid}-{LATCH}")
+}
+
+/// Whether `name` is the node created with protection `guid`.
+pub(crate) fn is_protected_by(name: &str, guid: &str) -> bool {
+    name.strip_prefix(PROTECTED)
+        .and_then(|rest| rest.strip_prefix(guid))
+        .is_some_and(|rest| rest.starts_with('-'))
+}
+
+/// The key `LeaderLatch` sorts children by: what follows the last
+/// `latch-`, or the whole name.
+pub(crate) fn sort_key(name: &str) -> &str {
+    name.rfind(LATCH).map_or(name, |i| &name[i + LATCH.len()..])
+}
+
+/// Whether `name` is a candidate's node: its sort key is a sequence
+/// number as ZooKeeper appends it (10 digits, or 19 past 2^31). Anything
+/// else under an election's path is no candidate's, and `LeaderLatch`
+/// would sort it among them by its name.
+pub(crate) fn is_candidate(name: &str) -> bool {
+    let key = sort_key(name);
+    matches!(key.len(), 10 | 19) && key.bytes().all(|b| b.is_ascii_digit())
+}
+
+/// Sorts children as `LeaderLatch` does (stable, so ties keep the order
+/// the server listed them in, as Java's sort does).
+pub(crate) fn sort_children(children: &mut [String]) {
+    children.sort_by(|a, b| sort_key(a).cmp(sort_key(b)));
+}
+
+/// The data regent writes: the holder id alone, as `LeaderLatch` writes
+/// its participant id, so that `LeaderLatch.getLeader()` shows it; with
+/// metadata, a newline and the metadata as a JSON object of strings (a
+/// holder id has no whitespace, so the two never mix).
+pub(crate) fn encode(holder: &HolderId, metadata: &Metadata) -> Vec<u8> {
+    let mut data = holder.as_str().as_bytes().to_vec();
+    if !metadata.is_empty() {
+        let meta: Map<String, Value> = metadata
+            .iter()
+            .map(|(k, v)| (k.to_owned(), Value::String(v.to_owned())))
+            .collect();
+        data.push(b'\n');
+        data.extend(serde_json::to_vec(&Value::Object(meta)).unwrap_or_default());
+    }
+    data
+}
+
+/// Reads data regent wrote; `None` when it is anything else.
+pub(crate) fn decode(data: &[u8]) -> Option<(HolderId, Metadata)> {
+    let text = std::str::from_utf8(data).ok()?;
+    let (holder, rest) = match text.split_once('\n') {
+        Some((h, rest)) => (h, Some(rest)),
+        None => (text, None),
+    };
+    let holder = HolderId::new(holder).ok()?;
+    let metadata = match rest {
+        None => Metadata::new(),
+        Some(json) => {
+            let Value::Object(m) = serde_json::from_str::<Value>(json).ok()? else {
+                return None;
+            };
+            let mut pairs = Vec::with_capacity(m.len());
+            for (k, v) in m {
+                pairs.push((k, v.as_str()?.to_owned()));
+            }
+            Metadata::from_pairs(pairs).ok()?
+        }
+    };
+    Some((holder, metadata))
+}
+
+/// The fencing token of a node: its czxid, the id of the transaction that
+/// created it. ZooKeeper's transaction ids only grow, across every node of
+/// the ensemble, so a later node of the queue always has a larger one.
+pub(crate) fn token_of(czxid: i64) -> FencingToken {
+    FencingToken::new(u64::try_from(czxid).unwrap_or(0))
+}
+
+/// The leader as regent shows it, from the first child of an election.
+///
+/// Data regent did not write belongs to a legitimate foreign candidate (a
+/// Curator `LeaderLatch` participant): it leads like any other. Its holder
+/// id is the data when that is a valid [`HolderId`] (a participant id);
+/// otherwise the data with every byte outside `!`..`~` replaced by `_` (at
+/// most 128 bytes); empty data becomes the node's name. Its metadata
+/// carries `zk.node` and `zk.data` (at most 1 KiB).
+pub(crate) fn leader_of(node: &str, data: &[u8], czxid: i64) -> LeaderInfo {
+    let token = token_of(czxid);
+    if let Some((holder, metadata)) = decode(data) {
+        return LeaderInfo {
+            holder,
+            token,
+            metadata,
+        };
+    }
+    let text = String::from_utf8_lossy(data);
+    let holder = HolderId::new(&*text).unwrap_or_else(|_| {
+        let sanitized: String = data
+            .iter()
+            .take(MAX_HOLDER_ID_LEN)
+            .map(|&b| if b.is_ascii_graphic() { b as char } else { '_' })
+            .collect();
+        let name: String = node
+            .chars()
+            .map(|c| if c.is_ascii_graphic() { c } else { '_' })
+            .take(MAX_HOLDER_ID_LEN)
+            .collect();
+        HolderId::new(&sanitized)
+            .or_else(|_| HolderId::new(name))
+            .or_else(|_| HolderId::new("zk-node"))
+            .unwrap_or_else(|_| unreachable!("a constant is a valid holder id"))
+    });
+    let mut shown = String::new();
+    for c in text.chars() {
+        if shown.len() + c.len_utf8() > MAX_FOREIGN_VALUE {
+            break;
+        }
+        shown.push(c);
+    }
+    let node: String = node.chars().take(512).collect();
+    let metadata =
+        Metadata::from_pairs([("zk.node", node), ("zk.data", shown)]).unwrap_or_default();
+    LeaderInfo {
+        holder,
+        token,
+        metadata,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_follow_leader_latch() {
+        let g = new_guid();
+        assert_eq!(g.len(), 36);
+        assert_eq!(g.as_bytes()[14], b'4', "{g}");
+        let p = node_prefix(&g);
+        assert!(p.starts_with("_c_") && p.ends_with("-latch-"), "{p}");
+        let name = format!("{p}0000000042");
+        assert!(is_protected_by(&name, &g));
+        assert!(!is_protected_by(&name, &new_guid()));
+        assert_eq!(sort_key(&name), "0000000042");
+        assert_eq!(sort_key("foreign"), "foreign");
+        assert!(is_candidate(&name));
+        assert!(is_candidate("_c_x-latch-0000000000000000042"));
+        assert!(!is_candidate("garbage"));
+        assert!(!is_candidate("n-0000000001"));
+        assert!(!is_candidate("_c_x-latch-12"));
+    }
+
+    #[test]
+    fn children_sort_by_sequence_whatever_the_guid() {
+        let mut c = vec![
+            "_c_ffff-latch-0000000003".to_owned(),
+            "_c_0000-latch-0000000010".to_owned(),
+            "_c_aaaa-latch-0000000001".to_owned(),
+        ];
+        sort_children(&mut c);
+        assert_eq!(
+            c,
+            [
+                "_c_aaaa-latch-0000000001",
+                "_c_ffff-latch-0000000003",
+                "_c_0000-latch-0000000010"
+            ]
+        );
+    }
+
+    #[test]
+    fn data_round_trips_and_is_the_bare_id_without_metadata() {
+        let h = HolderId::new("host-1:80").unwrap();
+        assert_eq!(encode(&h, &Metadata::new()), b"host-1:80");
+        assert_eq!(decode(b"host-1:80"), Some((h.clone(), Metadata::new())));
+        let m = Metadata::from_pairs([("addr", "10.0.0.1:80")]).unwrap();
+        assert_eq!(decode(&encode(&h, &m)), Some((h, m)));
+    }
+
+    #[test]
+    fn foreign_data_leads_under_a_derived_holder() {
+        let l = leader_of("_c_x-latch-0000000001", b"my host\n\xff", 7);
+        assert_eq!(l.holder.as_str(), "my_host__");
+        assert_eq!(l.token, FencingToken::new(7));
+        assert_eq!(l.metadata.get("zk.node"), Some("_c_x-latch-0000000001"));
+        let l = leader_of("n-0000000001", b"", 8);
+        assert_eq!(l.holder.as_str(), "n-0000000001");
+        let long = vec![b'x'; 5000];
+        let l = leader_of("n", &long, 9);
+        assert_eq!(l.holder.as_str().len(), 128);
+        assert_eq!(l.metadata.get("zk.data").unwrap().len(), MAX_FOREIGN_VALUE);
+        // A Curator participant id that is a valid holder id is the holder.
+        let l = leader_of("_c_x-latch-0000000002", b"curator-1", 10);
+        assert_eq!(l.holder.as_str(), "curator-1");
+        assert!(l.metadata.is_empty());
+    }
+}

@@ -1,0 +1,1025 @@
+//! [`ZkStore`]: the store contract over ZooKeeper's ephemeral sequential
+//! nodes, with one session for every election of the store.
+
+use std::fmt;
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use regent_core::{
+    Acquire, AcquireRequest, ElectionName, ErrorKind, ExpirySlack, FencingToken, HolderId,
+    LeaderInfo, LeaderStream, Lease, LeaseHandle, LeaseStore, MAX_TTL, Metadata, Renewal,
+    SafetyClass, StoreError, StoreInfo, StoreStyle, TtlGrant, WatchMode,
+};
+use tokio::sync::Notify;
+use tokio::time::Instant;
+use zookeeper_client as zk;
+
+use crate::error::zk_error;
+use crate::record::{
+    encode, is_candidate, is_protected_by, leader_of, new_guid, node_prefix, sort_children,
+    token_of,
+};
+
+/// The shortest ttl the store asks a server for. A server grants session
+/// timeouts of 2 to 20 ticks (`tickTime`, 2 s by default, so 4 to 40 s);
+/// the granted timeout is what [`Lease::ttl`] reports.
+pub const MIN_TTL: Duration = Duration::from_millis(100);
+
+/// How long one call may take before it fails as
+/// [`Unavailable`](regent_core::ErrorKind::Unavailable), unless set with
+/// [`ZkStoreBuilder::call_timeout`].
+pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The session timeout asked for a session opened before any election
+/// asks for a ttl (by [`ZkStoreBuilder::connect`], or to read who leads),
+/// unless set with [`ZkStoreBuilder::session_timeout`].
+pub const DEFAULT_SESSION_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How much later than its timeout ZooKeeper may expire a dead holder's
+/// session: the server files every session's expiry in buckets of one
+/// tick and expires a bucket when it ends, so up to a tick late, and a tick
+/// is at most half the session timeout (which is at least two ticks);
+/// then the close goes through the ensemble's atomic broadcast.
+pub const EXPIRY_SLACK: ExpirySlack = ExpirySlack::new(Duration::from_millis(500), 50);
+
+/// An election store on a ZooKeeper ensemble. See the [crate docs](crate).
+///
+/// Cloning is cheap; clones share one session.
+#[derive(Clone)]
+pub struct ZkStore {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    /// `host:port,host:port`, without the chroot.
+    servers: String,
+    /// The chroot: `""`, or a path without a trailing `/`.
+    root: String,
+    /// Digest credentials: `user:password`.
+    digest: Option<String>,
+    call_timeout: Duration,
+    session_timeout: Duration,
+    session: tokio::sync::Mutex<Option<Arc<Session>>>,
+}
+
+/// One ZooKeeper session and what this store did with it.
+struct Session {
+    client: zk::Client,
+    id: i64,
+    asked: Duration,
+    granted: Duration,
+    /// A node was created on it: it stays until it expires.
+    used: AtomicBool,
+    /// The nodes this session made (or may have made: a create whose
+    /// answer never came), each with the instant its lease lapses unless
+    /// renewed. Never held across an await; a request sent while it is
+    /// held is ordered against the reaper's deletes.
+    records: Mutex<Vec<Record>>,
+    /// Wakes the reaper when a record is added.
+    wake: Arc<Notify>,
+    reaper: Mutex<Option<tokio::task::JoinHandle<()>>>,
+}
+
+/// A node of ours and its lease.
+#[derive(Clone, Debug)]
+struct Record {
+    dir: String,
+    /// Its protection GUID.
+    guid: String,
+    /// Its name; `None` while the create's answer has not come.
+    name: Option<String>,
+    holder: HolderId,
+    token: Option<FencingToken>,
+    /// The lease lapses here unless renewed: the send instant of the last
+    /// create, acquire or renewal, plus the granted ttl.
+    until: Instant,
+}
+
+impl Record {
+    fn is(&self, dir: &str, name: &str, lease: &Lease) -> bool {
+        self.dir == dir
+            && self.name.as_deref() == Some(name)
+            && self.holder == lease.holder
+            && self.token == Some(lease.token)
+    }
+}
+
+impl Session {
+    fn is_alive(&self) -> bool {
+        !matches!(
+            self.client.state(),
+            zk::SessionState::Expired | zk::SessionState::Closed | zk::SessionState::AuthFailed
+        )
+    }
+
+    fn records(&self) -> std::sync::MutexGuard<'_, Vec<Record>> {
+        self.records
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        let reaper = self
+            .reaper
+            .get_mut()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        if let Some(task) = reaper {
+            task.abort();
+        }
+    }
+}
+
+/// Deletes the nodes of `session` whose lease lapsed: their candidate
+/// stopped renewing (its task hung or was dropped) in a process that lives
+/// on, so the session alone would keep them in line for ever. Ends with the
+/// session.
+async fn reap(session: Weak<Session>, wake: Arc<Notify>) {
+    loop {
+        let next = {
+            let Some(s) = session.upgrade() else { return };
+            let now = Instant::now();
+            let mut deletes = Vec::new();
+            let mut lookups = Vec::new();
+            {
+                let mut records = s.records();
+                records.retain(|r| {
+                    if r.until > now {
+                        return true;
+                    }
+                    match &r.name {
+                        Some(name) => {
+                            let path = format!("{}/{name}", r.dir);
+                            tracing::info!(node = %path, holder = %r.holder, "zookeeper: a lease lapsed unrenewed; deleting its node");
+                            deletes.push(s.client.delete(&path, None));
+                        }
+                        None => lookups.push((r.dir.clone(), r.guid.clone())),
+                    }
+                    false
+                });
+            }
+            for d in deletes {
+                let _ = tokio::time::timeout(Duration::from_secs(5), d).await;
+            }
+            for (dir, guid) in lookups {
+                // A create whose answer never came: its node, if it was
+                // made, carries the GUID.
+                let Ok(Ok(children)) =
+                    tokio::time::timeout(Duration::from_secs(5), s.client.list_children(&dir))
+                        .await
+                else {
+                    continue;
+                };
+                for c in children.iter().filter(|c| is_protected_by(c, &guid)) {
+                    let path = format!("{dir}/{c}");
+                    if let Ok(Ok(Some(st))) =
+                        tokio::time::timeout(Duration::from_secs(5), s.client.check_stat(&path))
+                            .await
+                        && st.ephemeral_owner == s.id
+                    {
+                        let _ = tokio::time::timeout(
+                            Duration::from_secs(5),
+                            s.client.delete(&path, None),
+                        )
+                        .await;
+                    }
+                }
+            }
+            let next = s.records().iter().map(|r| r.until).min();
+            next.unwrap_or(now + Duration::from_secs(3600))
+        };
+        tokio::select! {
+            () = tokio::time::sleep_until(next) => {}
+            () = wake.notified() => {}
+        }
+    }
+}
+
+impl fmt::Debug for ZkStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ZkStore")
+            .field("servers", &self.inner.servers)
+            .field("root", &self.inner.root)
+            .field("digest", &self.inner.digest.is_some())
+            .field("call_timeout", &self.inner.call_timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Builds a [`ZkStore`]: [`ZkStore::builder`], setters, then
+/// [`connect`](Self::connect).
+#[derive(Clone)]
+#[must_use]
+pub struct ZkStoreBuilder {
+    servers: String,
+    root: String,
+    digest: Option<String>,
+    call_timeout: Duration,
+    session_timeout: Duration,
+}
+
+impl fmt::Debug for ZkStoreBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ZkStoreBuilder")
+            .field("servers", &self.servers)
+            .field("root", &self.root)
+            .field("digest", &self.digest.as_ref().map(|d| d.split(':').next()))
+            .field("call_timeout", &self.call_timeout)
+            .field("session_timeout", &self.session_timeout)
+            .finish()
+    }
+}
+
+impl ZkStoreBuilder {
+    /// The path every election lives under (ZooKeeper's chroot; default:
+    /// none, so election `jobs` is the node `/jobs`). It is created, with
+    /// its parents, when the first candidate campaigns.
+    pub fn chroot(mut self, path: impl Into<String>) -> Self {
+        self.root = path.into().trim_end_matches('/').to_owned();
+        self
+    }
+
+    /// Authenticates with ZooKeeper's `digest` scheme as `user` with
+    /// `password`; the nodes regent creates are then readable and writable
+    /// by that user only (`creator_all`), not by anyone.
+    pub fn digest(mut self, user: impl Into<String>, password: impl Into<String>) -> Self {
+        self.digest = Some(format!("{}:{}", user.into(), password.into()));
+        self
+    }
+
+    /// How long one call may take (default [`DEFAULT_CALL_TIMEOUT`]). Keep
+    /// it below the renew deadline.
+    pub fn call_timeout(mut self, timeout: Duration) -> Self {
+        self.call_timeout = timeout;
+        self
+    }
+
+    /// The session timeout to ask for while no election has asked for a
+    /// ttl (default [`DEFAULT_SESSION_TIMEOUT`]).
+    pub fn session_timeout(mut self, timeout: Duration) -> Self {
+        self.session_timeout = timeout;
+        self
+    }
+
+    /// Checks the settings and opens a session.
+    ///
+    /// # Errors
+    ///
+    /// [`Config`](regent_core::ErrorKind::Config) for no servers or a bad
+    /// chroot; [`Unavailable`](regent_core::ErrorKind::Unavailable) when no
+    /// server answers within the call timeout.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: a session opened meanwhile is closed when dropped.
+    pub async fn connect(self) -> Result<ZkStore, StoreError> {
+        let store = self.build()?;
+        store.session(None).await?;
+        Ok(store)
+    }
+
+    /// Checks the settings and makes the store without contacting a
+    /// server: the first call opens the session.
+    ///
+    /// # Errors
+    ///
+    /// [`Config`](regent_core::ErrorKind::Config) for no servers or a bad
+    /// chroot.
+    pub fn build(self) -> Result<ZkStore, StoreError> {
+        if self.servers.trim().is_empty() {
+            return Err(StoreError::new(ErrorKind::Config, "no ZooKeeper servers"));
+        }
+        if !self.root.is_empty()
+            && (!self.root.starts_with('/')
+                || self.root.contains("//")
+                || self.root.split('/').any(|p| p == "." || p == ".."))
+        {
+            return Err(StoreError::new(
+                ErrorKind::Config,
+                format!(
+                    "the chroot {:?} is not a ZooKeeper path (/a/b: absolute, no empty, . or .. \
+                     parts)",
+                    self.root
+                ),
+            ));
+        }
+        let store = ZkStore {
+            inner: Arc::new(Inner {
+                servers: self.servers,
+                root: self.root,
+                digest: self.digest,
+                call_timeout: self.call_timeout,
+                session_timeout: self.session_timeout,
+                session: tokio::sync::Mutex::new(None),
+            }),
+        };
+        Ok(store)
+    }
+}
+
+/// A handle: the session id in hex, `/`, the node's name.
+fn handle(session: i64, name: &str) -> LeaseHandle {
+    LeaseHandle::new(format!("{session:x}/{name}"))
+}
+
+fn parse_handle(handle: &LeaseHandle) -> Option<(i64, &str)> {
+    let (sid, name) = handle.as_str().split_once('/')?;
+    Some((i64::from_str_radix(sid, 16).ok()?, name))
+}
+
+impl ZkStore {
+    /// Starts building a store on the ensemble `servers`
+    /// (`host:port,host:port`).
+    pub fn builder(servers: impl Into<String>) -> ZkStoreBuilder {
+        ZkStoreBuilder {
+            servers: servers.into(),
+            root: String::new(),
+            digest: None,
+            call_timeout: DEFAULT_CALL_TIMEOUT,
+            session_timeout: DEFAULT_SESSION_TIMEOUT,
+        }
+    }
+
+    /// The node of `election`: its candidates' nodes are its children
+    /// (Curator's latch path).
+    pub fn election_path(&self, election: &ElectionName) -> String {
+        format!("{}/{election}", self.inner.root)
+    }
+
+    /// The session this store's elections share now, if one is open: its
+    /// id and the timeout the server granted.
+    pub async fn session_info(&self) -> Option<(i64, Duration)> {
+        let s = self.inner.session.lock().await;
+        s.as_ref()
+            .filter(|s| s.is_alive())
+            .map(|s| (s.id, s.granted))
+    }
+
+    fn what(&self, op: &str, election: &ElectionName) -> String {
+        format!(
+            "{op} election '{election}' at {} on ZooKeeper {}",
+            self.election_path(election),
+            self.inner.servers
+        )
+    }
+
+    fn acls(&self) -> zk::Acls<'static> {
+        if self.inner.digest.is_some() {
+            zk::Acls::creator_all()
+        } else {
+            zk::Acls::anyone_all()
+        }
+    }
+
+    /// One call, bounded by the call timeout.
+    async fn call<T>(
+        &self,
+        what: impl FnOnce() -> String,
+        fut: impl Future<Output = Result<T, zk::Error>>,
+    ) -> Result<T, StoreError> {
+        match tokio::time::timeout(self.inner.call_timeout, fut).await {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(e)) => Err(zk_error(what(), e)),
+            Err(_) => Err(StoreError::unavailable(format!(
+                "{}: no answer within {:?}",
+                what(),
+                self.inner.call_timeout
+            ))),
+        }
+    }
+
+    /// The session for an election asking `ttl` (`None`: any session will
+    /// do). The open session serves it if it is alive and either a node
+    /// lives on it already (one session for every election: a later ttl
+    /// gets the timeout granted before) or it asked the same; otherwise a
+    /// new session asks for `ttl`.
+    async fn session(&self, ttl: Option<Duration>) -> Result<Arc<Session>, StoreError> {
+        let mut current = self.inner.session.lock().await;
+        if let Some(s) = current.as_ref()
+            && s.is_alive()
+            && ttl.is_none_or(|t| s.used.load(Ordering::Acquire) || s.asked == t)
+        {
+            return Ok(s.clone());
+        }
+        let asked = ttl.unwrap_or(self.inner.session_timeout);
+        let mut connector = zk::Client::connector().with_session_timeout(asked);
+        if let Some(digest) = &self.inner.digest {
+            connector = connector.with_auth("digest", digest.as_bytes());
+        }
+        let servers = self.inner.servers.clone();
+        let client = self
+            .call(
+                || format!("connect to ZooKeeper {servers}"),
+                connector.connect(&self.inner.servers),
+            )
+            .await?;
+        let session = Arc::new(Session {
+            id: client.session_id().0,
+            granted: client.session_timeout(),
+            client,
+            asked,
+            used: AtomicBool::new(false),
+            records: Mutex::new(Vec::new()),
+            wake: Arc::new(Notify::new()),
+            reaper: Mutex::new(None),
+        });
+        let task = tokio::spawn(reap(Arc::downgrade(&session), session.wake.clone()));
+        *session
+            .reaper
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(task);
+        tracing::debug!(
+            servers = %self.inner.servers, session = format_args!("{:x}", session.id),
+            asked = ?asked, granted = ?session.granted, "zookeeper: session opened"
+        );
+        *current = Some(session.clone());
+        Ok(session)
+    }
+
+    /// The open session, if `id` is it and it is alive.
+    async fn session_of(&self, id: i64) -> Option<Arc<Session>> {
+        let current = self.inner.session.lock().await;
+        current
+            .as_ref()
+            .filter(|s| s.id == id && s.is_alive())
+            .cloned()
+    }
+
+    /// Creates the election's node (and its parents) if missing.
+    async fn ensure_path(&self, s: &Session, path: &str) -> Result<(), StoreError> {
+        let acls = self.acls();
+        let options = zk::CreateMode::Persistent.with_acls(acls);
+        let what = || format!("create {path} on ZooKeeper {}", self.inner.servers);
+        self.call(what, s.client.mkdir(path, &options)).await
+    }
+
+    /// Our node for `req`: found again by its protection GUID if an
+    /// earlier create's answer was lost, else created. Returns its name and
+    /// czxid; its lease runs from this call's send.
+    async fn create_node(
+        &self,
+        s: &Session,
+        req: &AcquireRequest,
+        dir: &str,
+    ) -> Result<(String, i64), StoreError> {
+        let what = || self.what("campaign in", &req.election);
+        let earlier = s
+            .records()
+            .iter()
+            .find(|r| r.dir == dir && r.name.is_none() && r.holder == req.holder)
+            .map(|r| r.guid.clone());
+        if let Some(guid) = &earlier {
+            let sent = Instant::now();
+            if let Some((name, czxid)) = self.find_protected(s, dir, guid, &req.election).await? {
+                let mut records = s.records();
+                records.retain(|r| !(r.dir == dir && r.guid == *guid));
+                records.push(Record {
+                    dir: dir.to_owned(),
+                    guid: guid.clone(),
+                    name: Some(name.clone()),
+                    holder: req.holder.clone(),
+                    token: Some(token_of(czxid)),
+                    until: sent + s.granted,
+                });
+                return Ok((name, czxid));
+            }
+        }
+        // Reuse the GUID of a create that may still land: should it, the
+        // two share it, and the next look finds the one to keep.
+        let guid = earlier.unwrap_or_else(new_guid);
+        let prefix = format!("{dir}/{}", node_prefix(&guid));
+        let data = encode(&req.holder, &req.metadata);
+        let acls = self.acls();
+        let options = zk::CreateMode::EphemeralSequential.with_acls(acls);
+        for attempt in 0..2 {
+            let sent = Instant::now();
+            let created = {
+                let mut records = s.records();
+                records.retain(|r| !(r.dir == dir && r.guid == guid));
+                records.push(Record {
+                    dir: dir.to_owned(),
+                    guid: guid.clone(),
+                    name: None,
+                    holder: req.holder.clone(),
+                    token: None,
+                    until: sent + s.granted,
+                });
+                s.client.create(&prefix, &data, &options)
+            };
+            s.used.store(true, Ordering::Release);
+            s.wake.notify_one();
+            let forget = || {
+                s.records().retain(|r| !(r.dir == dir && r.guid == guid));
+            };
+            match tokio::time::timeout(self.inner.call_timeout, created).await {
+                Ok(Ok((stat, sequence))) => {
+                    let name = format!("{}{sequence}", node_prefix(&guid));
+                    if let Some(r) = s
+                        .records()
+                        .iter_mut()
+                        .find(|r| r.dir == dir && r.guid == guid)
+                    {
+                        r.name = Some(name.clone());
+                        r.token = Some(token_of(stat.czxid));
+                    }
+                    return Ok((name, stat.czxid));
+                }
+                Ok(Err(zk::Error::NoNode)) if attempt == 0 => {
+                    forget();
+                    self.ensure_path(s, dir).await?;
+                }
+                // The create may have been applied: its record stays, and
+                // the next acquire looks for its node first (the reaper
+                // deletes it if none does within the ttl).
+                Ok(Err(e @ (zk::Error::ConnectionLoss | zk::Error::Timeout))) => {
+                    return Err(zk_error(what(), e));
+                }
+                Ok(Err(e)) => {
+                    forget();
+                    return Err(zk_error(what(), e));
+                }
+                Err(_) => {
+                    return Err(StoreError::unavailable(format!(
+                        "{}: no answer within {:?}",
+                        what(),
+                        self.inner.call_timeout
+                    )));
+                }
+            }
+        }
+        Err(StoreError::new(
+            ErrorKind::Protocol,
+            format!("{}: the election's node vanished as it was made", what()),
+        ))
+    }
+
+    /// The node of this session protected by `guid` under `dir`, with its
+    /// czxid; a second one (a create retried after its first landed late)
+    /// is deleted.
+    async fn find_protected(
+        &self,
+        s: &Session,
+        dir: &str,
+        guid: &str,
+        election: &ElectionName,
+    ) -> Result<Option<(String, i64)>, StoreError> {
+        let children = match self
+            .call(
+                || self.what("look for our node in", election),
+                s.client.list_children(dir),
+            )
+            .await
+        {
+            Ok(c) => c,
+            Err(e) if is_no_node(&e) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let mut mine: Vec<String> = children
+            .into_iter()
+            .filter(|c| is_protected_by(c, guid))
+            .collect();
+        sort_children(&mut mine);
+        let mut found = None;
+        for name in mine {
+            let path = format!("{dir}/{name}");
+            let stat = self
+                .call(
+                    || self.what("look for our node in", election),
+                    s.client.check_stat(&path),
+                )
+                .await?;
+            let Some(stat) = stat.filter(|st| st.ephemeral_owner == s.id) else {
+                continue;
+            };
+            if found.is_none() {
+                found = Some((name, stat.czxid));
+            } else {
+                tracing::info!(election = %election, node = %path, "zookeeper: deleting a duplicate of our node (a create answered late)");
+                let _ = self
+                    .call(
+                        || self.what("delete a duplicate node in", election),
+                        s.client.delete(&path, None),
+                    )
+                    .await;
+            }
+        }
+        Ok(found)
+    }
+
+    /// Renews our node named in `lease`, if it is still ours and its lease
+    /// has not lapsed: its lease runs again from this call's send. Returns
+    /// its name and czxid, or `None` (lost: gone, lapsed, or not ours).
+    async fn refresh(
+        &self,
+        s: &Session,
+        lease: &Lease,
+        dir: &str,
+    ) -> Result<Option<(String, i64)>, StoreError> {
+        let Some((sid, name)) = parse_handle(&lease.handle) else {
+            return Ok(None);
+        };
+        if sid != s.id {
+            return Ok(None);
+        }
+        let path = format!("{dir}/{name}");
+        let sent = Instant::now();
+        let check = {
+            let mut records = s.records();
+            let Some(r) = records.iter_mut().find(|r| r.is(dir, name, lease)) else {
+                return Ok(None);
+            };
+            // A lapsed lease is never revived: the reaper deletes its node.
+            if r.until <= sent {
+                return Ok(None);
+            }
+            r.until = sent + s.granted;
+            // Sent now, before the reaper can send a delete for it.
+            s.client.check_stat(&path)
+        };
+        let stat = self
+            .call(|| self.what("renew in", &lease.election), check)
+            .await?;
+        match stat.filter(|st| st.ephemeral_owner == s.id && token_of(st.czxid) == lease.token) {
+            Some(st) => Ok(Some((name.to_owned(), st.czxid))),
+            None => {
+                s.records().retain(|r| !r.is(dir, name, lease));
+                Ok(None)
+            }
+        }
+    }
+
+    /// The leader among `children` (sorted): the first whose data can be
+    /// read. `None` if `stop` (our own node) comes first, or none is left.
+    async fn first_readable(
+        &self,
+        client: &zk::Client,
+        election: &ElectionName,
+        dir: &str,
+        children: &[String],
+        stop: Option<&str>,
+    ) -> Result<Option<LeaderInfo>, StoreError> {
+        for name in children {
+            if Some(name.as_str()) == stop {
+                return Ok(None);
+            }
+            let path = format!("{dir}/{name}");
+            match self
+                .call(
+                    || self.what("read the leader of", election),
+                    client.get_data(&path),
+                )
+                .await
+            {
+                Ok((data, stat)) => return Ok(Some(leader_of(name, &data, stat.czxid))),
+                Err(e) if is_no_node(&e) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(None)
+    }
+
+    /// The sorted children of `dir`; none if it does not exist.
+    async fn children(
+        &self,
+        client: &zk::Client,
+        election: &ElectionName,
+        dir: &str,
+    ) -> Result<Vec<String>, StoreError> {
+        match self
+            .call(
+                || self.what("list the candidates of", election),
+                client.list_children(dir),
+            )
+            .await
+        {
+            Ok(mut c) => {
+                sort_children(&mut c);
+                Ok(c)
+            }
+            Err(e) if is_no_node(&e) => Ok(Vec::new()),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+fn is_no_node(e: &StoreError) -> bool {
+    std::error::Error::source(e)
+        .and_then(|s| s.downcast_ref::<zk::Error>())
+        .is_some_and(|z| matches!(z, zk::Error::NoNode))
+}
+
+impl LeaseStore for ZkStore {
+    fn info(&self) -> StoreInfo {
+        StoreInfo::new(
+            "zookeeper",
+            StoreStyle::Queue,
+            WatchMode::Notify,
+            SafetyClass::Consensus,
+        )
+        .with_ttl_range(MIN_TTL, MAX_TTL)
+        .with_expiry_slack(EXPIRY_SLACK)
+        .with_ttl_grant(TtlGrant::Negotiated)
+    }
+
+    async fn try_acquire(
+        &self,
+        req: &AcquireRequest,
+        queued: Option<&Lease>,
+    ) -> Result<Acquire, StoreError> {
+        if req.ttl < MIN_TTL || req.ttl > MAX_TTL {
+            return Err(StoreError::new(
+                ErrorKind::Config,
+                format!(
+                    "{}: a ttl of {:?} is outside what this store asks a server for ({MIN_TTL:?} \
+                     to {MAX_TTL:?})",
+                    self.what("campaign in", &req.election),
+                    req.ttl
+                ),
+            ));
+        }
+        let s = self.session(Some(req.ttl)).await?;
+        let dir = self.election_path(&req.election);
+        let mine = match queued {
+            Some(q) => self.refresh(&s, q, &dir).await?,
+            None => None,
+        };
+        let (name, czxid) = match mine {
+            Some(m) => m,
+            None => self.create_node(&s, req, &dir).await?,
+        };
+        let lease = Lease {
+            election: req.election.clone(),
+            holder: req.holder.clone(),
+            token: token_of(czxid),
+            ttl: s.granted,
+            handle: handle(s.id, &name),
+        };
+        // Our create was applied on the server we read from, and with it
+        // every earlier one: no node that stood before ours is missing
+        // from this list (one that left since may still show).
+        let children = self.children(&s.client, &req.election, &dir).await?;
+        if let Some(foreign) = children.iter().find(|c| !is_candidate(c)) {
+            // Never lead past something we cannot place in the line.
+            let _ = self.release(&lease).await;
+            return Err(StoreError::corrupt(format!(
+                "{}: the node {dir}/{foreign} is no candidate's (its name does not end in a \
+                 sequence number); remove it",
+                self.what("campaign in", &req.election)
+            )));
+        }
+        let leader = self
+            .first_readable(&s.client, &req.election, &dir, &children, Some(&name))
+            .await?;
+        if !children.contains(&name) {
+            // Deleted behind our back (an operator), or lapsed: queue anew.
+            s.records().retain(|r| !r.is(&dir, &name, &lease));
+            return Ok(Acquire::Held {
+                leader,
+                queued: None,
+            });
+        }
+        match leader {
+            None => Ok(Acquire::Won(lease)),
+            Some(leader) => Ok(Acquire::Held {
+                leader: Some(leader),
+                queued: Some(lease),
+            }),
+        }
+    }
+
+    async fn renew(&self, lease: &Lease) -> Result<Renewal, StoreError> {
+        let Some((sid, _)) = parse_handle(&lease.handle) else {
+            return Ok(Renewal::Lost);
+        };
+        let Some(s) = self.session_of(sid).await else {
+            return Ok(Renewal::Lost);
+        };
+        let dir = self.election_path(&lease.election);
+        match self.refresh(&s, lease, &dir).await {
+            Ok(Some(_)) => Ok(Renewal::Renewed),
+            Ok(None) => Ok(Renewal::Lost),
+            // The session ended: ZooKeeper deleted its nodes.
+            Err(_) if !s.is_alive() => Ok(Renewal::Lost),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn update_metadata(
+        &self,
+        lease: &Lease,
+        metadata: &Metadata,
+    ) -> Result<Renewal, StoreError> {
+        let Some((sid, name)) = parse_handle(&lease.handle) else {
+            return Ok(Renewal::Lost);
+        };
+        let Some(s) = self.session_of(sid).await else {
+            return Ok(Renewal::Lost);
+        };
+        let dir = self.election_path(&lease.election);
+        let path = format!("{dir}/{name}");
+        let data = encode(&lease.holder, metadata);
+        let now = Instant::now();
+        let set = {
+            let records = s.records();
+            if !records
+                .iter()
+                .any(|r| r.is(&dir, name, lease) && r.until > now)
+            {
+                return Ok(Renewal::Lost);
+            }
+            s.client.set_data(&path, &data, None)
+        };
+        match self
+            .call(|| self.what("publish metadata in", &lease.election), set)
+            .await
+        {
+            Ok(stat) if token_of(stat.czxid) == lease.token => Ok(Renewal::Renewed),
+            Ok(_) => Err(StoreError::new(
+                ErrorKind::Protocol,
+                format!(
+                    "{}: the node {path} changed its czxid",
+                    self.what("publish metadata in", &lease.election)
+                ),
+            )),
+            Err(e) if is_no_node(&e) => {
+                s.records().retain(|r| !r.is(&dir, name, lease));
+                Ok(Renewal::Lost)
+            }
+            Err(_) if !s.is_alive() => Ok(Renewal::Lost),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
+        let Some((sid, name)) = parse_handle(&lease.handle) else {
+            return Ok(());
+        };
+        let Some(s) = self.session_of(sid).await else {
+            return Ok(());
+        };
+        let dir = self.election_path(&lease.election);
+        let path = format!("{dir}/{name}");
+        let delete = {
+            let mut records = s.records();
+            let before = records.len();
+            records.retain(|r| !r.is(&dir, name, lease));
+            if records.len() == before {
+                // Not ours (another holder or token), or already gone.
+                return Ok(());
+            }
+            s.client.delete(&path, None)
+        };
+        match self
+            .call(|| self.what("release", &lease.election), delete)
+            .await
+        {
+            Ok(()) => Ok(()),
+            Err(e) if is_no_node(&e) => Ok(()),
+            Err(_) if !s.is_alive() => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn current_leader(
+        &self,
+        election: &ElectionName,
+    ) -> Result<Option<LeaderInfo>, StoreError> {
+        let s = self.session(None).await?;
+        let dir = self.election_path(election);
+        let children = self.children(&s.client, election, &dir).await?;
+        self.first_readable(&s.client, election, &dir, &children, None)
+            .await
+    }
+
+    async fn watch(&self, election: &ElectionName) -> Result<LeaderStream, StoreError> {
+        let s = self.session(None).await?;
+        struct State {
+            store: ZkStore,
+            client: zk::Client,
+            election: ElectionName,
+            dir: String,
+            /// Completes at the next change after the last item.
+            wake: Option<Wake>,
+            ended: bool,
+        }
+        let state = State {
+            store: self.clone(),
+            client: s.client.clone(),
+            dir: self.election_path(election),
+            election: election.clone(),
+            wake: None,
+            ended: false,
+        };
+        let leaders = futures_util::stream::unfold(state, |mut st| async move {
+            if st.ended {
+                return None;
+            }
+            if let Some(wake) = st.wake.take() {
+                let event = wake.await;
+                if event.event_type == zk::EventType::Session
+                    && matches!(
+                        event.session_state,
+                        zk::SessionState::Expired
+                            | zk::SessionState::Closed
+                            | zk::SessionState::AuthFailed
+                    )
+                {
+                    // The watches went with the session: the consumer opens
+                    // a new watch, on a new session.
+                    st.ended = true;
+                    let what = st.store.what("watch", &st.election);
+                    return Some((
+                        Err(StoreError::unavailable(format!(
+                            "{what}: the session ended ({:?})",
+                            event.session_state
+                        ))),
+                        st,
+                    ));
+                }
+            }
+            match st.store.watch_once(&st.client, &st.election, &st.dir).await {
+                Ok((leader, wake)) => {
+                    st.wake = Some(wake);
+                    Some((Ok(leader), st))
+                }
+                Err(e) => {
+                    st.ended = true;
+                    Some((Err(e), st))
+                }
+            }
+        });
+        Ok(Box::pin(leaders))
+    }
+}
+
+/// A wait for the next change a watch was set for.
+type Wake = std::pin::Pin<Box<dyn Future<Output = zk::WatchedEvent> + Send>>;
+
+impl ZkStore {
+    /// Reads the leader and sets watches on what would change it: the
+    /// election's children, and the leader's node (its data: proclaimed
+    /// metadata). Returns the leader and a future that completes at the
+    /// first change.
+    async fn watch_once(
+        &self,
+        client: &zk::Client,
+        election: &ElectionName,
+        dir: &str,
+    ) -> Result<(Option<LeaderInfo>, Wake), StoreError> {
+        loop {
+            let listed = self
+                .call(
+                    || self.what("watch", election),
+                    client.get_and_watch_children(dir),
+                )
+                .await;
+            let (mut children, children_watch) = match listed {
+                Ok((children, _stat, watcher)) => (children, watcher),
+                Err(e) if is_no_node(&e) => {
+                    // No election node yet: wait for it to appear.
+                    let (_, watcher) = self
+                        .call(
+                            || self.what("watch", election),
+                            client.check_and_watch_stat(dir),
+                        )
+                        .await?;
+                    return Ok((None, Box::pin(async move { watcher.changed().await })));
+                }
+                Err(e) => return Err(e),
+            };
+            sort_children(&mut children);
+            let Some(first) = children.first() else {
+                return Ok((
+                    None,
+                    Box::pin(async move { children_watch.changed().await }),
+                ));
+            };
+            let path = format!("{dir}/{first}");
+            match self
+                .call(
+                    || self.what("watch the leader of", election),
+                    client.get_and_watch_data(&path),
+                )
+                .await
+            {
+                Ok((data, stat, data_watch)) => {
+                    let leader = leader_of(first, &data, stat.czxid);
+                    let wake = async move {
+                        tokio::select! {
+                            e = children_watch.changed() => e,
+                            e = data_watch.changed() => e,
+                        }
+                    };
+                    return Ok((Some(leader), Box::pin(wake)));
+                }
+                // The first left between the two reads: read again.
+                Err(e) if is_no_node(&e) => continue,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}

@@ -121,7 +121,7 @@
 //! # URLs and options (the store kind)
 //!
 //! [`KIND`] describes this store to front ends: `zk://HOST[:PORT],…[/CHROOT]`
-//! and the digest credentials (`REGENT_ZK_DIGEST`, or `--zk-digest-file`).
+//! and the digest credentials (`REGENT_ZOOKEEPER_DIGEST`, or `--zookeeper-digest-file`).
 //! Its docs list the grammar and the options.
 //!
 //! # Why zookeeper-client

@@ -31,8 +31,8 @@ pub const DEFAULT_PORT: u16 = 2181;
 ///
 /// | option | kind | flag / variable |
 /// |---|---|---|
-/// | `digest` | secret: `USER:PASSWORD` | `REGENT_ZK_DIGEST` only |
-/// | `digest-file` | path: a file holding `USER:PASSWORD` on one line | `--zk-digest-file` / `REGENT_ZK_DIGEST_FILE` |
+/// | `digest` | secret: `USER:PASSWORD` | `REGENT_ZOOKEEPER_DIGEST` only |
+/// | `digest-file` | path: a file holding `USER:PASSWORD` on one line | `--zookeeper-digest-file` / `REGENT_ZOOKEEPER_DIGEST_FILE` |
 ///
 /// With digest credentials the session authenticates with ZooKeeper's
 /// `digest` scheme, and the nodes regent creates carry the ACL
@@ -43,7 +43,7 @@ pub const DEFAULT_PORT: u16 = 2181;
 /// Every rule broken is a [`TargetError`] naming the URL part, flag or
 /// variable and the rule, before any connection.
 pub static KIND: StoreKind = StoreKind {
-    name: "zk",
+    name: "zookeeper",
     schemes: &["zk"],
     advises: &["zookeeper"],
     forms: "zk://HOST[:PORT][,HOST[:PORT]…][/CHROOT]; PORT defaults to 2181",
@@ -66,7 +66,7 @@ pub static KIND: StoreKind = StoreKind {
     examples: &[
         "regent run --store zk://10.0.0.1:2181,10.0.0.2:2181,10.0.0.3:2181/services \\\n      \
          --election jobs -- ./worker",
-        "REGENT_ZK_DIGEST=app:secret regent status --store zk://127.0.0.1:2181 --election jobs",
+        "REGENT_ZOOKEEPER_DIGEST=app:secret regent status --store zk://127.0.0.1:2181 --election jobs",
     ],
     parse,
 };
@@ -160,7 +160,7 @@ pub fn parse_target(url: &str, options: &Options) -> Result<ZkTarget, TargetErro
     if hosts.contains('@') {
         return Err(TargetError::new(format!(
             "--store {shown}: credentials do not go in the URL (`ps` would show them); use \
-             REGENT_ZK_DIGEST or --zk-digest-file"
+             REGENT_ZOOKEEPER_DIGEST or --zookeeper-digest-file"
         )));
     }
     let mut servers = Vec::new();
@@ -273,12 +273,12 @@ impl Target for ZkTarget {
     fn hint(&self, error: &StoreError) -> Option<String> {
         (error.kind() == ErrorKind::Auth).then(|| {
             if self.digest.is_some() {
-                "the nodes' ACLs do not grant this digest user: check REGENT_ZK_DIGEST or \
-                 --zk-digest-file, or the ACL of the election's node"
+                "the nodes' ACLs do not grant this digest user: check REGENT_ZOOKEEPER_DIGEST or \
+                 --zookeeper-digest-file, or the ACL of the election's node"
                     .to_owned()
             } else {
                 "the election's node has an ACL that needs credentials: give them with \
-                 REGENT_ZK_DIGEST or --zk-digest-file (USER:PASSWORD)"
+                 REGENT_ZOOKEEPER_DIGEST or --zookeeper-digest-file (USER:PASSWORD)"
                     .to_owned()
             }
         })
@@ -354,10 +354,10 @@ mod tests {
     fn the_digest_is_a_secret_without_a_flag() {
         let d = KIND.option("digest").unwrap();
         assert!(!d.has_flag());
-        assert_eq!(d.env_name(&KIND), "REGENT_ZK_DIGEST");
+        assert_eq!(d.env_name(&KIND), "REGENT_ZOOKEEPER_DIGEST");
         assert_eq!(
             KIND.option("digest-file").unwrap().flag_name(&KIND),
-            "zk-digest-file"
+            "zookeeper-digest-file"
         );
     }
 }

@@ -10,7 +10,7 @@
 //! `regent::sqlite`; `etcd` (and `etcd-tls` for TLS) as
 //! `regent::etcd`, which needs `protoc` to build; `consul` as
 //! `regent::consul`; `azblob` (Azure Blob leases) as `regent::azblob`;
-//! ZooKeeper as it lands. [`regent::memory`](memory) keeps leases in
+//! `zookeeper` as `regent::zookeeper`; `peer` (no store) as `regent::peer`. [`regent::memory`](memory) keeps leases in
 //! process memory, with fault injection: for tests and examples.
 //!
 //! ```
@@ -222,6 +222,12 @@ pub use regent_consul as consul;
 /// key or a SAS token (ttl 15 to 60 s).
 #[cfg(feature = "azblob")]
 pub use regent_azblob as azblob;
+
+/// The ZooKeeper store (feature `zookeeper`): ephemeral sequential nodes
+/// in the layout of Apache Curator's `LeaderLatch`, one session per store
+/// for every election.
+#[cfg(feature = "zookeeper")]
+pub use regent_zookeeper as zookeeper;
 
 /// Peer elections with no store (feature `peer`): the members elect among
 /// themselves by lowest-ID, Bully or Ring over authenticated TCP;

@@ -32,6 +32,8 @@ static KINDS: &[&StoreKind] = &[
     &regent_consul::KIND,
     #[cfg(feature = "azblob")]
     &regent_azblob::KIND,
+    #[cfg(feature = "zookeeper")]
+    &regent_zookeeper::KIND,
 ];
 
 /// A store regent has or plans, by URL scheme.
@@ -58,7 +60,7 @@ const CATALOG: &[Known] = &[
     known("consul", "consul", Some("consul")),
     known("consuls", "consul", Some("consul")),
     known("azblob", "azblob", Some("azblob")),
-    known("zk", "zookeeper", None),
+    known("zk", "zookeeper", Some("zookeeper")),
     known("redis", "redis", None),
     known("postgres", "postgres", None),
 ];
@@ -254,18 +256,39 @@ mod tests {
     fn other_schemes() {
         let e = parse_store_url("mongo://x").unwrap_err();
         assert!(e.contains("unknown scheme 'mongo'"), "{e}");
-        let e = parse_store_url("zk://h:2181").unwrap_err();
+        let e = parse_store_url("redis://h:6379").unwrap_err();
         assert!(e.contains("not supported by this build"), "{e}");
         assert!(
             parse_store_url("nothing")
                 .unwrap_err()
                 .contains("no scheme")
         );
-        let e = parse_store_url("ZK://h:2181").unwrap_err();
+        let e = parse_store_url("REDIS://h:6379").unwrap_err();
         assert!(e.contains("not supported by this build"), "{e}");
         let e = parse_store_url("Mongo://h").unwrap_err();
         assert!(e.contains("unknown scheme 'Mongo'"), "{e}");
         assert_eq!(parse_store_url("SQLite:/x.db"), Ok("sqlite:/x.db".into()));
+    }
+
+    #[cfg(feature = "zookeeper")]
+    #[test]
+    fn zookeeper_urls() {
+        assert_eq!(
+            parse_store_url("zk://h1,h2:2182/svc"),
+            Ok("zk://h1:2181,h2:2182/svc".into())
+        );
+        let e = parse_store_url("zookeeper://h").unwrap_err();
+        assert!(e.contains("zk://h"), "{e}");
+    }
+
+    #[cfg(not(feature = "zookeeper"))]
+    #[test]
+    fn zookeeper_left_out_names_its_feature() {
+        let e = parse_store_url("zk://h:2181").unwrap_err();
+        assert!(
+            e.contains("build it with the cargo feature 'zookeeper'"),
+            "{e}"
+        );
     }
 
     #[cfg(all(feature = "sqlite", feature = "etcd"))]

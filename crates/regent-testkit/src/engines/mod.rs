@@ -15,7 +15,7 @@
 //!
 //! The engines come from Debian packages installed by `scripts/install-engines`
 //! (Consul from Debian 11's package: Debian 12 has none; Azurite from the
-//! npm registry).
+//! npm registry; ZooKeeper and Curator as jars run by Debian's Java).
 //! An engine that is not installed is an error naming that script
 //! ([`EngineError::NotInstalled`]): a test that needs an engine fails without
 //! it, it never passes by skipping.
@@ -31,6 +31,7 @@
 //! | etcd 3.4 | [`etcd::Etcd`], [`etcd::EtcdCluster`]; secured (TLS, authentication) by [`etcd::Etcd::builder`] | `etcd` (`REGENT_ETCD_BIN`), `etcdctl` (`REGENT_ETCDCTL_BIN`) |
 //! | Consul 1.8 | [`consul::Consul`] (a dev agent; secured (TLS, ACLs) by [`consul::Consul::builder`]), [`consul::ConsulCluster`] (three servers and client agents), [`consul::SharedConsul`] (a key prefix on one dev agent per test process) | `consul` (`REGENT_CONSUL_BIN`) |
 //! | Azurite 3.35 (Azure Blob Storage) | [`azurite::Azurite`] (the Blob service, data on disk), [`azurite::SharedAzurite`] (a container on one Azurite per test process); its clients find it by [`Engine::client_env`] | `azurite-blob` (`REGENT_AZURITE_BIN`) |
+//! | ZooKeeper 3.8 | [`zookeeper::ZooKeeper`] (a standalone server, `tickTime` 100 ms; other settings by [`zookeeper::ZooKeeper::builder`]), [`zookeeper::ZooKeeperEnsemble`] (three servers), [`zookeeper::SharedZooKeeper`] (a chroot on one server per test process); Curator's client jars by [`zookeeper::curator_classpath`] | `java` (`REGENT_JAVA_BIN`) with Debian's jars (`REGENT_ZOOKEEPER_CLASSPATH`; Curator's `REGENT_CURATOR_CLASSPATH`) |
 //!
 //! # Adding an engine
 //!
@@ -61,6 +62,7 @@ mod http;
 mod process;
 mod shared;
 pub mod sqlite;
+pub mod zookeeper;
 
 pub use azurite::{Azurite, SharedAzurite};
 pub use consul::{
@@ -71,6 +73,10 @@ pub use engine::{Engine, Signaled};
 pub use etcd::{Etcd, EtcdBuilder, EtcdCluster, EtcdTls, EtcdTlsFiles};
 pub use http::Response as HttpResponse;
 pub use sqlite::Sqlite;
+pub use zookeeper::{
+    SharedZooKeeper, ZooKeeper, ZooKeeperBuilder, ZooKeeperEnsemble, ZooKeeperMode,
+    curator_classpath, zookeeper_classpath,
+};
 
 /// How long starting (or restarting) an engine waits for it to be healthy.
 pub const START_TIMEOUT: Duration = Duration::from_secs(15);
@@ -198,6 +204,18 @@ pub enum EngineError {
         /// The path the override variable named.
         path: PathBuf,
         /// The override variable, such as `REGENT_ETCD_BIN`.
+        var: &'static str,
+    },
+    /// A jar (or directory) of a Java engine's classpath does not exist:
+    /// ZooKeeper's, or Curator's for the tests that run Curator.
+    #[error("{} not found (in the {classpath} classpath, which {var} sets); run scripts/install-engines", jar.display())]
+    JarNotFound {
+        /// The classpath, such as `zookeeper` or `curator`.
+        classpath: &'static str,
+        /// The jar that does not exist.
+        jar: PathBuf,
+        /// The variable that sets the classpath instead of the kit's
+        /// default, such as `REGENT_ZOOKEEPER_CLASSPATH`.
         var: &'static str,
     },
     /// The program exists but could not be started.

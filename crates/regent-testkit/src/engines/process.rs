@@ -36,6 +36,9 @@ pub(crate) const LOG_TAIL_LINES: usize = 20;
 pub(crate) struct Program {
     name: &'static str,
     overridden: Option<(PathBuf, &'static str)>,
+    /// The engine the program runs when that is not the program itself
+    /// (`java` running ZooKeeper).
+    engine: Option<&'static str>,
 }
 
 impl Program {
@@ -43,12 +46,25 @@ impl Program {
         let overridden = std::env::var_os(var)
             .filter(|path| !path.is_empty())
             .map(|path| (PathBuf::from(path), var));
-        Self { name, overridden }
+        Self {
+            name,
+            overridden,
+            engine: None,
+        }
     }
 
-    /// The program's name, such as `etcd`.
-    pub(crate) fn name(&self) -> &'static str {
-        self.name
+    /// Names the engine this program runs, when that is not the program
+    /// itself (`java` running ZooKeeper): the temporary directory, the log
+    /// and the watchman are named after the engine.
+    pub(crate) fn running(mut self, engine: &'static str) -> Self {
+        self.engine = Some(engine);
+        self
+    }
+
+    /// The engine's name, such as `etcd` or `zookeeper` (whose program is
+    /// `java`).
+    pub(crate) fn engine(&self) -> &'static str {
+        self.engine.unwrap_or(self.name)
     }
 
     /// What to pass to [`std::process::Command::new`].
@@ -94,7 +110,9 @@ impl Program {
 }
 
 /// One engine process and its temporary directory: `data/` (the engine's
-/// data dir) and `PROGRAM.log` (standard output and error of every run).
+/// data dir) and `ENGINE.log` (standard output and error of every run;
+/// `ENGINE` is the program's name unless [`Program::running`] named
+/// another).
 ///
 /// The directory outlives [`stop`](Self::stop) and [`kill`](Self::kill), so
 /// a new [`spawn`](Self::spawn) restarts the engine on the same data; it is
@@ -114,11 +132,11 @@ pub(crate) struct EngineProcess {
 }
 
 impl EngineProcess {
-    /// Creates the temporary directory (`regent-NAME-…`) for `program`; the
+    /// Creates the temporary directory (`regent-ENGINE-…`) for `program`; the
     /// process starts with [`spawn`](Self::spawn).
     pub(crate) fn new(program: Program) -> Result<Self, EngineError> {
         let dir = tempfile::Builder::new()
-            .prefix(&format!("regent-{}-", program.name()))
+            .prefix(&format!("regent-{}-", program.engine()))
             .tempdir()
             .map_err(|source| EngineError::Io {
                 action: "create a temporary directory for an engine",
@@ -163,9 +181,11 @@ impl EngineProcess {
         self.dir.path().join("data")
     }
 
-    /// The log, `DIR/PROGRAM.log`.
+    /// The log, `DIR/ENGINE.log`.
     pub(crate) fn log_path(&self) -> PathBuf {
-        self.dir.path().join(format!("{}.log", self.program.name()))
+        self.dir
+            .path()
+            .join(format!("{}.log", self.program.engine()))
     }
 
     /// The last `lines` lines of the log, or a note why there are none.

@@ -106,7 +106,7 @@ impl Watchman {
                 fi
                 rm -rf "$2""#,
             )
-            .arg(format!("regent-{}-watchman", process.program().name()))
+            .arg(format!("regent-{}-watchman", process.program().engine()))
             .arg(pid.to_string())
             .arg(dir)
             .arg((STOP_TIMEOUT.as_millis() / 100).to_string())

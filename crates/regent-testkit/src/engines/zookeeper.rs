@@ -1,0 +1,779 @@
+//! ZooKeeper 3.8 on `127.0.0.1`: one standalone server ([`ZooKeeper`]),
+//! an ensemble of three ([`ZooKeeperEnsemble`]), or a chroot of its own on
+//! the test process's one server ([`SharedZooKeeper`]); and the classpath
+//! of Apache Curator's clients ([`curator_classpath`]) for the tests that
+//! run a Curator participant beside regent's.
+//!
+//! Every server runs `java -cp CLASSPATH
+//! org.apache.zookeeper.server.ZooKeeperServerMain zoo.cfg` (an ensemble's
+//! `…quorum.QuorumPeerMain`) in its own temporary directory, which holds
+//! its `zoo.cfg`, its data dir `data/` (with `myid` for an ensemble's
+//! member) and its log `zookeeper.log` (slf4j's simple logger, INFO and
+//! above; the last lines are quoted in startup errors). Its store URL is
+//! `zk://127.0.0.1:PORT`; a share's names its chroot,
+//! `zk://127.0.0.1:PORT/tN-NAME`. The `zoo.cfg`:
+//!
+//! | setting | value | why |
+//! |---|---|---|
+//! | `tickTime` | [`DEFAULT_TICK_TIME`] (100 ms), or [`ZooKeeperBuilder::tick_time`] | session timeouts of 2–20 ticks: 0.2–2 s, what the tests' ttls of 1–2 s need |
+//! | `maxSessionTimeout` | not set (20 ticks), or [`ZooKeeperBuilder::max_session_timeout`] | a session asking more (the store's 10 s default session) is granted 2 s, so a crash fails over in seconds |
+//! | `clientPort`, `clientPortAddress` | a free port, `127.0.0.1` | |
+//! | `admin.enableServer` | `false` | else Jetty binds `0.0.0.0:8080` |
+//! | `4lw.commands.whitelist` | `srvr,ruok,stat,mntr,cons,dump` | readiness (`srvr`) and the tests' questions ([`ZooKeeper::four_letter_word`]) |
+//! | `forceSync` | `no` | no fsync per write: an acknowledged write is in the OS's page cache and survives a kill of the server (not a power loss) |
+//! | `initLimit`, `syncLimit` (ensemble) | 5 s, 1 s in ticks | a follower that hears nothing from its leader for 1 s looks for another |
+//! | `server.N` (ensemble) | `127.0.0.1:QUORUM:ELECTION`, free ports | |
+//!
+//! The JVM runs with `-Xmx256m -XX:+UseSerialGC`: three servers of an
+//! ensemble share two cores and a few hundred megabytes.
+//!
+//! A server is ready when the four-letter word `srvr` on its client port
+//! answers with a `Mode:` line: `standalone` for a server of its own,
+//! `leader` or `follower` for an ensemble's member (`ruok` answers `imok`
+//! before the server serves). Measured on two cores: a standalone server
+//! is ready about 0.3 s after launch; an ensemble about 1.3 s. If a port
+//! was taken between the kit finding it free and ZooKeeper binding it, the
+//! kit starts again on new ports.
+//!
+//! # Timing of the store
+//!
+//! * **ttl floor** ([`Engine::min_ttl`]): the smallest session timeout the
+//!   server grants, `2 × tickTime` (200 ms). A session asking less gets
+//!   that; one asking more than `maxSessionTimeout` gets that.
+//! * **Expiry slack** ([`Engine::expiry_slack`]): `2 × tickTime + 300 ms`
+//!   (500 ms). The server files each session's expiry in buckets of one
+//!   tick and expires a bucket when it ends, so up to a tick late; in an
+//!   ensemble a follower reports its sessions' activity to the leader once
+//!   a tick, another tick; then the close goes through the log. Measured
+//!   (a Java client creating an ephemeral node, then halting): the node
+//!   was gone 20–90 ms after the session timeout on a standalone server,
+//!   50–120 ms on an ensemble (the client on a follower), for timeouts of
+//!   0.2 to 2 s. The rest is room for a loaded machine.
+//!   A new leader of an ensemble restarts every session's timeout, so a
+//!   leader change delays expiries by up to the election's time.
+//! * **Watch delay**: none, ZooKeeper pushes watch events.
+//!
+//! # Data across restarts
+//!
+//! [`ZooKeeper::restart`] (and [`Engine::restart`]) starts the server
+//! again on the same port, `zoo.cfg` and data dir: every node persists, and
+//! so do sessions, whose timeouts start again when the server has loaded
+//! them (a client that reconnects in time keeps its session and its
+//! ephemeral nodes). A kill (SIGKILL) loses nothing acknowledged.
+//!
+//! # Programs
+//!
+//! `java` from `PATH`, or the path in `REGENT_JAVA_BIN`, with the
+//! classpath of [`zookeeper_classpath`]: Debian's jars in
+//! `/usr/share/java` (`zookeeper.jar`, `zookeeper-jute.jar`,
+//! `slf4j-api.jar`, `slf4j-simple.jar`; `zookeeper.jar`'s manifest brings
+//! the rest), or the value of `REGENT_ZOOKEEPER_CLASSPATH`. All are
+//! installed by `scripts/install-engines`; a missing jar is
+//! [`EngineError::JarNotFound`] naming that script. The JVM's option
+//! variables of the test's environment (`JAVA_TOOL_OPTIONS`,
+//! `_JAVA_OPTIONS`, `JDK_JAVA_OPTIONS`) are not passed on.
+//!
+//! ```no_run
+//! use regent_testkit::engines::{Engine, ZooKeeper};
+//!
+//! let zk = ZooKeeper::start()?;
+//! assert!(zk.store_url().starts_with("zk://127.0.0.1:"));
+//! assert!(zk.create_node("/greeting", b"hello")?);
+//! let mntr = zk.four_letter_word("mntr")?;
+//! assert!(mntr.contains("zk_server_state\tstandalone"));
+//! // Dropping `zk` stops the JVM (SIGTERM, then SIGKILL) and removes its
+//! // directory.
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+use std::ffi::OsStr;
+use std::fmt;
+use std::fs;
+use std::io;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use regent_core::store::ExpirySlack;
+
+use super::process::{self, EngineProcess, Program};
+use super::{Engine, EngineError, Signaled};
+
+pub use super::{START_TIMEOUT, STOP_TIMEOUT};
+
+mod classpath;
+mod ensemble;
+mod shared;
+mod wire;
+
+pub use classpath::{
+    CURATOR_CLASSPATH_VAR, ZOOKEEPER_CLASSPATH_VAR, curator_classpath, zookeeper_classpath,
+};
+pub use ensemble::ZooKeeperEnsemble;
+pub use shared::SharedZooKeeper;
+
+/// The `tickTime` of every server the kit starts unless
+/// [`ZooKeeperBuilder::tick_time`] says otherwise: session timeouts of
+/// 200 ms to 2 s.
+pub const DEFAULT_TICK_TIME: Duration = Duration::from_millis(100);
+
+/// The four-letter words the servers answer (`4lw.commands.whitelist`).
+pub const FOUR_LETTER_WORDS: &[&str] = &["srvr", "ruok", "stat", "mntr", "cons", "dump"];
+
+/// Bound on each four-letter word and each step of the kit's own client.
+const REQUEST_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// The variable naming the `java` to run instead of the one on `PATH`.
+const JAVA_VAR: &str = "REGENT_JAVA_BIN";
+
+const STANDALONE_MAIN: &str = "org.apache.zookeeper.server.ZooKeeperServerMain";
+const QUORUM_MAIN: &str = "org.apache.zookeeper.server.quorum.QuorumPeerMain";
+const CLI_MAIN: &str = "org.apache.zookeeper.ZooKeeperMain";
+
+/// How long a follower may lag or take to sync with a new leader.
+const INIT_LIMIT: Duration = Duration::from_secs(5);
+/// How long a follower and its leader may hear nothing from each other.
+const SYNC_LIMIT: Duration = Duration::from_secs(1);
+
+/// One ZooKeeper server on `127.0.0.1`, stopped when dropped: standalone
+/// ([`ZooKeeper::start`]), or a member of a [`ZooKeeperEnsemble`].
+#[derive(Debug)]
+pub struct ZooKeeper {
+    client_port: u16,
+    settings: ZooKeeperBuilder,
+    /// `None` for a standalone server.
+    member: Option<Member>,
+    classpath: String,
+    /// The JVM, in a temporary directory holding `zoo.cfg`, `data/` and
+    /// `zookeeper.log`; stopped and removed on drop.
+    process: EngineProcess,
+}
+
+/// What a member of an ensemble knows of it.
+#[derive(Debug, Clone)]
+struct Member {
+    /// Its `myid`, from 1.
+    id: usize,
+    /// Every member's quorum and election ports, member `N` at `N - 1`.
+    servers: Vec<(u16, u16)>,
+}
+
+/// What the four-letter word `srvr` says a server is doing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ZooKeeperMode {
+    /// A server of its own, serving.
+    Standalone,
+    /// The leader of an ensemble with a quorum.
+    Leader,
+    /// A follower of an ensemble's leader.
+    Follower,
+    /// An observer of an ensemble (the kit starts none).
+    Observer,
+}
+
+impl fmt::Display for ZooKeeperMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Standalone => "standalone",
+            Self::Leader => "leader",
+            Self::Follower => "follower",
+            Self::Observer => "observer",
+        })
+    }
+}
+
+/// The settings of the servers the kit starts: [`ZooKeeper::builder`],
+/// setters, then [`ZooKeeperBuilder::start`] or
+/// [`ZooKeeperBuilder::start_ensemble`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use]
+pub struct ZooKeeperBuilder {
+    tick_time: Duration,
+    max_session_timeout: Option<Duration>,
+}
+
+impl Default for ZooKeeperBuilder {
+    fn default() -> Self {
+        Self {
+            tick_time: DEFAULT_TICK_TIME,
+            max_session_timeout: None,
+        }
+    }
+}
+
+impl ZooKeeperBuilder {
+    /// ZooKeeper's `tickTime` (default [`DEFAULT_TICK_TIME`]), in whole
+    /// milliseconds (at least 1): the server grants session timeouts of
+    /// 2 to 20 ticks unless [`max_session_timeout`](Self::max_session_timeout)
+    /// raises the upper bound.
+    pub fn tick_time(mut self, tick_time: Duration) -> Self {
+        self.tick_time = tick_time.max(Duration::from_millis(1));
+        self
+    }
+
+    /// ZooKeeper's `maxSessionTimeout` (default: not set, so 20 ticks), in
+    /// whole milliseconds: the longest session timeout the server grants.
+    pub fn max_session_timeout(mut self, timeout: Duration) -> Self {
+        self.max_session_timeout = Some(timeout);
+        self
+    }
+
+    /// Starts a standalone server with these settings on a free port and
+    /// waits until it serves.
+    ///
+    /// # Errors
+    ///
+    /// As [`ZooKeeper::start`].
+    pub fn start(self) -> Result<ZooKeeper, EngineError> {
+        let classpath = zookeeper_classpath()?;
+        process::retry_on_port_collision(|| {
+            let port = process::free_ports(1)?[0];
+            let mut zk = ZooKeeper::new(port, self, None, classpath.clone())?;
+            zk.spawn()?;
+            // On an error `zk` drops: the JVM is stopped.
+            zk.wait_healthy(Instant::now() + START_TIMEOUT)?;
+            Ok(zk)
+        })
+    }
+
+    /// Starts an ensemble of [`ZooKeeperEnsemble::SIZE`] servers with these
+    /// settings and waits until it has a leader and every other member
+    /// follows it.
+    ///
+    /// # Errors
+    ///
+    /// As [`ZooKeeperEnsemble::start`].
+    pub fn start_ensemble(self) -> Result<ZooKeeperEnsemble, EngineError> {
+        ZooKeeperEnsemble::start_with(self)
+    }
+
+    fn tick_ms(&self) -> u128 {
+        self.tick_time.as_millis().max(1)
+    }
+
+    /// `limit` in ticks, rounded up, at least 2.
+    fn ticks(&self, limit: Duration) -> u128 {
+        limit.as_millis().div_ceil(self.tick_ms()).max(2)
+    }
+
+    fn granted_min_session_timeout(&self) -> Duration {
+        tick_duration(self.tick_ms() * 2)
+    }
+
+    fn granted_max_session_timeout(&self) -> Duration {
+        self.max_session_timeout
+            .unwrap_or_else(|| tick_duration(self.tick_ms() * 20))
+    }
+}
+
+fn tick_duration(ms: u128) -> Duration {
+    Duration::from_millis(u64::try_from(ms).unwrap_or(u64::MAX))
+}
+
+impl ZooKeeper {
+    /// Starts a standalone server with the default settings
+    /// ([`DEFAULT_TICK_TIME`]) on a free port and waits until it serves
+    /// (`srvr` says `Mode: standalone`).
+    ///
+    /// # Errors
+    ///
+    /// [`EngineError::NotInstalled`] (or [`EngineError::NotInstalledAt`]
+    /// with `REGENT_JAVA_BIN`) when there is no `java`, and
+    /// [`EngineError::JarNotFound`] when a jar of ZooKeeper's classpath is
+    /// missing: both name `scripts/install-engines`. [`EngineError::Exited`]
+    /// or [`EngineError::NotReady`] when the server did not serve within
+    /// [`START_TIMEOUT`], quoting its log; [`EngineError::Io`] or
+    /// [`EngineError::Spawn`] when setting up failed.
+    pub fn start() -> Result<Self, EngineError> {
+        Self::builder().start()
+    }
+
+    /// Starts building a server (or an ensemble) with other settings.
+    pub fn builder() -> ZooKeeperBuilder {
+        ZooKeeperBuilder::default()
+    }
+
+    /// The client address as `127.0.0.1:PORT`: the connect string of this
+    /// server alone.
+    pub fn address(&self) -> String {
+        self.client_addr().to_string()
+    }
+
+    /// The client address.
+    pub fn client_addr(&self) -> SocketAddr {
+        SocketAddr::from((Ipv4Addr::LOCALHOST, self.client_port))
+    }
+
+    /// The `myid` of an ensemble's member (1, 2, 3); `None` for a
+    /// standalone server.
+    pub fn server_id(&self) -> Option<usize> {
+        self.member.as_ref().map(|m| m.id)
+    }
+
+    /// The server's `tickTime`.
+    pub fn tick_time(&self) -> Duration {
+        tick_duration(self.settings.tick_ms())
+    }
+
+    /// The shortest session timeout the server grants: 2 ticks.
+    pub fn min_session_timeout(&self) -> Duration {
+        self.settings.granted_min_session_timeout()
+    }
+
+    /// The longest session timeout the server grants: 20 ticks unless
+    /// [`ZooKeeperBuilder::max_session_timeout`] set it.
+    pub fn max_session_timeout(&self) -> Duration {
+        self.settings.granted_max_session_timeout()
+    }
+
+    /// The PID of the running JVM, or `None` once the kit has stopped or
+    /// killed it.
+    pub fn pid(&self) -> Option<u32> {
+        self.process.pid()
+    }
+
+    /// Whether the kit started the process and has not stopped or killed it
+    /// since. (A process that died on its own still counts until the kit
+    /// notices; [`ZooKeeper::is_healthy`] asks the server itself.)
+    pub fn is_running(&self) -> bool {
+        self.process.is_running()
+    }
+
+    /// The data dir (`dataDir`: snapshots, transaction logs and, for a
+    /// member, `myid`); it survives [`ZooKeeper::stop`] and
+    /// [`ZooKeeper::kill`] and is removed on drop.
+    pub fn data_dir(&self) -> PathBuf {
+        self.process.data_dir()
+    }
+
+    /// The server's `zoo.cfg`.
+    pub fn config_path(&self) -> PathBuf {
+        self.process.dir().join("zoo.cfg")
+    }
+
+    /// ZooKeeper's log: standard output and error of every run of this
+    /// server.
+    pub fn log_path(&self) -> PathBuf {
+        self.process.log_path()
+    }
+
+    /// Sends the four-letter word `word` to the client port and returns the
+    /// answer, each step bounded by half a second. The server answers the
+    /// words of [`FOUR_LETTER_WORDS`]: `srvr` (mode, zxid, node count),
+    /// `mntr` (`zk_znode_count`, `zk_ephemerals_count`, … one per line),
+    /// `dump` (on a standalone server or an ensemble's leader: the sessions
+    /// with their ephemeral nodes), `cons` (connections and their
+    /// sessions), `stat`, `ruok`; any other with a line saying it is not
+    /// executed.
+    ///
+    /// # Errors
+    ///
+    /// When the server could not be reached or did not answer in time.
+    pub fn four_letter_word(&self, word: &str) -> io::Result<String> {
+        wire::four_letter_word(self.client_addr(), word, REQUEST_TIMEOUT)
+    }
+
+    /// What `srvr` says the server is doing now; `None` when it does not
+    /// answer or does not serve (an ensemble's member without a quorum).
+    pub fn mode(&self) -> Option<ZooKeeperMode> {
+        self.status().map(|s| s.mode)
+    }
+
+    /// Whether the server serves now: `srvr` answers with a mode. A paused
+    /// or stopped server does not, nor a member without a quorum.
+    pub fn is_healthy(&self) -> bool {
+        self.status().is_some()
+    }
+
+    /// Creates the persistent node `path` holding `data`, open to all,
+    /// through a session of the kit's own (opened and closed for this
+    /// call; no Java). `Ok(false)` if the node exists already. On an
+    /// ensemble's member the write goes through the leader.
+    ///
+    /// # Errors
+    ///
+    /// When the server could not be reached, does not serve, or refused
+    /// the node (its parent does not exist, say).
+    pub fn create_node(&self, path: &str, data: &[u8]) -> io::Result<bool> {
+        let mut session = wire::Session::open(self.client_addr(), REQUEST_TIMEOUT)?;
+        let created = session.create(path, data)?;
+        session.close()?;
+        Ok(created)
+    }
+
+    /// The data of the node `path`, or `None` if there is none, through a
+    /// session of the kit's own (opened and closed for this call).
+    ///
+    /// # Errors
+    ///
+    /// When the server could not be reached or does not serve.
+    pub fn node_data(&self, path: &str) -> io::Result<Option<Vec<u8>>> {
+        let mut session = wire::Session::open(self.client_addr(), REQUEST_TIMEOUT)?;
+        let data = session.get_data(path)?;
+        session.close()?;
+        Ok(data)
+    }
+
+    /// A `Command` for ZooKeeper's own command-line client
+    /// (`org.apache.zookeeper.ZooKeeperMain -server 127.0.0.1:PORT`, on
+    /// ZooKeeper's classpath, logging warnings only); add one command's
+    /// words (`create /x y`, `get /x`, `ls /`) and run it: it runs that
+    /// command and exits, with status 1 when it failed. It prints what it
+    /// read on standard output, and what it did (`Created /x`) and its
+    /// errors (`Node already exists: /x`) on standard error. Starting a
+    /// JVM costs about half a second; [`ZooKeeper::create_node`] is
+    /// faster.
+    pub fn cli_command(&self) -> Command {
+        cli_command(self.process.program(), &self.classpath, &self.address())
+    }
+
+    /// Runs the command-line client with `args` against this server and
+    /// returns its output, successful or not.
+    ///
+    /// # Errors
+    ///
+    /// As [`ZooKeeper::start`] when `java` is missing; [`EngineError::Spawn`]
+    /// when it could not be run.
+    pub fn cli<I, S>(&self, args: I) -> Result<Output, EngineError>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        run_cli(self.process.program(), self.cli_command(), args)
+    }
+
+    /// Stops the server: SIGTERM to the JVM's PID, then SIGKILL if it has
+    /// not exited after [`STOP_TIMEOUT`]. Returns once it is reaped (the
+    /// JVM exits at once). The data dir stays until drop.
+    pub fn stop(&mut self) -> Signaled {
+        self.process.stop()
+    }
+
+    /// Kills the server at once (SIGKILL to its PID), as a crash would, and
+    /// reaps it.
+    pub fn kill(&mut self) -> Signaled {
+        self.process.kill()
+    }
+
+    /// Pauses the server (SIGSTOP): it keeps its sockets but answers
+    /// nothing, neither clients nor its ensemble, as a hung server would.
+    pub fn pause(&mut self) -> Signaled {
+        self.process.pause()
+    }
+
+    /// Lets a paused server go on (SIGCONT).
+    pub fn resume(&mut self) -> Signaled {
+        self.process.resume()
+    }
+
+    /// Stops the server if it runs, starts it again on the same ports,
+    /// `zoo.cfg` and data dir, and waits until it serves (for an
+    /// ensemble's member: until it has rejoined a leader, or leads).
+    ///
+    /// # Errors
+    ///
+    /// As [`ZooKeeper::start`]; a port taken meanwhile is an error here,
+    /// since clients (and the other members) know the server by its ports.
+    /// A member serves only with a quorum, so restart members one at a
+    /// time while the others run.
+    pub fn restart(&mut self) -> Result<(), EngineError> {
+        self.stop();
+        self.spawn()?;
+        self.wait_healthy(Instant::now() + START_TIMEOUT)
+    }
+
+    fn new(
+        client_port: u16,
+        settings: ZooKeeperBuilder,
+        member: Option<Member>,
+        classpath: String,
+    ) -> Result<Self, EngineError> {
+        let process = EngineProcess::new(Program::from_env("java", JAVA_VAR).running("zookeeper"))?;
+        let zk = Self {
+            client_port,
+            settings,
+            member,
+            classpath,
+            process,
+        };
+        let io = |action| move |source| EngineError::Io { action, source };
+        fs::create_dir_all(zk.data_dir()).map_err(io("create ZooKeeper's data dir"))?;
+        if let Some(member) = &zk.member {
+            fs::write(zk.data_dir().join("myid"), format!("{}\n", member.id))
+                .map_err(io("write ZooKeeper's myid"))?;
+        }
+        fs::write(zk.config_path(), zk.config()).map_err(io("write ZooKeeper's zoo.cfg"))?;
+        Ok(zk)
+    }
+
+    /// The `zoo.cfg` of this server.
+    fn config(&self) -> String {
+        let settings = &self.settings;
+        let mut lines = vec![
+            format!("tickTime={}", settings.tick_ms()),
+            format!("dataDir={}", self.data_dir().display()),
+            format!("clientPort={}", self.client_port),
+            "clientPortAddress=127.0.0.1".to_owned(),
+            "admin.enableServer=false".to_owned(),
+            format!("4lw.commands.whitelist={}", FOUR_LETTER_WORDS.join(",")),
+            "forceSync=no".to_owned(),
+        ];
+        if let Some(max) = settings.max_session_timeout {
+            lines.push(format!("maxSessionTimeout={}", max.as_millis()));
+        }
+        if let Some(member) = &self.member {
+            lines.push(format!("initLimit={}", settings.ticks(INIT_LIMIT)));
+            lines.push(format!("syncLimit={}", settings.ticks(SYNC_LIMIT)));
+            for (i, (quorum, election)) in member.servers.iter().enumerate() {
+                lines.push(format!("server.{}=127.0.0.1:{quorum}:{election}", i + 1));
+            }
+        }
+        lines.push(String::new());
+        lines.join("\n")
+    }
+
+    /// The JVM's command line for this server; everything else of starting
+    /// it is [`EngineProcess`]'s.
+    fn spawn(&mut self) -> Result<(), EngineError> {
+        let main = if self.member.is_some() {
+            QUORUM_MAIN
+        } else {
+            STANDALONE_MAIN
+        };
+        let mut command = java_command(self.process.program());
+        command
+            // The watchman of a shared server knows it by its cwd.
+            .current_dir(self.process.dir())
+            .args(["-Xmx256m", "-XX:+UseSerialGC", "-XX:-UsePerfData"])
+            .arg("-XX:+ExitOnOutOfMemoryError")
+            .arg("-Dorg.slf4j.simpleLogger.showDateTime=true")
+            .arg("-Dorg.slf4j.simpleLogger.dateTimeFormat=HH:mm:ss.SSS")
+            .arg("-cp")
+            .arg(&self.classpath)
+            .arg(main)
+            .arg(self.config_path());
+        self.process.spawn(command)
+    }
+
+    /// Polls `srvr` until the server serves, the process exits, or
+    /// `deadline` passes.
+    fn wait_healthy(&mut self, deadline: Instant) -> Result<(), EngineError> {
+        let (addr, instance) = (self.client_addr(), self.instance());
+        self.process
+            .wait_ready(deadline, &instance, || status_at(addr).is_some())
+    }
+
+    /// [`EngineError::Exited`] if the process exited on its own.
+    fn check_not_exited(&mut self) -> Result<(), EngineError> {
+        let instance = self.instance();
+        self.process.check_not_exited(&instance)
+    }
+
+    fn status(&self) -> Option<Status> {
+        status_at(self.client_addr())
+    }
+
+    fn instance(&self) -> String {
+        match &self.member {
+            Some(member) => format!("zookeeper server.{} (client {})", member.id, self.address()),
+            None => format!("zookeeper (client {})", self.address()),
+        }
+    }
+}
+
+/// A server as one of the [engines](super): standalone, or one member of
+/// an ensemble (whose store URL names only that member; the ensemble's
+/// names all, [`ZooKeeperEnsemble::store_url`]).
+impl Engine for ZooKeeper {
+    /// As [`ZooKeeper::start`].
+    fn start() -> Result<Self, EngineError> {
+        ZooKeeper::start()
+    }
+
+    fn kind(&self) -> &'static str {
+        "zk"
+    }
+
+    /// `zk://127.0.0.1:PORT`.
+    fn store_url(&self) -> String {
+        format!("zk://{}", self.address())
+    }
+
+    fn pid(&self) -> Option<u32> {
+        self.process.pid()
+    }
+
+    fn is_healthy(&self) -> bool {
+        ZooKeeper::is_healthy(self)
+    }
+
+    fn kill(&mut self) -> Signaled {
+        self.process.kill()
+    }
+
+    fn pause(&mut self) -> Signaled {
+        self.process.pause()
+    }
+
+    fn resume(&mut self) -> Signaled {
+        self.process.resume()
+    }
+
+    /// As [`ZooKeeper::stop`].
+    fn stop(&mut self) -> Signaled {
+        self.process.stop()
+    }
+
+    fn restart(&mut self) -> Result<(), EngineError> {
+        ZooKeeper::restart(self)
+    }
+
+    fn log_tail(&self, lines: usize) -> String {
+        self.process.log_tail(lines)
+    }
+
+    /// The shortest session timeout the server grants: `2 × tickTime`
+    /// (200 ms).
+    fn min_ttl(&self) -> Duration {
+        self.min_session_timeout()
+    }
+
+    /// `2 × tickTime + 300 ms` (500 ms): see [Timing of the
+    /// store](self#timing-of-the-store).
+    fn expiry_slack(&self) -> ExpirySlack {
+        expiry_slack(self.tick_time())
+    }
+}
+
+/// `2 × tickTime + 300 ms`: see [Timing of the store](self#timing-of-the-store).
+fn expiry_slack(tick_time: Duration) -> ExpirySlack {
+    ExpirySlack::fixed(tick_time * 2 + Duration::from_millis(300))
+}
+
+/// What the kit reads of `srvr`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Status {
+    mode: ZooKeeperMode,
+    /// The last transaction id the server saw; its high 32 bits are the
+    /// epoch of the leader that made it.
+    zxid: u64,
+}
+
+impl Status {
+    fn parse(srvr: &str) -> Option<Self> {
+        let field = |name: &str| {
+            srvr.lines()
+                .find_map(|line| line.strip_prefix(name))
+                .map(str::trim)
+        };
+        let mode = match field("Mode:")? {
+            "standalone" => ZooKeeperMode::Standalone,
+            "leader" => ZooKeeperMode::Leader,
+            "follower" => ZooKeeperMode::Follower,
+            "observer" => ZooKeeperMode::Observer,
+            _ => return None,
+        };
+        let zxid = field("Zxid:")
+            .and_then(|z| z.strip_prefix("0x"))
+            .and_then(|hex| u64::from_str_radix(hex, 16).ok())
+            .unwrap_or(0);
+        Some(Self { mode, zxid })
+    }
+
+    fn epoch(&self) -> u64 {
+        self.zxid >> 32
+    }
+}
+
+/// What `srvr` on `addr` says now, if the server serves.
+fn status_at(addr: SocketAddr) -> Option<Status> {
+    let answer = wire::four_letter_word(addr, "srvr", REQUEST_TIMEOUT).ok()?;
+    Status::parse(&answer)
+}
+
+/// `java` without the JVM's option variables of the test's environment.
+fn java_command(java: &Program) -> Command {
+    let mut command = java.command("ZOO");
+    for var in [
+        "JAVA_TOOL_OPTIONS",
+        "_JAVA_OPTIONS",
+        "JDK_JAVA_OPTIONS",
+        "CLASSPATH",
+    ] {
+        command.env_remove(var);
+    }
+    command
+}
+
+/// ZooKeeper's command-line client for the connect string `servers`.
+fn cli_command(java: &Program, classpath: &str, servers: &str) -> Command {
+    let mut command = java_command(java);
+    command
+        .args(["-XX:+UseSerialGC", "-XX:-UsePerfData"])
+        .arg("-Dorg.slf4j.simpleLogger.defaultLogLevel=warn")
+        .arg("-cp")
+        .arg(classpath)
+        .arg(CLI_MAIN)
+        .arg("-server")
+        .arg(servers);
+    command
+}
+
+fn run_cli<I, S>(java: &Program, mut command: Command, args: I) -> Result<Output, EngineError>
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<OsStr>,
+{
+    command
+        .args(args)
+        .output()
+        .map_err(|source| java.spawn_error(source))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_the_mode_and_epoch_of_srvr() {
+        let srvr = "Zookeeper version: 3.8.0-${mvngit.commit.id}, built on 2024-12-29 17:54 UTC\n\
+                    Latency min/avg/max: 0/0.0/0\nReceived: 12\nSent: 11\nConnections: 1\n\
+                    Outstanding: 0\nZxid: 0x200000003\nMode: leader\nNode count: 5\n";
+        let status = Status::parse(srvr).unwrap();
+        assert_eq!(status.mode, ZooKeeperMode::Leader);
+        assert_eq!(status.epoch(), 2);
+        assert_eq!(
+            Status::parse("This ZooKeeper instance is not currently serving requests\n"),
+            None
+        );
+    }
+
+    #[test]
+    fn limits_are_whole_ticks_and_session_timeouts_two_to_twenty() {
+        let settings = ZooKeeperBuilder::default();
+        assert_eq!(settings.ticks(INIT_LIMIT), 50);
+        assert_eq!(settings.ticks(SYNC_LIMIT), 10);
+        assert_eq!(
+            settings.granted_min_session_timeout(),
+            Duration::from_millis(200)
+        );
+        assert_eq!(
+            settings.granted_max_session_timeout(),
+            Duration::from_secs(2)
+        );
+        let slow = settings
+            .tick_time(Duration::from_secs(2))
+            .max_session_timeout(Duration::from_secs(60));
+        assert_eq!(slow.ticks(SYNC_LIMIT), 2);
+        assert_eq!(slow.ticks(INIT_LIMIT), 3);
+        assert_eq!(slow.granted_max_session_timeout(), Duration::from_secs(60));
+        assert_eq!(
+            ZooKeeperBuilder::default()
+                .tick_time(Duration::ZERO)
+                .granted_min_session_timeout(),
+            Duration::from_millis(2)
+        );
+    }
+}

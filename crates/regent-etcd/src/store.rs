@@ -2,7 +2,7 @@
 
 use std::fmt;
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use etcd_client::{
@@ -50,6 +50,30 @@ pub struct EtcdStore {
     request_timeout: Duration,
     /// The connection speaks TLS.
     tls: bool,
+    /// Leases granted by acquires that never returned them (given up on
+    /// after the grant): the holder's next acquire takes its key, if one
+    /// was made, rather than queueing a second place.
+    undelivered: Arc<Mutex<Vec<Undelivered>>>,
+}
+
+/// A lease an acquire granted and did not return.
+#[derive(Clone, Debug)]
+struct Undelivered {
+    election: ElectionName,
+    holder: regent_core::HolderId,
+    lease: i64,
+    ttl: Duration,
+}
+
+/// What `place` expects to find at our key.
+#[derive(Clone, Copy, Debug)]
+enum Expected {
+    /// Nothing: a lease just granted.
+    Fresh,
+    /// The key we queued, with this create revision.
+    Queued(i64),
+    /// Whatever our lease made (an acquire that never returned).
+    Adopt,
 }
 
 impl fmt::Debug for EtcdStore {
@@ -272,6 +296,7 @@ impl EtcdStoreBuilder {
             endpoints: endpoints.into(),
             request_timeout: self.request_timeout,
             tls,
+            undelivered: Arc::new(Mutex::new(Vec::new())),
         })
     }
 }
@@ -446,14 +471,13 @@ impl EtcdStore {
     }
 
     /// Makes sure our key exists under `lease`, then reads the head of the
-    /// line, in one transaction. `expected` is the create revision of the
-    /// key we queued earlier, if any.
+    /// line, in one transaction. `expected` says what may be there already.
     async fn place(
         &self,
         req: &AcquireRequest,
         prefix: &str,
         lease: i64,
-        expected: Option<i64>,
+        expected: Expected,
     ) -> Result<Placed, StoreError> {
         let key = candidate_key(prefix, lease);
         let value = encode(&req.holder, &req.metadata);
@@ -499,7 +523,12 @@ impl EtcdStore {
         let Some(mine) = mine.take_kvs().into_iter().next() else {
             return Err(protocol(what(), "our key neither exists nor was created"));
         };
-        let ours = expected == Some(mine.create_revision()) && mine.lease() == lease;
+        let ours = mine.lease() == lease
+            && match expected {
+                Expected::Fresh => false,
+                Expected::Queued(revision) => revision == mine.create_revision(),
+                Expected::Adopt => true,
+            };
         if !ours {
             return Err(StoreError::corrupt(format!(
                 "{}: key '{key}' under our lease {} was not written by this candidate \
@@ -540,7 +569,7 @@ impl EtcdStore {
         req: &AcquireRequest,
         lease: i64,
         ttl: Duration,
-        expected: Option<i64>,
+        expected: Expected,
     ) -> Result<Acquire, StoreError> {
         let prefix = self.election_prefix(&req.election);
         let placed = self.place(req, &prefix, lease, expected).await?;
@@ -574,6 +603,35 @@ impl EtcdStore {
                 "the election is empty right after our key was written",
             )),
         }
+    }
+
+    fn undelivered(&self) -> std::sync::MutexGuard<'_, Vec<Undelivered>> {
+        self.undelivered
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Campaigns with the lease of `u`, which stays listed as undelivered
+    /// until the answer is returned: an acquire given up on meanwhile
+    /// leaves it for the holder's next acquire to take.
+    async fn campaign_delivered(
+        &self,
+        req: &AcquireRequest,
+        u: Undelivered,
+        expected: Expected,
+    ) -> Result<Acquire, StoreError> {
+        let id = u.lease;
+        let ttl = u.ttl;
+        self.undelivered().push(u);
+        let result = self.campaign(req, id, ttl, expected).await;
+        // Nothing awaits after this on success: the caller gets the lease.
+        self.undelivered().retain(|u| u.lease != id);
+        if result.is_err() {
+            // Don't leave a key queued that nobody will renew.
+            let mut client = self.client.clone();
+            let _ = tokio::time::timeout(self.request_timeout, client.lease_revoke(id)).await;
+        }
+        result
     }
 
     async fn read_head(
@@ -661,7 +719,8 @@ impl LeaseStore for EtcdStore {
             // Restart the place's ttl first: a Won below must hold for a
             // full ttl from this call.
             if self.keep_alive_once(&req.election, id, "acquire").await? {
-                let expected = i64::try_from(q.token.get()).ok();
+                let expected =
+                    i64::try_from(q.token.get()).map_or(Expected::Fresh, Expected::Queued);
                 return self.campaign(req, id, q.ttl, expected).await;
             }
             // The lease expired while we waited in line (etcd#19597 is a
@@ -670,6 +729,28 @@ impl LeaseStore for EtcdStore {
                 election = %req.election, holder = %req.holder,
                 "etcd: queued lease expired; campaigning with a new lease"
             );
+        }
+        // A lease an acquire of this holder granted and never returned: its
+        // key, if the acquire made one, is our place.
+        let lost = {
+            let mut undelivered = self.undelivered();
+            let at = undelivered
+                .iter()
+                .position(|u| u.election == req.election && u.holder == req.holder);
+            at.map(|i| undelivered.remove(i))
+        };
+        if let Some(u) = lost {
+            match self
+                .keep_alive_once(&req.election, u.lease, "acquire")
+                .await
+            {
+                Ok(true) => return self.campaign_delivered(req, u, Expected::Adopt).await,
+                Ok(false) => {}
+                Err(e) => {
+                    self.undelivered().push(u);
+                    return Err(e);
+                }
+            }
         }
         let mut client = self.client.clone();
         let granted = self
@@ -681,15 +762,13 @@ impl LeaseStore for EtcdStore {
             .await?;
         let (id, granted_ttl) = (granted.id(), granted.ttl());
         let ttl = Duration::from_secs(u64::try_from(granted_ttl.max(ttl_secs)).unwrap_or(0));
-        match self.campaign(req, id, ttl, None).await {
-            Ok(a) => Ok(a),
-            Err(e) => {
-                // Don't leave a key queued that nobody will renew.
-                let mut client = self.client.clone();
-                let _ = tokio::time::timeout(self.request_timeout, client.lease_revoke(id)).await;
-                Err(e)
-            }
-        }
+        let u = Undelivered {
+            election: req.election.clone(),
+            holder: req.holder.clone(),
+            lease: id,
+            ttl,
+        };
+        self.campaign_delivered(req, u, Expected::Fresh).await
     }
 
     async fn renew(&self, lease: &Lease) -> Result<Renewal, StoreError> {

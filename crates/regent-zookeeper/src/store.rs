@@ -95,6 +95,10 @@ struct Record {
     /// The lease lapses here unless renewed: the send instant of the last
     /// create, acquire or renewal, plus the granted ttl.
     until: Instant,
+    /// An acquire returned it to its caller. Until then (an acquire given
+    /// up on after its create was sent) the holder's next acquire takes it
+    /// rather than queueing a second place.
+    delivered: bool,
 }
 
 impl Record {
@@ -467,11 +471,28 @@ impl ZkStore {
         dir: &str,
     ) -> Result<(String, i64), StoreError> {
         let what = || self.what("campaign in", &req.election);
+        // A place an acquire of this holder made but never returned.
         let earlier = s
             .records()
             .iter()
-            .find(|r| r.dir == dir && r.name.is_none() && r.holder == req.holder)
-            .map(|r| r.guid.clone());
+            .find(|r| r.dir == dir && r.holder == req.holder && !r.delivered)
+            .map(|r| (r.guid.clone(), r.name.clone()));
+        if let Some((guid, Some(name))) = &earlier {
+            let path = format!("{dir}/{name}");
+            let sent = Instant::now();
+            let stat = self.call(what, s.client.check_stat(&path)).await?;
+            let mut records = s.records();
+            match stat.filter(|st| st.ephemeral_owner == s.id) {
+                Some(st) => {
+                    if let Some(r) = records.iter_mut().find(|r| r.dir == dir && r.guid == *guid) {
+                        r.until = sent + s.granted;
+                    }
+                    return Ok((name.clone(), st.czxid));
+                }
+                None => records.retain(|r| !(r.dir == dir && r.guid == *guid)),
+            }
+        }
+        let earlier = earlier.and_then(|(guid, name)| name.is_none().then_some(guid));
         if let Some(guid) = &earlier {
             let sent = Instant::now();
             if let Some((name, czxid)) = self.find_protected(s, dir, guid, &req.election).await? {
@@ -484,6 +505,7 @@ impl ZkStore {
                     holder: req.holder.clone(),
                     token: Some(token_of(czxid)),
                     until: sent + s.granted,
+                    delivered: false,
                 });
                 return Ok((name, czxid));
             }
@@ -507,6 +529,7 @@ impl ZkStore {
                     holder: req.holder.clone(),
                     token: None,
                     until: sent + s.granted,
+                    delivered: false,
                 });
                 s.client.create(&prefix, &data, &options)
             };
@@ -781,6 +804,10 @@ impl LeaseStore for ZkStore {
                 leader,
                 queued: None,
             });
+        }
+        // Nothing awaits after this: the caller gets the lease.
+        if let Some(r) = s.records().iter_mut().find(|r| r.is(&dir, &name, &lease)) {
+            r.delivered = true;
         }
         match leader {
             None => Ok(Acquire::Won(lease)),

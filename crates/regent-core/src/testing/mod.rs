@@ -226,6 +226,7 @@ pub async fn run_checks<H: Harness>(h: &H) -> Vec<Failure> {
     if style == StoreStyle::Queue {
         check!(queue_passes_to_next_in_line);
         check!(queue_win_restarts_the_ttl);
+        check!(retried_acquire_queues_once);
     }
     failures
 }
@@ -824,6 +825,67 @@ async fn ttl_at_the_ends_of_the_store_range_is_honoured<H: Harness>(c: &Ctx<'_, 
         );
     }
     Ok(())
+}
+
+/// Queue stores: an acquire whose answer never came (the caller gave up on
+/// it: a timeout, a dropped future) may still have made a place in line;
+/// the acquire retried after it queues once. Had the lost one left a
+/// second place, the holder would still stand in line after releasing its
+/// lease: the lost place would lead, for nobody, until it lapsed.
+async fn retried_acquire_queues_once<H: Harness>(c: &Ctx<'_, H>) -> Check {
+    let mut a = c.win("a").await?;
+    // Give up on b's first acquire at points from before it sends to after
+    // it is answered.
+    for after_us in [0_u64, 50, 200, 500, 1_000, 2_000, 5_000, 10_000, 30_000] {
+        let first = tokio::time::timeout(
+            Duration::from_micros(after_us),
+            c.store.try_acquire(&c.req("b"), None),
+        )
+        .await;
+        if let Ok(answered) = first {
+            // Answered in time: an ordinary place, given back.
+            if let Ok(Acquire::Held {
+                queued: Some(q), ..
+            }) = answered
+            {
+                ok("release b's answered place", c.store.release(&q).await)?;
+            }
+            continue;
+        }
+        let Acquire::Held {
+            queued: Some(qb), ..
+        } = c.acquire("b").await?
+        else {
+            return Err("b's retried acquire was not queued behind a".into());
+        };
+        ok("release a", c.store.release(&a).await)?;
+        let b = match ok(
+            "acquire by b",
+            c.store.try_acquire(&c.req("b"), Some(&qb)).await,
+        )? {
+            Acquire::Won(b) => b,
+            Acquire::Held { leader, .. } => {
+                return Err(format!(
+                    "b did not lead after a left (given up after {after_us} µs): held by {:?}; \
+                     the lost acquire's place stands before b's",
+                    leader.map(|l| (l.holder, l.token))
+                ));
+            }
+        };
+        ok("release b", c.store.release(&b).await)?;
+        if let Some(l) = c.leader().await? {
+            return Err(format!(
+                "after b released (its first acquire given up after {after_us} µs), {} leads \
+                 with token {}: the lost acquire queued a second place",
+                l.holder, l.token
+            ));
+        }
+        a = c.win("a").await?;
+    }
+    // A store that answers within the first poll (the memory store, with
+    // no delay set) loses no answer, and there is nothing to retry; a store
+    // on the network never does (etcd and ZooKeeper gave up at 0 µs).
+    ok("release a", c.store.release(&a).await)
 }
 
 /// Queue stores: when the head leaves, the next in line wins with the token

@@ -105,6 +105,7 @@ pub const STOP_TIMEOUT: Duration = Duration::from_secs(5);
 /// | `etcd` | [`Etcd`], one member |
 /// | `consul` | [`SharedConsul`]: a key prefix of its own on the test process's one dev agent |
 /// | `azblob` | [`SharedAzurite`]: a container of its own on the test process's one Azurite |
+/// | `zk` | [`SharedZooKeeper`]: a chroot of its own on the test process's one ZooKeeper (100 ms ticks: sessions of 0.2 to 60 s) |
 ///
 /// Every engine has a ttl floor ([`Engine::min_ttl`]: Consul's 10 s, Azure
 /// Blob's 15 s) and an expiry slack ([`Engine::expiry_slack`]) that tests
@@ -133,8 +134,9 @@ pub const STOP_TIMEOUT: Duration = Duration::from_secs(5);
 /// A test that kills, pauses, stops or restarts its engine, or checks what
 /// dropping it does, cannot run on a shared one. `for_every_engine!(own:
 /// FIXTURE, [TEST, …])` gives every test an engine of its own: the same
-/// list, with a dev agent of its own ([`Consul`]) for `consul` and an
-/// Azurite of its own ([`Azurite`]) for `azblob`. Azurite departs from the
+/// list, with a dev agent of its own ([`Consul`]) for `consul`, an
+/// Azurite of its own ([`Azurite`]) for `azblob` and a server of its own
+/// ([`ZooKeeper`]) for `zk`. Azurite departs from the
 /// [`Engine`] contract on restarts: it forgets every finite lease when it
 /// restarts, and a kill loses the last seconds of writes (see
 /// [Data across restarts](azurite#data-across-restarts)); a test that
@@ -149,6 +151,7 @@ macro_rules! for_every_engine {
             etcd => $crate::engines::Etcd,
             consul => $crate::engines::Consul,
             azblob => $crate::engines::Azurite,
+            zk => $crate::engines::ZooKeeper,
         );
     };
     ($fixture:path, [$($test:ident),+ $(,)?] $(,)?) => {
@@ -159,6 +162,7 @@ macro_rules! for_every_engine {
             etcd => $crate::engines::Etcd,
             consul => $crate::engines::SharedConsul,
             azblob => $crate::engines::SharedAzurite,
+            zk => $crate::engines::SharedZooKeeper,
         );
     };
     (@engines $fixture:path; $tests:tt; $($engine:ident => $ty:path),+ $(,)?) => {

@@ -15,8 +15,8 @@
 //!
 //! | setting | value | why |
 //! |---|---|---|
-//! | `tickTime` | [`DEFAULT_TICK_TIME`] (100 ms), or [`ZooKeeperBuilder::tick_time`] | session timeouts of 2–20 ticks: 0.2–2 s, what the tests' ttls of 1–2 s need |
-//! | `maxSessionTimeout` | not set (20 ticks), or [`ZooKeeperBuilder::max_session_timeout`] | a session asking more (the store's 10 s default session) is granted 2 s, so a crash fails over in seconds |
+//! | `tickTime` | [`DEFAULT_TICK_TIME`] (100 ms), or [`ZooKeeperBuilder::tick_time`] | session timeouts from 2 ticks (0.2 s): the tests' ttls of 1–2 s, and fast expiry |
+//! | `maxSessionTimeout` | [`DEFAULT_MAX_SESSION_TIMEOUT`] (60 s), or [`ZooKeeperBuilder::max_session_timeout`] | the end-to-end tests that need a ttl of 10 s or more (a grace of seconds) get the session they ask for; ZooKeeper's own bound, 20 ticks, would grant them 2 s, and the candidate refuses a lease too short for its timing |
 //! | `clientPort`, `clientPortAddress` | a free port, `127.0.0.1` | |
 //! | `admin.enableServer` | `false` | else Jetty binds `0.0.0.0:8080` |
 //! | `4lw.commands.whitelist` | `srvr,ruok,stat,mntr,cons,dump` | readiness (`srvr`) and the tests' questions ([`ZooKeeper::four_letter_word`]) |
@@ -114,9 +114,13 @@ pub use ensemble::ZooKeeperEnsemble;
 pub use shared::SharedZooKeeper;
 
 /// The `tickTime` of every server the kit starts unless
-/// [`ZooKeeperBuilder::tick_time`] says otherwise: session timeouts of
-/// 200 ms to 2 s.
+/// [`ZooKeeperBuilder::tick_time`] says otherwise: session timeouts from
+/// 200 ms.
 pub const DEFAULT_TICK_TIME: Duration = Duration::from_millis(100);
+
+/// The kit's `maxSessionTimeout` unless set: a minute, so that a test
+/// asking a ttl of 10 s gets it (see the [module docs](self)).
+pub const DEFAULT_MAX_SESSION_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The four-letter words the servers answer (`4lw.commands.whitelist`).
 pub const FOUR_LETTER_WORDS: &[&str] = &["srvr", "ruok", "stat", "mntr", "cons", "dump"];
@@ -198,7 +202,7 @@ impl Default for ZooKeeperBuilder {
     fn default() -> Self {
         Self {
             tick_time: DEFAULT_TICK_TIME,
-            max_session_timeout: None,
+            max_session_timeout: Some(DEFAULT_MAX_SESSION_TIMEOUT),
         }
     }
 }
@@ -213,8 +217,9 @@ impl ZooKeeperBuilder {
         self
     }
 
-    /// ZooKeeper's `maxSessionTimeout` (default: not set, so 20 ticks), in
-    /// whole milliseconds: the longest session timeout the server grants.
+    /// ZooKeeper's `maxSessionTimeout` (default
+    /// [`DEFAULT_MAX_SESSION_TIMEOUT`]), in whole milliseconds: the longest
+    /// session timeout the server grants.
     pub fn max_session_timeout(mut self, timeout: Duration) -> Self {
         self.max_session_timeout = Some(timeout);
         self
@@ -761,7 +766,7 @@ mod tests {
         );
         assert_eq!(
             settings.granted_max_session_timeout(),
-            Duration::from_secs(2)
+            DEFAULT_MAX_SESSION_TIMEOUT
         );
         let slow = settings
             .tick_time(Duration::from_secs(2))

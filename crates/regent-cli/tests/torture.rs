@@ -385,6 +385,52 @@ mod torture_campaigns {
         }
     }
 
+    /// A standalone ZooKeeper started by torture (`--store-command`, the test
+    /// kit's settings: 100 ms ticks, a data dir of the test's), so that
+    /// `store-stop` and `store-kill` (restart on the same data: ZooKeeper
+    /// keeps its sessions across a restart) are offered, and `store-cut`
+    /// and `store-delay` through a proxy per candidate.
+    #[test]
+    fn campaign_with_store_faults_on_zookeeper_started_by_torture() {
+        let sandbox = Sandbox::new();
+        let classpath = regent_testkit::engines::zookeeper::zookeeper_classpath()
+            .unwrap_or_else(|e| panic!("no ZooKeeper for this test: {e}"));
+        let java = std::env::var("REGENT_JAVA_BIN").unwrap_or_else(|_| "java".into());
+        let port = free_port();
+        let data = sandbox.path("zk-data");
+        let config = sandbox.path("zoo.cfg");
+        std::fs::write(
+            &config,
+            format!(
+                "tickTime=100\ndataDir={}\nclientPort={port}\nclientPortAddress=127.0.0.1\n\
+                 maxSessionTimeout=60000\nadmin.enableServer=false\nforceSync=no\n\
+                 4lw.commands.whitelist=srvr,ruok\n",
+                data.display()
+            ),
+        )
+        .expect("write zoo.cfg");
+        let command = format!(
+            "exec '{java}' -Xmx256m -XX:+UseSerialGC -cp '{classpath}' \
+             org.apache.zookeeper.server.ZooKeeperServerMain '{}'",
+            config.display()
+        );
+        let store = format!("zk://127.0.0.1:{port}/torture");
+        let faults =
+            format!("{FAULTS},store-stop,store-kill,store-cut,store-delay,clock-fast,clock-slow");
+        let json = campaign(
+            &sandbox,
+            &store,
+            &faults,
+            FAST,
+            &["--store-command", &command],
+        );
+        let store_faults: u64 = ["store-stop", "store-kill", "store-cut", "store-delay"]
+            .iter()
+            .filter_map(|k| json["faults"][k].as_u64())
+            .sum();
+        assert!(store_faults >= 1, "no store fault injected: {json}");
+    }
+
     /// Candidates whose clocks run fast (2-10%) or slow (within the 1% drift
     /// regent allows for), through libfaketime (`scripts/install-engines`
     /// installs it), beside leaders killed and stopped: no violation.

@@ -334,6 +334,24 @@ mod torture_campaigns {
             .port()
     }
 
+    /// Every fault, the store's included, on `store` started by torture with
+    /// `command`: at least one store fault is injected, and no violation.
+    fn campaign_with_store_faults(
+        sandbox: &Sandbox,
+        store: &str,
+        command: &str,
+    ) -> serde_json::Value {
+        let faults =
+            format!("{FAULTS},store-stop,store-kill,store-cut,store-delay,clock-fast,clock-slow");
+        let json = campaign(sandbox, store, &faults, FAST, &["--store-command", command]);
+        let store_faults: u64 = ["store-stop", "store-kill", "store-cut", "store-delay"]
+            .iter()
+            .filter_map(|k| json["faults"][k].as_u64())
+            .sum();
+        assert!(store_faults >= 1, "no store fault injected: {json}");
+        json
+    }
+
     /// etcd started by torture (`--store-command`, the test kit's settings on
     /// free ports and a data dir of the test's), so that `store-stop` and
     /// `store-kill` (restart on the same data) are offered; and `store-cut` and
@@ -356,20 +374,7 @@ mod torture_campaigns {
             data = data.display()
         );
         let store = format!("etcd://127.0.0.1:{client}");
-        let faults =
-            format!("{FAULTS},store-stop,store-kill,store-cut,store-delay,clock-fast,clock-slow");
-        let json = campaign(
-            &sandbox,
-            &store,
-            &faults,
-            FAST,
-            &["--store-command", &command],
-        );
-        let store_faults: u64 = ["store-stop", "store-kill", "store-cut", "store-delay"]
-            .iter()
-            .filter_map(|k| json["faults"][k].as_u64())
-            .sum();
-        assert!(store_faults >= 1, "no store fault injected: {json}");
+        let json = campaign_with_store_faults(&sandbox, &store, &command);
 
         assert!(
             json["parameters"]["store_commands"][0]
@@ -415,20 +420,7 @@ mod torture_campaigns {
             config.display()
         );
         let store = format!("zk://127.0.0.1:{port}/torture");
-        let faults =
-            format!("{FAULTS},store-stop,store-kill,store-cut,store-delay,clock-fast,clock-slow");
-        let json = campaign(
-            &sandbox,
-            &store,
-            &faults,
-            FAST,
-            &["--store-command", &command],
-        );
-        let store_faults: u64 = ["store-stop", "store-kill", "store-cut", "store-delay"]
-            .iter()
-            .filter_map(|k| json["faults"][k].as_u64())
-            .sum();
-        assert!(store_faults >= 1, "no store fault injected: {json}");
+        let json = campaign_with_store_faults(&sandbox, &store, &command);
     }
 
     /// Candidates whose clocks run fast (2-10%) or slow (within the 1% drift

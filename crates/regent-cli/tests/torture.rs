@@ -420,7 +420,7 @@ mod torture_campaigns {
             config.display()
         );
         let store = format!("zk://127.0.0.1:{port}/torture");
-        let json = campaign_with_store_faults(&sandbox, &store, &command);
+        campaign_with_store_faults(&sandbox, &store, &command);
     }
 
     /// Candidates whose clocks run fast (2-10%) or slow (within the 1% drift

@@ -99,11 +99,15 @@ struct Record {
     /// up on after its create was sent) the holder's next acquire takes it
     /// rather than queueing a second place.
     delivered: bool,
+    /// Its lease lapsed and the reaper's delete failed: only the reaper
+    /// touches it (it is tried again), never a renewal.
+    lapsed: bool,
 }
 
 impl Record {
     fn is(&self, dir: &str, name: &str, lease: &Lease) -> bool {
-        self.dir == dir
+        !self.lapsed
+            && self.dir == dir
             && self.name.as_deref() == Some(name)
             && self.holder == lease.holder
             && self.token == Some(lease.token)
@@ -140,67 +144,90 @@ impl Drop for Session {
 
 /// Deletes the nodes of `session` whose lease lapsed: their candidate
 /// stopped renewing (its task hung or was dropped) in a process that lives
-/// on, so the session alone would keep them in line for ever. Ends with the
-/// session.
+/// on, so the session alone would keep them in line for ever. A delete that
+/// fails is tried again a second later, until the session ends. Ends with
+/// the session.
 async fn reap(session: Weak<Session>, wake: Arc<Notify>) {
+    /// How long the reaper waits for one answer, and then before it tries
+    /// a failed delete again.
+    const PATIENCE: Duration = Duration::from_secs(1);
     loop {
         let next = {
             let Some(s) = session.upgrade() else { return };
             let now = Instant::now();
-            let mut deletes = Vec::new();
-            let mut lookups = Vec::new();
-            {
+            let (expired, deletes) = {
                 let mut records = s.records();
-                records.retain(|r| {
-                    if r.until > now {
-                        return true;
-                    }
-                    match &r.name {
-                        Some(name) => {
-                            let path = format!("{}/{name}", r.dir);
-                            tracing::info!(node = %path, holder = %r.holder, "zookeeper: a lease lapsed unrenewed; deleting its node");
-                            deletes.push(s.client.delete(&path, None));
-                        }
-                        None => lookups.push((r.dir.clone(), r.guid.clone())),
-                    }
-                    false
-                });
-            }
-            for d in deletes {
-                let _ = tokio::time::timeout(Duration::from_secs(5), d).await;
-            }
-            for (dir, guid) in lookups {
-                // A create whose answer never came: its node, if it was
-                // made, carries the GUID.
-                let Ok(Ok(children)) =
-                    tokio::time::timeout(Duration::from_secs(5), s.client.list_children(&dir))
-                        .await
-                else {
-                    continue;
-                };
-                for c in children.iter().filter(|c| is_protected_by(c, &guid)) {
-                    let path = format!("{dir}/{c}");
-                    if let Ok(Ok(Some(st))) =
-                        tokio::time::timeout(Duration::from_secs(5), s.client.check_stat(&path))
-                            .await
-                        && st.ephemeral_owner == s.id
-                    {
-                        let _ = tokio::time::timeout(
-                            Duration::from_secs(5),
-                            s.client.delete(&path, None),
-                        )
-                        .await;
-                    }
+                let (expired, live): (Vec<Record>, Vec<Record>) =
+                    records.drain(..).partition(|r| r.until <= now);
+                *records = live;
+                // Sent while the records are locked: a renewal sent after
+                // finds its record gone, one sent before is applied first.
+                let deletes: Vec<_> = expired
+                    .iter()
+                    .filter_map(|r| {
+                        let path = format!("{}/{}", r.dir, r.name.as_ref()?);
+                        tracing::info!(node = %path, holder = %r.holder, "zookeeper: a lease lapsed unrenewed; deleting its node");
+                        Some((r.clone(), s.client.delete(&path, None)))
+                    })
+                    .collect();
+                (expired, deletes)
+            };
+            let mut failed = Vec::new();
+            for (r, delete) in deletes {
+                match tokio::time::timeout(PATIENCE * 5, delete).await {
+                    Ok(Ok(()) | Err(zk::Error::NoNode)) => {}
+                    _ => failed.push(r),
                 }
             }
-            let next = s.records().iter().map(|r| r.until).min();
-            next.unwrap_or(now + Duration::from_secs(3600))
+            for r in expired.into_iter().filter(|r| r.name.is_none()) {
+                if !delete_protected(&s, &r.dir, &r.guid, PATIENCE * 5).await {
+                    failed.push(r);
+                }
+            }
+            let mut records = s.records();
+            if s.is_alive() {
+                for mut r in failed {
+                    r.lapsed = true;
+                    r.until = now + PATIENCE;
+                    records.push(r);
+                }
+            }
+            records
+                .iter()
+                .map(|r| r.until)
+                .min()
+                .unwrap_or(now + Duration::from_secs(3600))
         };
         tokio::select! {
             () = tokio::time::sleep_until(next) => {}
             () = wake.notified() => {}
         }
     }
+}
+
+/// Deletes the node of session `s` protected by `guid` under `dir`, if a
+/// create whose answer never came made one; whether that is done.
+async fn delete_protected(s: &Session, dir: &str, guid: &str, patience: Duration) -> bool {
+    let children = match tokio::time::timeout(patience, s.client.list_children(dir)).await {
+        Ok(Ok(children)) => children,
+        Ok(Err(zk::Error::NoNode)) => return true,
+        _ => return false,
+    };
+    let mut done = true;
+    for c in children.iter().filter(|c| is_protected_by(c, guid)) {
+        let path = format!("{dir}/{c}");
+        match tokio::time::timeout(patience, s.client.check_stat(&path)).await {
+            Ok(Ok(Some(st))) if st.ephemeral_owner == s.id => {
+                match tokio::time::timeout(patience, s.client.delete(&path, None)).await {
+                    Ok(Ok(()) | Err(zk::Error::NoNode)) => {}
+                    _ => done = false,
+                }
+            }
+            Ok(Ok(_)) => {}
+            _ => done = false,
+        }
+    }
+    done
 }
 
 impl fmt::Debug for ZkStore {
@@ -475,7 +502,7 @@ impl ZkStore {
         let earlier = s
             .records()
             .iter()
-            .find(|r| r.dir == dir && r.holder == req.holder && !r.delivered)
+            .find(|r| r.dir == dir && r.holder == req.holder && !r.delivered && !r.lapsed)
             .map(|r| (r.guid.clone(), r.name.clone()));
         if let Some((guid, Some(name))) = &earlier {
             let path = format!("{dir}/{name}");
@@ -506,6 +533,7 @@ impl ZkStore {
                     token: Some(token_of(czxid)),
                     until: sent + s.granted,
                     delivered: false,
+                    lapsed: false,
                 });
                 return Ok((name, czxid));
             }
@@ -530,6 +558,7 @@ impl ZkStore {
                     token: None,
                     until: sent + s.granted,
                     delivered: false,
+                    lapsed: false,
                 });
                 s.client.create(&prefix, &data, &options)
             };

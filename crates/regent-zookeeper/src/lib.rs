@@ -28,7 +28,13 @@
 //!
 //! * **A place in line.** A candidate creates the ephemeral sequential node
 //!   `CHROOT/ELECTION/_c_{GUID}-latch-{sequence}` holding its holder id
-//!   (with metadata, a newline and the metadata as JSON: see below). The
+//!   (with metadata, a newline and the metadata as JSON: see below), and
+//!   never changes it. Metadata a leader proclaims later goes to the
+//!   ephemeral node `CHROOT/_regent_metadata/ELECTION/{its node's name}`:
+//!   `LeaderLatch` watches the node ahead of its own for its deletion
+//!   alone, and a change of its data would spend that one-shot watch
+//!   (found by the Curator test: the participant behind a leader that
+//!   proclaimed never heard the leader leave). The
 //!   children sorted by what follows `latch-` are the line; the first
 //!   leads. A candidate that is not first stays in line with its node (a
 //!   queue store, [`StoreStyle::Queue`](regent_core::StoreStyle)) and is
@@ -99,9 +105,10 @@
 //! `regent status` shows a Curator leader's participant id (a participant
 //! id that is not a valid holder id is shown with its bytes outside `!`
 //! to `~` as `_`, its data in the metadata `zk.data`). One difference: a
-//! regent leader with metadata writes it after its holder id, so that
-//! Curator shows the participant id as the holder id, a newline, and the
-//! JSON metadata.
+//! regent candidate that starts with metadata writes it after its holder
+//! id, so that Curator shows its participant id as the holder id, a
+//! newline, and the JSON metadata; metadata proclaimed later is regent's
+//! alone, and Curator goes on showing the bare id.
 //!
 //! # Errors
 //!

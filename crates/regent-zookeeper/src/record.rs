@@ -45,6 +45,11 @@ pub(crate) fn node_prefix(guid: &str) -> String {
     format!("{PROTECTED}{guid}-{LATCH}")
 }
 
+/// Whether `name` is protected as regent's (and Curator's) nodes are.
+pub(crate) fn is_regent_name(name: &str) -> bool {
+    name.starts_with(PROTECTED)
+}
+
 /// Whether `name` is the node created with protection `guid`.
 pub(crate) fn is_protected_by(name: &str, guid: &str) -> bool {
     name.strip_prefix(PROTECTED)
@@ -80,14 +85,31 @@ pub(crate) fn sort_children(children: &mut [String]) {
 pub(crate) fn encode(holder: &HolderId, metadata: &Metadata) -> Vec<u8> {
     let mut data = holder.as_str().as_bytes().to_vec();
     if !metadata.is_empty() {
-        let meta: Map<String, Value> = metadata
-            .iter()
-            .map(|(k, v)| (k.to_owned(), Value::String(v.to_owned())))
-            .collect();
         data.push(b'\n');
-        data.extend(serde_json::to_vec(&Value::Object(meta)).unwrap_or_default());
+        data.extend(encode_metadata(metadata));
     }
     data
+}
+
+/// Metadata as regent's nodes carry it: a JSON object of strings.
+pub(crate) fn encode_metadata(metadata: &Metadata) -> Vec<u8> {
+    let meta: Map<String, Value> = metadata
+        .iter()
+        .map(|(k, v)| (k.to_owned(), Value::String(v.to_owned())))
+        .collect();
+    serde_json::to_vec(&Value::Object(meta)).unwrap_or_default()
+}
+
+/// Reads metadata written by [`encode_metadata`]; `None` for anything else.
+pub(crate) fn decode_metadata(data: &[u8]) -> Option<Metadata> {
+    let Value::Object(m) = serde_json::from_slice::<Value>(data).ok()? else {
+        return None;
+    };
+    let mut pairs = Vec::with_capacity(m.len());
+    for (k, v) in m {
+        pairs.push((k, v.as_str()?.to_owned()));
+    }
+    Metadata::from_pairs(pairs).ok()
 }
 
 /// Reads data regent wrote; `None` when it is anything else.
@@ -100,16 +122,7 @@ pub(crate) fn decode(data: &[u8]) -> Option<(HolderId, Metadata)> {
     let holder = HolderId::new(holder).ok()?;
     let metadata = match rest {
         None => Metadata::new(),
-        Some(json) => {
-            let Value::Object(m) = serde_json::from_str::<Value>(json).ok()? else {
-                return None;
-            };
-            let mut pairs = Vec::with_capacity(m.len());
-            for (k, v) in m {
-                pairs.push((k, v.as_str()?.to_owned()));
-            }
-            Metadata::from_pairs(pairs).ok()?
-        }
+        Some(json) => decode_metadata(json.as_bytes())?,
     };
     Some((holder, metadata))
 }

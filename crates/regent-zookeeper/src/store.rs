@@ -18,8 +18,8 @@ use zookeeper_client as zk;
 
 use crate::error::zk_error;
 use crate::record::{
-    encode, is_candidate, is_protected_by, leader_of, new_guid, node_prefix, sort_children,
-    token_of,
+    decode_metadata, encode, encode_metadata, is_candidate, is_protected_by, is_regent_name,
+    leader_of, new_guid, node_prefix, sort_children, token_of,
 };
 
 /// The shortest ttl the store asks a server for. A server grants session
@@ -165,8 +165,12 @@ async fn reap(session: Weak<Session>, wake: Arc<Notify>) {
                 let deletes: Vec<_> = expired
                     .iter()
                     .filter_map(|r| {
-                        let path = format!("{}/{}", r.dir, r.name.as_ref()?);
+                        let name = r.name.as_ref()?;
+                        let path = format!("{}/{name}", r.dir);
                         tracing::info!(node = %path, holder = %r.holder, "zookeeper: a lease lapsed unrenewed; deleting its node");
+                        // Its proclaimed metadata, if any: best effort (it
+                        // is ephemeral, and read only for a live node).
+                        drop(s.client.delete(&meta_path(&r.dir, name), None));
                         Some((r.clone(), s.client.delete(&path, None)))
                     })
                     .collect();
@@ -379,6 +383,16 @@ impl ZkStore {
     /// (Curator's latch path).
     pub fn election_path(&self, election: &ElectionName) -> String {
         format!("{}/{election}", self.inner.root)
+    }
+
+    /// Where a candidate's proclaimed metadata lives: apart from the
+    /// election's node, whose children must change only by being created
+    /// or deleted (Curator's `LeaderLatch` watches the node ahead of its
+    /// own for its deletion alone, and a data change spends its watch).
+    /// `_regent_metadata` cannot be an election's name (those begin with a
+    /// letter or a digit).
+    fn meta_path(&self, election: &ElectionName, name: &str) -> String {
+        meta_path(&self.election_path(election), name)
     }
 
     /// The session this store's elections share now, if one is open: its
@@ -726,12 +740,42 @@ impl ZkStore {
                 )
                 .await
             {
-                Ok((data, stat)) => return Ok(Some(leader_of(name, &data, stat.czxid))),
+                Ok((data, stat)) => {
+                    let mut leader = leader_of(name, &data, stat.czxid);
+                    if let Some(m) = self.proclaimed(client, election, name).await? {
+                        leader.metadata = m;
+                    }
+                    return Ok(Some(leader));
+                }
                 Err(e) if is_no_node(&e) => {}
                 Err(e) => return Err(e),
             }
         }
         Ok(None)
+    }
+
+    /// The metadata the candidate of node `name` proclaimed, if it did.
+    async fn proclaimed(
+        &self,
+        client: &zk::Client,
+        election: &ElectionName,
+        name: &str,
+    ) -> Result<Option<Metadata>, StoreError> {
+        if !is_regent_name(name) {
+            return Ok(None);
+        }
+        let path = self.meta_path(election, name);
+        match self
+            .call(
+                || self.what("read the leader's metadata in", election),
+                client.get_data(&path),
+            )
+            .await
+        {
+            Ok((data, _)) => Ok(decode_metadata(&data)),
+            Err(e) if is_no_node(&e) => Ok(None),
+            Err(e) => Err(e),
+        }
     }
 
     /// The sorted children of `dir`; none if it does not exist.
@@ -756,6 +800,19 @@ impl ZkStore {
             Err(e) => Err(e),
         }
     }
+}
+
+/// The metadata node of node `name` of the election at `dir`
+/// (`ROOT/ELECTION`): `ROOT/_regent_metadata/ELECTION/NAME`.
+fn meta_path(dir: &str, name: &str) -> String {
+    let (root, election) = dir.rsplit_once('/').unwrap_or(("", dir));
+    format!("{root}/_regent_metadata/{election}/{name}")
+}
+
+fn is_node_exists(e: &StoreError) -> bool {
+    std::error::Error::source(e)
+        .and_then(|s| s.downcast_ref::<zk::Error>())
+        .is_some_and(|z| matches!(z, zk::Error::NodeExists))
 }
 
 fn is_no_node(e: &StoreError) -> bool {
@@ -877,9 +934,9 @@ impl LeaseStore for ZkStore {
         };
         let dir = self.election_path(&lease.election);
         let path = format!("{dir}/{name}");
-        let data = encode(&lease.holder, metadata);
+        let what = || self.what("publish metadata in", &lease.election);
         let now = Instant::now();
-        let set = {
+        let check = {
             let records = s.records();
             if !records
                 .iter()
@@ -887,27 +944,48 @@ impl LeaseStore for ZkStore {
             {
                 return Ok(Renewal::Lost);
             }
-            s.client.set_data(&path, &data, None)
+            s.client.check_stat(&path)
         };
-        match self
-            .call(|| self.what("publish metadata in", &lease.election), set)
-            .await
-        {
-            Ok(stat) if token_of(stat.czxid) == lease.token => Ok(Renewal::Renewed),
-            Ok(_) => Err(StoreError::new(
-                ErrorKind::Protocol,
-                format!(
-                    "{}: the node {path} changed its czxid",
-                    self.what("publish metadata in", &lease.election)
-                ),
-            )),
-            Err(e) if is_no_node(&e) => {
+        match self.call(what, check).await {
+            Ok(Some(st)) if st.ephemeral_owner == s.id && token_of(st.czxid) == lease.token => {}
+            Ok(_) => {
                 s.records().retain(|r| !r.is(&dir, name, lease));
-                Ok(Renewal::Lost)
+                return Ok(Renewal::Lost);
             }
-            Err(_) if !s.is_alive() => Ok(Renewal::Lost),
-            Err(e) => Err(e),
+            Err(_) if !s.is_alive() => return Ok(Renewal::Lost),
+            Err(e) => return Err(e),
         }
+        // The node's own data stays as created: the metadata goes beside
+        // the election (see `meta_path`), ephemeral as the node.
+        let meta = self.meta_path(&lease.election, name);
+        let data = encode_metadata(metadata);
+        let options = zk::CreateMode::Ephemeral.with_acls(self.acls());
+        for _ in 0..3 {
+            match self.call(what, s.client.set_data(&meta, &data, None)).await {
+                Ok(_) => return Ok(Renewal::Renewed),
+                Err(e) if is_no_node(&e) => {}
+                Err(_) if !s.is_alive() => return Ok(Renewal::Lost),
+                Err(e) => return Err(e),
+            }
+            match self
+                .call(what, s.client.create(&meta, &data, &options))
+                .await
+            {
+                Ok(_) => return Ok(Renewal::Renewed),
+                // Made meanwhile: set it.
+                Err(e) if is_node_exists(&e) => {}
+                Err(e) if is_no_node(&e) => {
+                    let parent = meta.rsplit_once('/').map_or("", |(p, _)| p);
+                    self.ensure_path(&s, parent).await?;
+                }
+                Err(_) if !s.is_alive() => return Ok(Renewal::Lost),
+                Err(e) => return Err(e),
+            }
+        }
+        Err(StoreError::new(
+            ErrorKind::Protocol,
+            format!("{}: the metadata node {meta} came and went", what()),
+        ))
     }
 
     async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
@@ -927,6 +1005,12 @@ impl LeaseStore for ZkStore {
                 // Not ours (another holder or token), or already gone.
                 return Ok(());
             }
+            // The metadata first: a follower that sees the node gone reads
+            // no stale metadata for it. Best effort: it is ephemeral too.
+            drop(
+                s.client
+                    .delete(&self.meta_path(&lease.election, name), None),
+            );
             s.client.delete(&path, None)
         };
         match self
@@ -1063,11 +1147,25 @@ impl ZkStore {
                 .await
             {
                 Ok((data, stat, data_watch)) => {
-                    let leader = leader_of(first, &data, stat.czxid);
+                    let mut leader = leader_of(first, &data, stat.czxid);
+                    // Metadata it proclaims later: watch where it goes.
+                    let meta = self.meta_path(election, first);
+                    let (exists, meta_watch) = self
+                        .call(
+                            || self.what("watch the leader's metadata in", election),
+                            client.check_and_watch_stat(&meta),
+                        )
+                        .await?;
+                    if exists.is_some()
+                        && let Some(m) = self.proclaimed(client, election, first).await?
+                    {
+                        leader.metadata = m;
+                    }
                     let wake = async move {
                         tokio::select! {
                             e = children_watch.changed() => e,
                             e = data_watch.changed() => e,
+                            e = meta_watch.changed() => e,
                         }
                     };
                     return Ok((Some(leader), Box::pin(wake)));

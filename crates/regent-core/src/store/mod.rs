@@ -216,8 +216,9 @@ pub enum SafetyClass {
     TimingOnly,
     /// A majority of peers vouch for the leader's lease (peer algorithms in
     /// quorum mode): never two leaders at once while clocks drift within
-    /// the configured bound, but no authority keeps the tokens: a group
-    /// restarted whole starts them again.
+    /// the configured bound, but no authority keeps the tokens: across a
+    /// restart of the whole group they go on growing only by the members'
+    /// wall clocks (see `regent-peer`).
     PeerQuorum,
 }
 

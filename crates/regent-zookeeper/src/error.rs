@@ -17,6 +17,15 @@ pub(crate) fn classify(e: &zk::Error) -> ErrorKind {
         | E::SessionMoved
         | E::ClientClosed
         | E::NotReadOnly => ErrorKind::Unavailable,
+        // zookeeper-client reports what broke under a request in flight as
+        // `Custom`: the socket's own error ("Connection reset by peer") or
+        // "no response from connection in N ms". Both are a lost connection;
+        // the client reconnects and the session may still be alive, so a
+        // retry may help. (It also makes `Custom` for TLS settings, which
+        // regent does not use.) tests/faults.rs (a brief pause, a quick
+        // restart, a pause past the session timeout) fail if this is
+        // Protocol: the candidate would stop campaigning.
+        E::Custom(_) => ErrorKind::Unavailable,
         E::NoAuth | E::AuthFailed | E::InvalidAcl => ErrorKind::Auth,
         E::BadArguments(_)
         | E::QuotaExceeded

@@ -57,6 +57,7 @@ use regent_core::{ElectionName, ErrorKind, LeaderInfo, StoreError};
 use rusqlite::Connection;
 use tokio::sync::{oneshot, watch};
 
+use crate::bell;
 use crate::clock::{BOOT_ID_PATH, later, monotonic_now_ns, read_boot_id};
 use crate::db::{self, Seen, Site};
 use crate::error::classify;
@@ -178,6 +179,9 @@ pub(crate) enum Message {
     /// Follow an election in the shared poll; the answer is the election's
     /// channel of polled states.
     Watch(ElectionName, oneshot::Sender<watch::Receiver<Polled>>),
+    /// The wake-up bell rang (a release, maybe by another process): poll
+    /// the watches now.
+    Bell,
     /// Kill the thread, as a bug outside any request would.
     #[cfg(test)]
     Die,
@@ -319,7 +323,7 @@ pub(crate) fn run(
     } = options;
     let opened = read_boot_id(std::path::Path::new(BOOT_ID_PATH)).and_then(|boot_id| {
         let conn = db::open(&path, busy_timeout)?;
-        Ok((conn, Site { path, boot_id }))
+        Ok((conn, Site::new(path, boot_id)))
     });
     let (conn, site) = match opened {
         Ok(opened) => opened,
@@ -335,6 +339,7 @@ pub(crate) fn run(
     let path = site.path.clone();
     let thread = Thread {
         conn,
+        bell: bell::Ringer::open(&path),
         site,
         requests,
         watches: Watches::new(poll_interval),
@@ -351,6 +356,8 @@ pub(crate) fn run(
 
 struct Thread {
     conn: Connection,
+    /// Rung after a batch that released a lease (see `bell`).
+    bell: Option<bell::Ringer>,
     site: Site,
     requests: Receiver<Message>,
     watches: Watches,
@@ -473,6 +480,7 @@ impl Thread {
                     Message::Watch(election, reply) => {
                         let _ = reply.send(self.watches.add(election));
                     }
+                    Message::Bell => self.watches.poll_now(),
                     #[cfg(test)]
                     Message::Die => panic!("the connection thread dies (as the test wants)"),
                 }
@@ -492,6 +500,13 @@ impl Thread {
                 self.guarded(&mut batch, |t, batch| {
                     run_writes(&t.conn, &t.site, &t.stats, batch);
                 });
+                // After the commit (or its failure: a ring for nothing
+                // costs the listeners one poll).
+                if self.site.released.take()
+                    && let Some(bell) = &self.bell
+                {
+                    bell.ring();
+                }
                 if self.conn.total_changes() != changes {
                     self.watches.wrote = true;
                     self.pace.committed(now);
@@ -722,6 +737,13 @@ impl Watches {
         });
         watched.fresh = true;
         watched.state.subscribe()
+    }
+
+    /// The next poll runs at once (if anything is watched).
+    fn poll_now(&mut self) {
+        if self.next.is_some() {
+            self.next = Some(Instant::now());
+        }
     }
 
     fn poll(&mut self, conn: &Connection, site: &Site) {
@@ -1081,10 +1103,11 @@ mod tests {
         let path = dir.path().join("regent.db");
         let mut thread = Thread {
             conn: db::open(&path, Duration::from_secs(1)).expect("open"),
-            site: Site {
+            bell: None,
+            site: Site::new(
                 path,
-                boot_id: read_boot_id(std::path::Path::new(BOOT_ID_PATH)).expect("boot id"),
-            },
+                read_boot_id(std::path::Path::new(BOOT_ID_PATH)).expect("boot id"),
+            ),
             requests: mpsc::channel().1,
             watches: Watches::new(Duration::from_secs(1)),
             pace: Pace::new(Duration::ZERO),

@@ -45,14 +45,26 @@ CREATE TABLE regent_lease (
 ";
 
 /// What an operation needs besides the connection: where the file is, for
-/// error messages, and which boot this process runs in.
+/// error messages, and which boot this process runs in; and what the
+/// connection thread does after the batch (ring the wake-up bell).
 #[derive(Debug)]
 pub(crate) struct Site {
     pub(crate) path: std::path::PathBuf,
     pub(crate) boot_id: String,
+    /// Set by a release that deleted its row: the connection thread rings
+    /// the wake-up bell after the batch commits (see `bell`).
+    pub(crate) released: std::cell::Cell<bool>,
 }
 
 impl Site {
+    pub(crate) fn new(path: std::path::PathBuf, boot_id: String) -> Self {
+        Site {
+            path,
+            boot_id,
+            released: std::cell::Cell::new(false),
+        }
+    }
+
     fn context(&self, op: &str, election: &ElectionName) -> String {
         format!(
             "sqlite store '{}': {op} election '{election}'",
@@ -780,6 +792,9 @@ pub(crate) fn release(conn: &Connection, site: &Site, lease: &Lease) -> Result<b
         )
         .and_then(|mut stmt| stmt.execute((lease.election.as_str(), lease.holder.as_str(), token)))
         .map_err(|e| db_error(site.context("release", &lease.election), e))?;
+    if n > 0 {
+        site.released.set(true);
+    }
     Ok(n > 0)
 }
 
@@ -819,10 +834,7 @@ mod tests {
     fn reading_a_row_does_not_prepare_its_statement_again() {
         let dir = tempfile::tempdir().expect("temp dir");
         let conn = open(&dir.path().join("regent.db"), Duration::from_secs(1)).expect("open");
-        let site = Site {
-            path: dir.path().join("regent.db"),
-            boot_id: "b".into(),
-        };
+        let site = Site::new(dir.path().join("regent.db"), "b".into());
         for i in 0..10 {
             let e = ElectionName::new(format!("e{i}")).expect("a name");
             assert!(read_row(&conn, &site, "read", &e).expect("read").is_none());

@@ -94,6 +94,19 @@
 //! [`StoreInfo::watch`](regent_core::StoreInfo::watch) says
 //! [`WatchMode::Poll`](regent_core::WatchMode::Poll) with the interval.
 //!
+//! A release does not wait for the poll: beside the database `PATH` the
+//! store keeps a one-byte file, `PATH-wake`, the **wake-up bell**. A commit
+//! that released a lease writes to it, and every store that watches
+//! anything on this file (in this process or another) watches the bell
+//! with inotify, on a thread of its own (`regent-sqlite-bell`, started by
+//! the first watch), and polls at once when it rings. So a graceful
+//! hand-over costs the release's commit, a wake-up, and the follower's
+//! acquire, not a poll interval. Only releases ring: renewals would wake
+//! every watching process on every commit. A lease that expires (its
+//! holder died) is still seen by the poll. The bell is a hint: where it
+//! cannot be created, written or watched, the store logs it at debug level
+//! and polls as before.
+//!
 //! One poll serves every stream of a store (and its clones), however many
 //! elections they watch: one read transaction per interval, on the store's
 //! connection thread. It reads rows only when something may have changed
@@ -160,7 +173,8 @@
 //!   follower's retry takes no write lock and no commit.
 //!
 //! So a process holds a fixed number of threads whatever its number of
-//! elections (the store's thread, and the runtime's), and its commits per
+//! elections (the store's thread, the wake-up bell's once something is
+//! watched, and the runtime's), and its commits per
 //! second are bounded by the commit interval (and, for ttls under 20
 //! intervals, by the shortest ttl), not by its elections.
 //! `synchronous = FULL` stays: group commit makes durability cheap
@@ -202,7 +216,9 @@
 //! commit interval (a twentieth of the ttl is 500 ms), which is what
 //! keeps the commits to about 20 a second.
 //! CPU is the whole process's; threads are all of them (the main thread,
-//! the 2 workers, the store's thread).
+//! the 2 workers, the store's thread), measured before the wake-up bell,
+//! whose thread followers now add (one per store, whatever the number of
+//! elections).
 //!
 //! | elections | how | CPU, % of a core | RSS | threads | written to disk |
 //! | --- | --- | --- | --- | --- | --- |
@@ -346,6 +362,7 @@
 //! never taken over, and never a panic: an operator deletes the row to free
 //! the election.
 
+mod bell;
 mod clock;
 mod conn;
 mod db;

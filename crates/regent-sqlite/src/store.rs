@@ -3,9 +3,9 @@
 
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use regent_core::store::ExpirySlack;
@@ -16,6 +16,7 @@ use regent_core::{
 use rusqlite::Connection;
 use tokio::sync::{oneshot, watch};
 
+use crate::bell;
 use crate::clock::later;
 use crate::conn::{self, Access, Message, Pending, Polled};
 use crate::db::{self, Site};
@@ -63,6 +64,18 @@ struct Inner {
     stats: Arc<conn::Stats>,
     path: PathBuf,
     options: conn::Options,
+    /// The wake-up bell's listener, started by the first watch: `None`
+    /// inside when the bell cannot be watched (then polls alone serve).
+    listener: OnceLock<Option<bell::Listener>>,
+}
+
+impl Inner {
+    /// The bell rang: the connection thread polls its watches now.
+    fn wake(&self) {
+        if self.requests.send(Message::Bell).is_ok() {
+            self.thread.unpark();
+        }
+    }
 }
 
 /// What a store's connection thread has done since it opened: for tests
@@ -211,6 +224,7 @@ impl SqliteStoreBuilder {
                 stats,
                 path,
                 options,
+                listener: OnceLock::new(),
             }),
         })
     }
@@ -492,6 +506,10 @@ impl LeaseStore for SqliteStore {
             .send(Message::Watch(election.clone(), reply))
             .map_err(|_| stopped())?;
         let polled = polled.await.map_err(|_| stopped())?;
+        // A release, by any process, wakes the poll at once.
+        self.inner.listener.get_or_init(|| {
+            bell::Listener::start(&self.inner.path, Arc::downgrade(&self.inner), Inner::wake)
+        });
         let follow = Follow {
             store: self.clone(),
             election: election.clone(),

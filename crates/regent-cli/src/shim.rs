@@ -248,6 +248,7 @@ fn shim(args: &ShimArgs) -> std::io::Result<u8> {
 /// that ask for a stop, and ends as the init ended.
 fn hold(args: &ShimArgs) -> std::io::Result<u8> {
     let signals = SignalPipe::new()?;
+    let exits = SignalPipe::children()?;
     failpoint("shim-before-init");
     let me = rustix::process::getpid().as_raw_nonzero().get();
     let mut command = Command::new(crate::run::own_exe_path());
@@ -296,7 +297,10 @@ fn hold(args: &ShimArgs) -> std::io::Result<u8> {
             tv_sec: 0,
             tv_nsec: 50_000_000,
         };
-        let mut fds = [PollFd::new(&signals.read, PollFlags::IN)];
+        let mut fds = [
+            PollFd::new(&signals.read, PollFlags::IN),
+            PollFd::new(&exits.read, PollFlags::IN),
+        ];
         match poll(&mut fds, Some(&timeout)) {
             Ok(_) | Err(rustix::io::Errno::INTR) => {}
             Err(e) => {
@@ -307,6 +311,8 @@ fn hold(args: &ShimArgs) -> std::io::Result<u8> {
                 return Err(e.into());
             }
         }
+        // The init's exit is looked for at the top of the loop.
+        exits.drain();
         if signals.drain() {
             // regent died (the death signal) or someone asks for a stop:
             // the init stops CMD gracefully.
@@ -336,6 +342,7 @@ fn supervise(args: &ShimArgs, guard: Guard) -> std::io::Result<u8> {
     // free to take.
     let heartbeat = heartbeat_fd();
     let signals = SignalPipe::new()?;
+    let exits = SignalPipe::children()?;
     if guard == Guard::Group {
         rustix::process::set_child_subreaper(Some(rustix::process::getpid()))?;
     }
@@ -391,6 +398,7 @@ fn supervise(args: &ShimArgs, guard: Guard) -> std::io::Result<u8> {
         let mut fds = [
             PollFd::new(&signals.read, PollFlags::IN),
             PollFd::new(&stdin_fd, PollFlags::IN),
+            PollFd::new(&exits.read, PollFlags::IN),
         ];
         match poll(&mut fds, Some(&timeout)) {
             Ok(_) | Err(rustix::io::Errno::INTR) => {}
@@ -403,6 +411,8 @@ fn supervise(args: &ShimArgs, guard: Guard) -> std::io::Result<u8> {
         }
         let signalled = !fds[0].revents().is_empty();
         let stdin_ready = !fds[1].revents().is_empty();
+        // A child exited: reaped at the top of the loop.
+        exits.drain();
         if signalled {
             break 'wait Stop::Signal;
         }
@@ -504,20 +514,35 @@ fn parse_control(line: &[u8]) -> Option<Control> {
     Some(Control::Deadline(ns))
 }
 
-/// SIGTERM, SIGINT and SIGHUP, delivered as readable bytes on a pipe.
+/// Signals delivered as readable bytes on a socket pair, so that `poll`
+/// wakes for them: SIGTERM, SIGINT and SIGHUP ([`SignalPipe::new`]), or
+/// SIGCHLD ([`SignalPipe::children`]).
 struct SignalPipe {
     read: std::os::unix::net::UnixStream,
 }
 
 impl SignalPipe {
+    /// The signals that ask for a stop.
     fn new() -> std::io::Result<Self> {
-        let (read, write) = std::os::unix::net::UnixStream::pair()?;
-        read.set_nonblocking(true)?;
-        for sig in [
+        Self::of(&[
             signal_hook::consts::SIGTERM,
             signal_hook::consts::SIGINT,
             signal_hook::consts::SIGHUP,
-        ] {
+        ])
+    }
+
+    /// SIGCHLD: a child exited. The supervisor reaps as soon as it comes
+    /// rather than at its next periodic look: a hand-over waits for the
+    /// old term's processes to be gone, and every millisecond of that
+    /// wait is the service's.
+    fn children() -> std::io::Result<Self> {
+        Self::of(&[signal_hook::consts::SIGCHLD])
+    }
+
+    fn of(signals: &[i32]) -> std::io::Result<Self> {
+        let (read, write) = std::os::unix::net::UnixStream::pair()?;
+        read.set_nonblocking(true)?;
+        for &sig in signals {
             signal_hook::low_level::pipe::register(sig, write.try_clone()?)?;
         }
         Ok(Self { read })

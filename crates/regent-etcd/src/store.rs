@@ -563,6 +563,49 @@ impl EtcdStore {
         })
     }
 
+    /// A queued place that is still as we left it, read without a write:
+    /// our key with its create revision `token`, our lease and our value,
+    /// and the head of the line, in one read-only transaction (a
+    /// linearizable read, no raft entry and no fsync). `None` when the key
+    /// is not exactly ours any more: `place` then decides, with a write.
+    ///
+    /// This is what a follower does when its watch says that the line
+    /// moved, so it is on every graceful hand-over's path: the write
+    /// `place` makes costs etcd a raft round and an fsync.
+    async fn still_placed(
+        &self,
+        req: &AcquireRequest,
+        prefix: &str,
+        lease: i64,
+        token: i64,
+    ) -> Result<Option<Placed>, StoreError> {
+        let key = candidate_key(prefix, lease);
+        let txn = Txn::new().and_then([
+            TxnOp::get(key, None),
+            TxnOp::get(prefix, Some(Self::head_options())),
+        ]);
+        let what = || format!("acquire election '{}' by '{}'", req.election, req.holder);
+        let mut client = self.client.clone();
+        let resp = self.call(&req.election, what, client.txn(txn)).await?;
+        let mut ops = resp.op_responses().into_iter();
+        let (Some(TxnOpResponse::Get(mut mine)), Some(TxnOpResponse::Get(mut head))) =
+            (ops.next(), ops.next())
+        else {
+            return Err(protocol(
+                what(),
+                "the transaction answered without its ranges",
+            ));
+        };
+        let value = encode(&req.holder, &req.metadata);
+        let unchanged = mine.take_kvs().into_iter().next().is_some_and(|mine| {
+            mine.lease() == lease && mine.create_revision() == token && mine.value() == value
+        });
+        Ok(unchanged.then(|| Placed {
+            token,
+            head: head.take_kvs().into_iter().next(),
+        }))
+    }
+
     /// Queues (or finds) our key under `lease` and answers won or held.
     async fn campaign(
         &self,
@@ -573,6 +616,18 @@ impl EtcdStore {
     ) -> Result<Acquire, StoreError> {
         let prefix = self.election_prefix(&req.election);
         let placed = self.place(req, &prefix, lease, expected).await?;
+        self.answer(req, &prefix, lease, ttl, placed)
+    }
+
+    /// Won if our key heads the line, else held by the head.
+    fn answer(
+        &self,
+        req: &AcquireRequest,
+        prefix: &str,
+        lease: i64,
+        ttl: Duration,
+        placed: Placed,
+    ) -> Result<Acquire, StoreError> {
         let mine = Lease {
             election: req.election.clone(),
             holder: req.holder.clone(),
@@ -580,7 +635,7 @@ impl EtcdStore {
             ttl,
             handle: LeaseHandle::new(lease_hex(lease)),
         };
-        let key = candidate_key(&prefix, lease);
+        let key = candidate_key(prefix, lease);
         match placed.head {
             Some(head) if head.key() == key.as_bytes() => {
                 tracing::debug!(
@@ -716,11 +771,23 @@ impl LeaseStore for EtcdStore {
             .filter(|q| q.election == req.election && q.holder == req.holder)
             .and_then(|q| Some((q, parse_lease_hex(q.handle.as_str())?)));
         if let Some((q, id)) = place {
-            // Restart the place's ttl first: a Won below must hold for a
-            // full ttl from this call.
-            if self.keep_alive_once(&req.election, id, "acquire").await? {
-                let expected =
-                    i64::try_from(q.token.get()).map_or(Expected::Fresh, Expected::Queued);
+            // Restart the place's ttl (a Won below must hold for a full ttl
+            // from this call) while reading the line: a place still as we
+            // left it needs no write.
+            let prefix = self.election_prefix(&req.election);
+            let token = i64::try_from(q.token.get()).ok();
+            let (alive, still) =
+                tokio::join!(self.keep_alive_once(&req.election, id, "acquire"), async {
+                    match token {
+                        Some(t) => self.still_placed(req, &prefix, id, t).await,
+                        None => Ok(None),
+                    }
+                });
+            if alive? {
+                if let Some(placed) = still? {
+                    return self.answer(req, &prefix, id, q.ttl, placed);
+                }
+                let expected = token.map_or(Expected::Fresh, Expected::Queued);
                 return self.campaign(req, id, q.ttl, expected).await;
             }
             // The lease expired while we waited in line (etcd#19597 is a

@@ -3,23 +3,22 @@
 //! on one leader; `LeaderLatch.getLeader()` shows regent's holder id and
 //! regent shows the Curator participant's id.
 //!
-//! The participant is `tests/curator/LatchParticipant.java`, compiled at
-//! test time by the installed JDK against the kit's Curator classpath and
-//! driven line by line over its stdin. A missing JDK or jar fails the test
-//! with a message naming `scripts/install-engines`.
+//! The participant is regent-testkit's `LatchParticipant` (its Java source
+//! beside the kit's ZooKeeper engine), compiled at test time by the
+//! installed JDK against the kit's Curator classpath and driven line by
+//! line over its stdin. A missing JDK or jar fails the test with a message
+//! naming `scripts/install-engines`.
 
 mod common;
 
-use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Write};
-use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{Child, ChildStdin, Stdio};
 use std::time::Duration;
 
 use regent_core::{
     Acquire, AcquireRequest, Candidate, ElectionName, HolderId, LeaseStore, Metadata, Status,
 };
-use regent_testkit::engines::{ZooKeeper, curator_classpath};
+use regent_testkit::engines::{LatchParticipant, ZooKeeper};
 use regent_zookeeper::ZkStore;
 use tokio::sync::mpsc::{self, UnboundedReceiver, error::TryRecvError};
 
@@ -36,97 +35,15 @@ const WAIT: Duration = Duration::from_secs(10);
 /// The bound on a participant's start: a JVM, then Curator's connection.
 const LAUNCH: Duration = Duration::from_secs(30);
 
-/// The participant's source.
-const SOURCE: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/tests/curator/LatchParticipant.java"
-);
-
-/// The variable naming the `java` the kit runs (read here too: the
-/// participant runs on the same JVM as ZooKeeper).
-const JAVA_VAR: &str = "REGENT_JAVA_BIN";
-
-/// The JVM's option variables of the test's environment, not passed on
-/// (as the kit does for ZooKeeper).
-const JVM_VARS: &[&str] = &[
-    "JAVA_TOOL_OPTIONS",
-    "_JAVA_OPTIONS",
-    "JDK_JAVA_OPTIONS",
-    "CLASSPATH",
-];
-
-/// The compiled participant and the classpath to run it with.
-struct Compiled {
-    classes: tempfile::TempDir,
-    classpath: String,
-}
-
-/// `java`: `REGENT_JAVA_BIN`, or the one on `PATH`.
-fn java() -> PathBuf {
-    std::env::var_os(JAVA_VAR)
-        .filter(|path| !path.is_empty())
-        .map_or_else(|| PathBuf::from("java"), PathBuf::from)
-}
-
-/// The `javac` beside `java` (after symlinks), so that `java` reads the
-/// classes it writes; else the one on `PATH`.
-fn javac(java: &Path) -> PathBuf {
-    let found = if java.components().count() > 1 {
-        Some(java.to_path_buf())
-    } else {
-        std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
-            .map(|dir| dir.join(java))
-            .find(|path| path.is_file())
-    };
-    found
-        .and_then(|path| path.canonicalize().ok())
-        .map(|path| path.with_file_name("javac"))
-        .filter(|path| path.is_file())
-        .unwrap_or_else(|| PathBuf::from("javac"))
-}
-
-fn jvm(program: &Path) -> Command {
-    let mut command = Command::new(program);
-    for var in JVM_VARS {
-        command.env_remove(var);
-    }
-    command
-}
-
-/// Compiles the participant into a temporary directory.
-fn compile() -> Compiled {
-    let classpath = curator_classpath()
-        .unwrap_or_else(|e| panic!("cannot compile the Curator participant: {e}"));
-    let classes = tempfile::tempdir().expect("a directory for the classes");
-    let javac = javac(&java());
-    let out = jvm(&javac)
-        .args(["-encoding", "UTF-8", "-nowarn", "-cp"])
-        .arg(&classpath)
-        .arg("-d")
-        .arg(classes.path())
-        .arg(SOURCE)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap_or_else(|e| {
-            panic!(
-                "cannot run {} to compile the Curator participant ({e}): the JDK is missing; run \
-                 scripts/install-engines (it installs default-jdk-headless)",
-                javac.display()
-            )
-        });
-    assert!(
-        out.status.success(),
-        "{} could not compile {SOURCE}:\n{}{}",
-        javac.display(),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Compiled { classes, classpath }
+/// Compiles the participant.
+fn compile() -> LatchParticipant {
+    LatchParticipant::compile()
+        .unwrap_or_else(|e| panic!("cannot compile the Curator participant: {e}"))
 }
 
 /// A ZooKeeper of the test's own and the compiled participant, made side
 /// by side.
-async fn setup() -> (ZooKeeper, Compiled) {
+async fn setup() -> (ZooKeeper, LatchParticipant) {
     let compiled = tokio::task::spawn_blocking(compile);
     let zookeeper = common::start_zookeeper().await;
     let compiled = compiled
@@ -186,15 +103,14 @@ struct Participant {
 impl Participant {
     /// Starts participant `id` on `latch_path` and waits until it is
     /// connected (`READY`). Its latch is not started.
-    async fn launch(compiled: &Compiled, servers: &str, latch_path: &str, id: &str) -> Self {
-        let mut classpath = OsString::from(compiled.classes.path());
-        classpath.push(":");
-        classpath.push(&compiled.classpath);
-        let mut child = jvm(&java())
-            .args(["-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xmx64m"])
-            .arg("-cp")
-            .arg(classpath)
-            .args(["LatchParticipant", servers, latch_path, id])
+    async fn launch(
+        compiled: &LatchParticipant,
+        servers: &str,
+        latch_path: &str,
+        id: &str,
+    ) -> Self {
+        let mut child = compiled
+            .command(servers, latch_path, id)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -202,7 +118,7 @@ impl Participant {
             .unwrap_or_else(|e| {
                 panic!(
                     "cannot run {} for the Curator participant ({e}): run scripts/install-engines",
-                    java().display()
+                    compiled.java().display()
                 )
             });
         let stdin = child.stdin.take().expect("piped stdin");

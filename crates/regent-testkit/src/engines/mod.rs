@@ -31,7 +31,7 @@
 //! | etcd 3.4 | [`etcd::Etcd`], [`etcd::EtcdCluster`]; secured (TLS, authentication) by [`etcd::Etcd::builder`] | `etcd` (`REGENT_ETCD_BIN`), `etcdctl` (`REGENT_ETCDCTL_BIN`) |
 //! | Consul 1.8 | [`consul::Consul`] (a dev agent; secured (TLS, ACLs) by [`consul::Consul::builder`]), [`consul::ConsulCluster`] (three servers and client agents), [`consul::SharedConsul`] (a key prefix on one dev agent per test process) | `consul` (`REGENT_CONSUL_BIN`) |
 //! | Azurite 3.35 (Azure Blob Storage) | [`azurite::Azurite`] (the Blob service, data on disk), [`azurite::SharedAzurite`] (a container on one Azurite per test process); its clients find it by [`Engine::client_env`] | `azurite-blob` (`REGENT_AZURITE_BIN`) |
-//! | ZooKeeper 3.8 | [`zookeeper::ZooKeeper`] (a standalone server, `tickTime` 100 ms; other settings by [`zookeeper::ZooKeeper::builder`]), [`zookeeper::ZooKeeperEnsemble`] (three servers), [`zookeeper::SharedZooKeeper`] (a chroot on one server per test process); Curator's client jars by [`zookeeper::curator_classpath`] | `java` (`REGENT_JAVA_BIN`) with Debian's jars (`REGENT_ZOOKEEPER_CLASSPATH`; Curator's `REGENT_CURATOR_CLASSPATH`) |
+//! | ZooKeeper 3.8 | [`zookeeper::ZooKeeper`] (a standalone server, `tickTime` 100 ms; other settings by [`zookeeper::ZooKeeper::builder`]), [`zookeeper::ZooKeeperEnsemble`] (three servers), [`zookeeper::SharedZooKeeper`] (a chroot on one server per test process); Curator's client jars by [`zookeeper::curator_classpath`], a compiled `LeaderLatch` participant by [`zookeeper::LatchParticipant`] | `java` (`REGENT_JAVA_BIN`) with Debian's jars (`REGENT_ZOOKEEPER_CLASSPATH`; Curator's `REGENT_CURATOR_CLASSPATH`) |
 //!
 //! # Adding an engine
 //!
@@ -74,8 +74,8 @@ pub use etcd::{Etcd, EtcdBuilder, EtcdCluster, EtcdTls, EtcdTlsFiles};
 pub use http::Response as HttpResponse;
 pub use sqlite::Sqlite;
 pub use zookeeper::{
-    SharedZooKeeper, ZooKeeper, ZooKeeperBuilder, ZooKeeperEnsemble, ZooKeeperMode,
-    curator_classpath, zookeeper_classpath,
+    LatchParticipant, SharedZooKeeper, ZooKeeper, ZooKeeperBuilder, ZooKeeperEnsemble,
+    ZooKeeperMode, curator_classpath, zookeeper_classpath,
 };
 
 /// How long starting (or restarting) an engine waits for it to be healthy.

@@ -1,8 +1,9 @@
 //! ZooKeeper 3.8 on `127.0.0.1`: one standalone server ([`ZooKeeper`]),
 //! an ensemble of three ([`ZooKeeperEnsemble`]), or a chroot of its own on
 //! the test process's one server ([`SharedZooKeeper`]); and the classpath
-//! of Apache Curator's clients ([`curator_classpath`]) for the tests that
-//! run a Curator participant beside regent's.
+//! of Apache Curator's clients ([`curator_classpath`]) and a compiled
+//! Curator `LeaderLatch` participant ([`LatchParticipant`]) for the tests
+//! and benchmarks that run a Curator participant beside regent's.
 //!
 //! Every server runs `java -cp CLASSPATH
 //! org.apache.zookeeper.server.ZooKeeperServerMain zoo.cfg` (an ensemble's
@@ -104,6 +105,7 @@ pub use super::{START_TIMEOUT, STOP_TIMEOUT};
 
 mod classpath;
 mod ensemble;
+mod participant;
 mod shared;
 mod wire;
 
@@ -111,6 +113,7 @@ pub use classpath::{
     CURATOR_CLASSPATH_VAR, ZOOKEEPER_CLASSPATH_VAR, curator_classpath, zookeeper_classpath,
 };
 pub use ensemble::ZooKeeperEnsemble;
+pub use participant::LatchParticipant;
 pub use shared::SharedZooKeeper;
 
 /// The `tickTime` of every server the kit starts unless

@@ -2,6 +2,7 @@ import java.io.BufferedReader;
 import java.io.InputStreamReader;
 import java.nio.charset.StandardCharsets;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
 
 import org.apache.curator.framework.CuratorFramework;
 import org.apache.curator.framework.CuratorFrameworkFactory;
@@ -12,7 +13,9 @@ import org.apache.curator.retry.ExponentialBackoffRetry;
 
 /**
  * One Curator LeaderLatch participant, driven over stdin by regent's
- * interop test (tests/curator.rs), which compiles it at test time.
+ * Curator interop test (crates/regent-zookeeper/tests/curator.rs) and by
+ * `regent bench`, which compile it at run time through regent-testkit's
+ * LatchParticipant.
  *
  * <p>Arguments: CONNECT_STRING LATCH_PATH PARTICIPANT_ID. Prints READY once
  * connected, then answers one line per command:
@@ -30,6 +33,12 @@ import org.apache.curator.retry.ExponentialBackoffRetry;
  * come; a failed command prints ERROR and the exception. Ids are printed
  * with backslashes and newlines escaped, so that one id is one line.
  * Every line is flushed.
+ *
+ * <p>SIGTERM or SIGINT stops it as a service would stop: a shutdown hook
+ * closes the latch (NOTIFY_LEADER) and the client, whose closed session
+ * deletes the latch's node at once, so the next participant in line leads
+ * without waiting for a session timeout. SIGKILL leaves the session to
+ * expire.
  */
 public final class LatchParticipant {
     private LatchParticipant() {}
@@ -71,6 +80,22 @@ public final class LatchParticipant {
                 say("EVENT notLeader");
             }
         });
+        // Set once the client is closed on purpose (exit, end of stdin):
+        // the shutdown hook has nothing left to do then.
+        final AtomicBoolean closed = new AtomicBoolean(false);
+        Runtime.getRuntime().addShutdownHook(new Thread(() -> {
+            if (closed.getAndSet(true)) {
+                return;
+            }
+            try {
+                if (latch.getState() == LeaderLatch.State.STARTED) {
+                    latch.close(LeaderLatch.CloseMode.NOTIFY_LEADER);
+                }
+            } catch (Exception e) {
+                // Closing the client below ends the session all the same.
+            }
+            client.close();
+        }));
         say("READY");
 
         BufferedReader in =
@@ -110,7 +135,9 @@ public final class LatchParticipant {
             }
         }
         // Closing the session deletes the latch's node if it still stands.
-        client.close();
+        if (!closed.getAndSet(true)) {
+            client.close();
+        }
         System.exit(0);
     }
 }

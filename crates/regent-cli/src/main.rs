@@ -1,7 +1,8 @@
 //! `regent`: the sidecar CLI. `regent run -- CMD` runs CMD only while this
 //! instance leads; `status` and `watch` show the leader; `demo` shows
 //! failovers live on the embedded store; `torture` runs a fault campaign
-//! against a fenced resource and reports violations. See `regent --help`.
+//! against a fenced resource and reports violations; `bench` times leader
+//! hand-overs beside each engine's own tool. See `regent --help`.
 //!
 //! # Design notes (where this departs from ARCHITECTURE §6, and why)
 //!
@@ -78,6 +79,7 @@ macro_rules! say {
     }};
 }
 
+mod bench;
 mod cli;
 mod clock;
 mod demo;
@@ -119,6 +121,11 @@ fn main() -> ExitCode {
         // not a panic: regent must still stop CMD and release the lease.
         .log_internal_errors(false)
         .init();
+    // The bench drives blocking engines and processes: no runtime.
+    let command = match cli.command {
+        Command::Bench(args) => return bench::main(args),
+        command => command,
+    };
     store::hide_environment_if_secret();
     // One thread: the shim is spawned from the main thread, which lives as
     // long as the process, so the shim's parent-death signal cannot fire
@@ -134,7 +141,7 @@ fn main() -> ExitCode {
         }
     };
     let result = runtime.block_on(async move {
-        match cli.command {
+        match command {
             Command::Run(args) => run::run(args).await,
             #[cfg(feature = "peer")]
             Command::Peer(args) => peer::run(args).await,
@@ -146,7 +153,10 @@ fn main() -> ExitCode {
             Command::Watch(args) => show::watch(args).await,
             Command::Demo(args) => demo::demo(args).await,
             Command::Torture(args) => torture::torture(args).await,
-            Command::Shim(_) | Command::DemoTask(_) | Command::TortureWriter(_) => {
+            Command::Shim(_)
+            | Command::DemoTask(_)
+            | Command::TortureWriter(_)
+            | Command::Bench(_) => {
                 unreachable!("handled above")
             }
         }

@@ -1,0 +1,431 @@
+//! The processes a bench starts: tool processes in process groups of their
+//! own (killed with their whole tree when dropped, never by name), the
+//! commands they run, `/proc`, the child log, and the interrupt flag every
+//! wait checks.
+
+use std::collections::BTreeSet;
+use std::io::{BufRead as _, BufReader, Write as _};
+use std::os::unix::process::{CommandExt as _, ExitStatusExt as _};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, LazyLock, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use rustix::process::{Pid, Signal};
+
+use super::BenchError;
+use crate::clock::mono_ns;
+
+/// Set by SIGINT or SIGTERM to the bench: every wait then ends with
+/// [`BenchError::Interrupted`], and the guards kill what the bench started.
+static INTERRUPTED: LazyLock<Arc<AtomicBool>> = LazyLock::new(Arc::default);
+
+/// Catches SIGINT and SIGTERM into the interrupt flag.
+pub(crate) fn catch_interrupts() -> Result<(), BenchError> {
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, Arc::clone(&INTERRUPTED))
+            .map_err(|e| BenchError::Failed(format!("cannot catch signals: {e}")))?;
+    }
+    Ok(())
+}
+
+/// [`BenchError::Interrupted`] once the bench was asked to stop.
+pub(crate) fn check_interrupted() -> Result<(), BenchError> {
+    if INTERRUPTED.load(Ordering::Relaxed) {
+        Err(BenchError::Interrupted)
+    } else {
+        Ok(())
+    }
+}
+
+/// Sleeps `d`, in slices, so that an interrupt is noticed.
+pub(crate) fn pause(d: Duration) -> Result<(), BenchError> {
+    let until = Instant::now() + d;
+    while let Some(left) = until.checked_duration_since(Instant::now()) {
+        check_interrupted()?;
+        std::thread::sleep(left.min(Duration::from_millis(20)));
+    }
+    check_interrupted()
+}
+
+/// Polls `probe` every `every` until it yields a value; an error naming
+/// `what` after `within`.
+pub(crate) fn wait_for<T>(
+    within: Duration,
+    every: Duration,
+    what: &str,
+    mut probe: impl FnMut() -> Result<Option<T>, BenchError>,
+) -> Result<T, BenchError> {
+    let until = Instant::now() + within;
+    loop {
+        check_interrupted()?;
+        if let Some(v) = probe()? {
+            return Ok(v);
+        }
+        if Instant::now() >= until {
+            return Err(BenchError::Failed(format!(
+                "timed out after {within:?} waiting for {what}"
+            )));
+        }
+        std::thread::sleep(every);
+    }
+}
+
+/// A line of a tool's standard output, stamped with CLOCK_MONOTONIC as
+/// the bench read it.
+#[derive(Debug, Clone)]
+pub(crate) struct Line {
+    pub(crate) at_ns: u64,
+    pub(crate) text: String,
+}
+
+/// Where a tool's standard output goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Stdout {
+    /// A file beside its standard error: the tool's command writes there
+    /// too, and may outlive it.
+    File,
+    /// Read line by line by a thread, each line stamped as it arrives:
+    /// for tools that announce leadership on their output and run no
+    /// command.
+    Lines,
+}
+
+/// A tool process in a process group of its own, its standard error in a
+/// file. Dropping it kills its whole tree (descendants by parent links and
+/// their process groups) unless it has exited.
+pub(crate) struct ToolProcess {
+    pub(crate) name: String,
+    pub(crate) pid: i32,
+    child: Child,
+    stdin: Option<ChildStdin>,
+    stderr: PathBuf,
+    lines: Arc<Mutex<Vec<Line>>>,
+    reader: Option<JoinHandle<()>>,
+    status: Option<ExitStatus>,
+}
+
+impl ToolProcess {
+    /// Starts `command` as `name`, with files `DIR/NAME.out` and
+    /// `DIR/NAME.err`; with `stdin`, its standard input is a pipe.
+    pub(crate) fn spawn(
+        name: &str,
+        command: &mut Command,
+        dir: &Path,
+        stdout: Stdout,
+        stdin: bool,
+    ) -> Result<Self, BenchError> {
+        let io = |what: &str, e: std::io::Error| BenchError::Failed(format!("{what}: {e}"));
+        let stderr = dir.join(format!("{name}.err"));
+        let err = std::fs::File::create(&stderr).map_err(|e| io("a stderr file", e))?;
+        let out = match stdout {
+            Stdout::File => Stdio::from(
+                std::fs::File::create(dir.join(format!("{name}.out")))
+                    .map_err(|e| io("a stdout file", e))?,
+            ),
+            Stdout::Lines => Stdio::piped(),
+        };
+        let mut child = command
+            .stdin(if stdin { Stdio::piped() } else { Stdio::null() })
+            .stdout(out)
+            .stderr(err)
+            .process_group(0)
+            .spawn()
+            .map_err(|e| {
+                BenchError::Failed(format!(
+                    "cannot start {name} ({:?}): {e}",
+                    command.get_program()
+                ))
+            })?;
+        let lines: Arc<Mutex<Vec<Line>>> = Arc::default();
+        let reader = child.stdout.take().map(|out| {
+            let lines = Arc::clone(&lines);
+            std::thread::spawn(move || {
+                for text in BufReader::new(out).lines() {
+                    let Ok(text) = text else { break };
+                    let line = Line {
+                        at_ns: mono_ns(),
+                        text,
+                    };
+                    lines.lock().unwrap_or_else(|p| p.into_inner()).push(line);
+                }
+            })
+        });
+        Ok(Self {
+            name: name.to_owned(),
+            pid: i32::try_from(child.id()).unwrap_or(i32::MAX),
+            stdin: child.stdin.take(),
+            child,
+            stderr,
+            lines,
+            reader,
+            status: None,
+        })
+    }
+
+    /// The standard output lines read so far.
+    pub(crate) fn lines(&self) -> Vec<Line> {
+        self.lines.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Writes `line` to its standard input.
+    pub(crate) fn send(&mut self, line: &str) -> Result<(), BenchError> {
+        let stdin = self
+            .stdin
+            .as_mut()
+            .ok_or_else(|| BenchError::Failed(format!("{} has no standard input", self.name)))?;
+        writeln!(stdin, "{line}")
+            .and_then(|()| stdin.flush())
+            .map_err(|e| BenchError::Failed(format!("write {line:?} to {}: {e}", self.name)))
+    }
+
+    pub(crate) fn stderr(&self) -> String {
+        std::fs::read_to_string(&self.stderr).unwrap_or_default()
+    }
+
+    /// The exit status if it has exited, reaping it.
+    pub(crate) fn try_status(&mut self) -> Option<ExitStatus> {
+        if self.status.is_none() {
+            self.status = self.child.try_wait().ok().flatten();
+        }
+        self.status
+    }
+
+    /// Waits up to `within` for it to exit.
+    pub(crate) fn wait_exit(&mut self, within: Duration) -> Result<Option<ExitStatus>, BenchError> {
+        let until = Instant::now() + within;
+        loop {
+            check_interrupted()?;
+            if let Some(status) = self.try_status() {
+                return Ok(Some(status));
+            }
+            if Instant::now() >= until {
+                return Ok(None);
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// Sends `sig` to the tool process itself (not its group).
+    pub(crate) fn signal(&self, sig: Signal) {
+        if self.status.is_none() {
+            signal(self.pid, sig);
+        }
+    }
+}
+
+impl Drop for ToolProcess {
+    fn drop(&mut self) {
+        if self.try_status().is_none() {
+            kill_tree(self.pid);
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+        // Its output pipe is closed now (nothing of its tree is left that
+        // holds it): the reader ends.
+        drop(self.stdin.take());
+        if let Some(reader) = self.reader.take() {
+            let _ = reader.join();
+        }
+    }
+}
+
+/// How a process ended, for the report.
+pub(crate) fn describe_exit(status: Option<ExitStatus>) -> String {
+    match status {
+        None => "did not exit".to_owned(),
+        Some(s) => match (s.code(), s.signal()) {
+            (Some(code), _) => format!("exit {code}"),
+            (None, Some(sig)) => format!("signal {sig}"),
+            _ => format!("{s}"),
+        },
+    }
+}
+
+// ------------------------------------------------------------------ the child log
+
+/// A line of the child log the demo task appends to:
+/// `start|stop ID TOKEN MONO_NS PID`.
+#[derive(Debug, Clone)]
+pub(crate) struct LogLine {
+    pub(crate) event: String,
+    pub(crate) id: String,
+    pub(crate) mono_ns: u64,
+    pub(crate) pid: i32,
+}
+
+pub(crate) fn read_log(log: &Path) -> Vec<LogLine> {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    text.lines()
+        .filter_map(|line| {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            Some(LogLine {
+                event: (*f.first()?).to_owned(),
+                id: (*f.get(1)?).to_owned(),
+                mono_ns: f.get(3)?.parse().ok()?,
+                pid: f.get(4)?.parse().ok()?,
+            })
+        })
+        .collect()
+}
+
+/// A leader's command, as it was when it logged its start: enough to tell
+/// later whether it, or anything in its process group, still runs.
+#[derive(Debug, Clone)]
+pub(crate) struct CommandProcess {
+    pub(crate) pid: i32,
+    /// Its start time in clock ticks: with the PID, names one process
+    /// even if the PID is reused.
+    start_ticks: u64,
+    pgid: i32,
+}
+
+impl CommandProcess {
+    /// The command that logged `start`, if it still runs.
+    pub(crate) fn of(start: &LogLine) -> Option<Self> {
+        let s = stat(start.pid).filter(|s| !s.gone())?;
+        Some(Self {
+            pid: start.pid,
+            start_ticks: s.start_ticks,
+            pgid: s.pgrp,
+        })
+    }
+
+    fn is_itself(&self, pid: i32) -> bool {
+        stat(pid).is_some_and(|s| !s.gone() && s.start_ticks == self.start_ticks)
+    }
+
+    /// The live processes of this command: itself, and whatever else lives
+    /// in its process group but `tool` (`etcdctl lock`'s and `consul
+    /// lock`'s commands share the tool's group).
+    pub(crate) fn alive_processes(&self, tool: i32) -> Vec<i32> {
+        let mut alive: BTreeSet<i32> = group_members(self.pgid)
+            .into_iter()
+            .filter(|&p| p != tool)
+            .collect();
+        if self.is_itself(self.pid) {
+            alive.insert(self.pid);
+        } else {
+            alive.remove(&self.pid);
+        }
+        alive.into_iter().collect()
+    }
+
+    /// SIGKILLs the command and its process group (never the bench's own).
+    pub(crate) fn kill(&self) {
+        if self.pgid > 1 && self.pgid != own_group() && !group_members(self.pgid).is_empty() {
+            signal_group(self.pgid, Signal::KILL);
+        }
+        if self.is_itself(self.pid) {
+            signal(self.pid, Signal::KILL);
+        }
+    }
+}
+
+// ------------------------------------------------------------------ /proc
+
+#[derive(Debug, Clone, Copy)]
+struct Stat {
+    state: char,
+    ppid: i32,
+    pgrp: i32,
+    start_ticks: u64,
+}
+
+impl Stat {
+    /// A zombie or dead process has exited.
+    fn gone(&self) -> bool {
+        matches!(self.state, 'Z' | 'X' | 'x')
+    }
+}
+
+fn stat(pid: i32) -> Option<Stat> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name may hold spaces and parentheses: the fields after
+    // it start after the last ')'.
+    let rest = text.get(text.rfind(')')? + 2..)?;
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    Some(Stat {
+        state: f.first()?.chars().next()?,
+        ppid: f.get(1)?.parse().ok()?,
+        pgrp: f.get(2)?.parse().ok()?,
+        start_ticks: f.get(19)?.parse().ok()?,
+    })
+}
+
+fn all_pids() -> Vec<i32> {
+    std::fs::read_dir("/proc")
+        .map(|d| {
+            d.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Live processes in process group `pgid`.
+fn group_members(pgid: i32) -> Vec<i32> {
+    all_pids()
+        .into_iter()
+        .filter(|&p| stat(p).is_some_and(|s| s.pgrp == pgid && !s.gone()))
+        .collect()
+}
+
+/// Every descendant of `root` now, by parent links.
+fn descendants(root: i32) -> Vec<i32> {
+    let table: Vec<(i32, i32)> = all_pids()
+        .into_iter()
+        .filter_map(|p| Some((p, stat(p)?.ppid)))
+        .collect();
+    let mut found = vec![root];
+    let mut i = 0;
+    while i < found.len() {
+        let parent = found[i];
+        found.extend(
+            table
+                .iter()
+                .filter(|(_, pp)| *pp == parent)
+                .map(|(p, _)| *p),
+        );
+        i += 1;
+    }
+    found.remove(0);
+    found
+}
+
+fn own_group() -> i32 {
+    rustix::process::getpgid(None).map_or(0, |p| p.as_raw_nonzero().get())
+}
+
+pub(crate) fn signal(pid: i32, sig: Signal) {
+    if let Some(p) = Pid::from_raw(pid) {
+        let _ = rustix::process::kill_process(p, sig);
+    }
+}
+
+fn signal_group(pgid: i32, sig: Signal) {
+    if let Some(p) = Pid::from_raw(pgid) {
+        let _ = rustix::process::kill_process_group(p, sig);
+    }
+}
+
+/// SIGKILLs `root`, its descendants and the process groups they belong to
+/// (which reaches commands whose parent already died); never the bench's
+/// own group.
+fn kill_tree(root: i32) {
+    let own = own_group();
+    let mut pids = descendants(root);
+    pids.push(root);
+    let groups: BTreeSet<i32> = pids
+        .iter()
+        .filter_map(|&p| stat(p).map(|s| s.pgrp))
+        .filter(|&g| g != own && g > 1)
+        .collect();
+    for g in groups {
+        signal_group(g, Signal::KILL);
+    }
+    for p in pids {
+        signal(p, Signal::KILL);
+    }
+}

@@ -1,0 +1,287 @@
+//! The bench's outputs: a markdown report with a table and an SVG plot per
+//! case, the raw samples as JSON, and the summary table on stdout.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::BenchError;
+use super::plan::{Case, StoreKind, Tool};
+use super::series::{SeriesResult, signal_name};
+use super::svg;
+
+/// What the report says of the machine and the run.
+#[derive(Debug, Clone)]
+pub(crate) struct Facts {
+    /// The command line, as given (`regent bench …`).
+    pub(crate) command: String,
+    /// When it ran (UTC, to the second).
+    pub(crate) date: String,
+    pub(crate) machine: Vec<(String, String)>,
+    /// Per store: its engine's and tools' versions.
+    pub(crate) engines: Vec<(StoreKind, Vec<String>)>,
+    /// The bench's wall time, from engine start to the last run.
+    pub(crate) took: Duration,
+}
+
+impl Facts {
+    /// The machine's facts: cores, CPU, memory, kernel, regent's build.
+    pub(crate) fn machine() -> Vec<(String, String)> {
+        let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+        let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+        let cpu = cpuinfo
+            .lines()
+            .find_map(|l| l.strip_prefix("model name")?.split_once(':'))
+            .map_or("?".to_owned(), |(_, m)| m.trim().to_owned());
+        let memory = std::fs::read_to_string("/proc/meminfo")
+            .ok()
+            .and_then(|m| {
+                let kb: u64 = m
+                    .lines()
+                    .find_map(|l| l.strip_prefix("MemTotal:"))?
+                    .trim()
+                    .trim_end_matches("kB")
+                    .trim()
+                    .parse()
+                    .ok()?;
+                Some(format!("{:.1} GiB", kb as f64 / 1024.0 / 1024.0))
+            })
+            .unwrap_or_else(|| "?".to_owned());
+        let uname = rustix::system::uname();
+        let kernel = format!(
+            "{} {} {}",
+            uname.sysname().to_string_lossy(),
+            uname.release().to_string_lossy(),
+            uname.machine().to_string_lossy()
+        );
+        let build = if cfg!(debug_assertions) {
+            "debug build"
+        } else {
+            "release build"
+        };
+        vec![
+            ("cores".into(), cores.to_string()),
+            ("CPU".into(), cpu),
+            ("memory".into(), memory),
+            ("kernel".into(), kernel),
+            (
+                "regent".into(),
+                format!("{} ({build})", env!("CARGO_PKG_VERSION")),
+            ),
+        ]
+    }
+}
+
+fn ms(d: Duration) -> String {
+    let v = d.as_secs_f64() * 1e3;
+    if v >= 100.0 {
+        format!("{v:.0}")
+    } else if v >= 10.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
+/// The results table, markdown.
+pub(crate) fn table(results: &[SeriesResult]) -> String {
+    let mut s = String::from(
+        "| store | case | tool | ttl | signal | runs | p50 ms | p99 ms | max ms | old command left running |\n\
+         |---|---|---|---|---|---:|---:|---:|---:|---|\n",
+    );
+    for r in results {
+        let Some(summary) = r.summary() else { continue };
+        let left = match r.left_running() {
+            Some(k) => format!("{k} of {}", r.runs.len()),
+            None => "no command".to_owned(),
+        };
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {left} |",
+            r.store,
+            r.case,
+            r.tool.name(),
+            r.tool.ttl_note(),
+            signal_name(r.tool, r.case),
+            summary.n,
+            ms(summary.p50),
+            ms(summary.p99),
+            ms(summary.max),
+        );
+    }
+    s
+}
+
+/// The plot file of `case` beside the report `out`: `DIR/STEM/CASE.svg`,
+/// and the link to it from the report.
+fn plot_path(out: &Path, case: Case) -> (PathBuf, String) {
+    let stem = out
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or("benchmarks")
+        .to_owned();
+    let dir = out.parent().unwrap_or(Path::new(".")).join(&stem);
+    (
+        dir.join(format!("{}.svg", case.name())),
+        format!("{stem}/{}.svg", case.name()),
+    )
+}
+
+/// Writes the markdown report to `out` and a plot per case beside it;
+/// returns the files written.
+pub(crate) fn write_markdown(
+    out: &Path,
+    facts: &Facts,
+    results: &[SeriesResult],
+) -> Result<Vec<PathBuf>, BenchError> {
+    let write = |path: &Path, text: &str| {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| BenchError::Failed(format!("cannot create {}: {e}", dir.display())))?;
+        }
+        std::fs::write(path, text)
+            .map_err(|e| BenchError::Failed(format!("cannot write {}: {e}", path.display())))
+    };
+    let mut written = Vec::new();
+    let mut md = String::new();
+    let _ = writeln!(
+        md,
+        "# Leader hand-over: regent beside each engine's own tool\n"
+    );
+    let _ = writeln!(
+        md,
+        "Written by `regent bench` on {} ({:.0} min). To measure again (from the \
+         repository's root, engines installed by `scripts/install-engines`):\n\n```sh\n\
+         cargo run --release -p regent-cli -- {}\n```\n",
+        facts.date,
+        facts.took.as_secs_f64() / 60.0,
+        facts.command
+    );
+    let _ = writeln!(md, "## Results\n");
+    md.push_str(&table(results));
+    md.push('\n');
+    md.push_str(
+        "Times run from the signal to the leading process to the next leader's start: \
+         its command's first instruction for `regent run`, `etcdctl lock` and `consul \
+         lock` (the command logs CLOCK_MONOTONIC as it starts), the line a tool prints \
+         as it leads for `etcdctl elect` (its proposal) and the Curator participant \
+         (`isLeader`), as the bench reads it. p50 and p99 are nearest-rank percentiles. \
+         \"Old command left running\": runs in which the old leader's command, or a \
+         process of its process group, was alive 0.5 s after the next leader's start.\n\n",
+    );
+
+    for case in Case::ALL {
+        let rows: Vec<&SeriesResult> = results.iter().filter(|r| r.case == case).collect();
+        if rows.is_empty() {
+            continue;
+        }
+        let _ = writeln!(md, "### {}\n", case_heading(case));
+        let (path, link) = plot_path(out, case);
+        let plot_rows: Vec<svg::Row> = rows
+            .iter()
+            .map(|r| svg::Row {
+                label: format!("{} / {} ({})", r.store, r.tool.name(), r.tool.ttl_note()),
+                regent: matches!(r.tool, Tool::Regent { .. }),
+                samples: r.samples(),
+            })
+            .collect();
+        write(&path, &svg::strip_plot(case.title(), &plot_rows))?;
+        written.push(path);
+        let _ = writeln!(
+            md,
+            "![{}: every run of every tool, log time axis]({link})\n",
+            case.title()
+        );
+        md.push_str(case_text(case));
+        md.push('\n');
+    }
+
+    let _ = writeln!(md, "## Machine and engines\n");
+    for (k, v) in &facts.machine {
+        let _ = writeln!(md, "- {k}: {v}");
+    }
+    for (store, versions) in &facts.engines {
+        let _ = writeln!(md, "- {store}: {}", versions.join("; "));
+    }
+    md.push('\n');
+    md.push_str(METHOD);
+    write(out, &md)?;
+    written.push(out.to_owned());
+    Ok(written)
+}
+
+fn case_heading(case: Case) -> &'static str {
+    match case {
+        Case::Graceful => "Graceful stop",
+        Case::Crash => "Crash (kill -9)",
+    }
+}
+
+fn case_text(case: Case) -> &'static str {
+    match case {
+        Case::Graceful => {
+            "The leading process gets its own graceful signal: SIGTERM (`regent run`, \
+             `consul lock`, the Curator participant, whose shutdown hook closes its latch \
+             and client as a service's would) or SIGINT (`etcdctl elect` resigns on \
+             SIGINT only: SIGTERM kills it, and its session would live on for its 60 s). \
+             The command exits at once on SIGTERM, so what is timed is the tool's own \
+             work: regent stops the command and waits for its whole process tree to be \
+             gone, then releases; the follower's watch (etcd, ZooKeeper), blocking query \
+             (Consul) or poll (SQLite, every 100 ms) sees it, and it starts its command \
+             through its supervisor. `etcdctl elect` and the Curator participant run no \
+             command: they only print.\n"
+        }
+        Case::Crash => {
+            "SIGKILL of the leading tool process alone (regent, not its supervisor or \
+             command; `etcdctl lock`, not its command; the participant's JVM): nobody \
+             releases, the store must end the dead holder's lease or session, at the \
+             same ttl for both tools (2 s). regent's supervisor stops the command when \
+             regent dies, even by SIGKILL; `etcdctl lock` runs its command as a plain \
+             child, which runs on.\n"
+        }
+    }
+}
+
+const METHOD: &str = "## Method
+
+Each store's engine is started by regent's test kit on free ports of \
+127.0.0.1 (etcd: one member, heartbeat 10 ms, election timeout 100 ms; \
+Consul: a dev agent, one server in memory, which is enough for the graceful \
+case; ZooKeeper: one standalone server, tickTime 100 ms; SQLite: a file in a \
+temporary directory). For each store and case, each tool keeps two candidates \
+running on an election of its own, a leader and a follower, and the tools \
+take turns run by run (the order reversed every other round), so that a \
+drift of the machine affects them alike. A run:
+
+1. waits until the follower stands in line: regent's has logged `following`, \
+etcdctl's key exists beside the leader's, `consul lock`'s session exists, the \
+Curator participant's node is in the latch's line;
+2. waits 0.3 s plus a random part of the holder's renewal interval, so that \
+the signal falls anywhere in the renewal cycle;
+3. reads CLOCK_MONOTONIC and signals the leading tool process only;
+4. waits for the follower to lead: **the time measured** runs to its start;
+5. 0.5 s later, looks for the old leader's command (by PID and start time, \
+and its process group); then waits for the old tool process to exit;
+6. kills whatever is left of the old leader and starts a new follower in its \
+place: the new leader is the next run's victim.
+
+Every process runs in a process group of its own and is killed by PID and \
+process group when the bench ends, on an error or Ctrl-C alike; nothing is \
+killed by name. `regent run` runs the hidden `regent __demo-task` as its \
+command, and so do `etcdctl lock` and `consul lock` (through `env`, with the \
+same variables regent sets). The raw samples: `regent bench --json FILE`.
+";
+
+/// Every sample, with the facts, as JSON.
+pub(crate) fn to_json(facts: &Facts, results: &[SeriesResult]) -> Value {
+    json!({
+        "command": facts.command,
+        "date": facts.date,
+        "took_s": facts.took.as_secs_f64(),
+        "machine": facts.machine.iter().map(|(k, v)| (k.clone(), Value::from(v.clone()))).collect::<serde_json::Map<_, _>>(),
+        "engines": facts.engines.iter().map(|(s, v)| (s.name().to_owned(), Value::from(v.clone()))).collect::<serde_json::Map<_, _>>(),
+        "series": results.iter().map(SeriesResult::to_json).collect::<Vec<_>>(),
+    })
+}

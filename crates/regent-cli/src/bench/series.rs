@@ -1,0 +1,555 @@
+//! A series: one tool on one store in one case, two candidates (a leader
+//! and a follower), and its runs. See the [method](super#method).
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::BenchError;
+use super::engines::RunningStore;
+use super::plan::{Case, Tool};
+use super::proc::{self, CommandProcess, Stdout, ToolProcess, describe_exit, pause, wait_for};
+use super::stats::Summary;
+use crate::clock::mono_ns;
+
+/// How long after the new leader's start the old command is looked for.
+const AFTER_START: Duration = Duration::from_millis(500);
+
+/// How long before the signal the follower has been ready at least: its
+/// watch or blocking query stands by then.
+const SETTLE: Duration = Duration::from_millis(300);
+
+/// Bound on a candidate becoming leader or follower when started (a JVM,
+/// then Curator's connection, take a few seconds on a busy machine).
+const START_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Bound on a tool process's exit after its graceful signal.
+const EXIT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// What `etcdctl elect` and the Curator participant print when they lead.
+const CURATOR_LEADS: &str = "EVENT isLeader";
+
+/// One hand-over.
+#[derive(Debug, Clone)]
+pub(crate) struct RunResult {
+    pub(crate) old_leader: String,
+    pub(crate) new_leader: String,
+    /// Signal to the new leader's start (its command's, or its line).
+    pub(crate) handover: Duration,
+    /// Processes of the old leader's command alive 0.5 s after the new
+    /// start; `None` for tools that run no command.
+    pub(crate) left_running: Option<Vec<i32>>,
+    /// Whether the old command logged SIGTERM; `None` without a command.
+    pub(crate) got_sigterm: Option<bool>,
+    /// How the old tool process ended.
+    pub(crate) old_tool_exit: String,
+}
+
+/// A finished series, for the report.
+#[derive(Debug, Clone)]
+pub(crate) struct SeriesResult {
+    pub(crate) store: super::plan::StoreKind,
+    pub(crate) case: Case,
+    pub(crate) tool: Tool,
+    pub(crate) runs: Vec<RunResult>,
+}
+
+impl SeriesResult {
+    pub(crate) fn samples(&self) -> Vec<Duration> {
+        self.runs.iter().map(|r| r.handover).collect()
+    }
+
+    pub(crate) fn summary(&self) -> Option<Summary> {
+        Summary::of(&self.samples())
+    }
+
+    /// Runs whose old command still ran after the new leader started, if
+    /// the tool runs a command.
+    pub(crate) fn left_running(&self) -> Option<usize> {
+        self.tool.runs_command().then(|| {
+            self.runs
+                .iter()
+                .filter(|r| r.left_running.as_ref().is_some_and(|p| !p.is_empty()))
+                .count()
+        })
+    }
+
+    pub(crate) fn to_json(&self) -> Value {
+        let ms = |d: Duration| d.as_secs_f64() * 1e3;
+        let summary = self.summary();
+        json!({
+            "store": self.store.name(),
+            "case": self.case.name(),
+            "tool": self.tool.name(),
+            "ttl_ms": ms(self.tool.ttl()),
+            "ttl": self.tool.ttl_note(),
+            "signal": signal_name(self.tool, self.case),
+            "runs": self.runs.len(),
+            "p50_ms": summary.map(|s| ms(s.p50)),
+            "p99_ms": summary.map(|s| ms(s.p99)),
+            "max_ms": summary.map(|s| ms(s.max)),
+            "old_command_left_running": self.left_running(),
+            "samples": self.runs.iter().map(|r| json!({
+                "handover_ms": ms(r.handover),
+                "old_leader": r.old_leader,
+                "new_leader": r.new_leader,
+                "old_command_alive_after_new_start": r.left_running,
+                "old_command_got_sigterm": r.got_sigterm,
+                "old_tool_exit": r.old_tool_exit,
+            })).collect::<Vec<_>>(),
+        })
+    }
+}
+
+/// The signal's name, for the report.
+pub(crate) fn signal_name(tool: Tool, case: Case) -> &'static str {
+    match tool.signal(case) {
+        rustix::process::Signal::KILL => "SIGKILL",
+        rustix::process::Signal::INT => "SIGINT",
+        _ => "SIGTERM",
+    }
+}
+
+/// Two candidates of one tool on one election, and the child log their
+/// commands share. Dropping it kills both candidates' trees and every
+/// leader command it saw start.
+pub(crate) struct Series<'a> {
+    store: &'a RunningStore,
+    tool: Tool,
+    case: Case,
+    /// The regent binary, as a path other programs can run.
+    exe: &'a Path,
+    /// `etcd-crash-etcdctl-lock`: names the election, the files and the
+    /// candidates.
+    tag: String,
+    dir: PathBuf,
+    log: PathBuf,
+    slots: [Option<ToolProcess>; 2],
+    leader: usize,
+    /// The command of each leader seen, by candidate name.
+    commands: Vec<(String, CommandProcess)>,
+    started: usize,
+    runs: Vec<RunResult>,
+}
+
+impl<'a> Series<'a> {
+    pub(crate) fn new(
+        store: &'a RunningStore,
+        tool: Tool,
+        case: Case,
+        exe: &'a Path,
+        root: &Path,
+    ) -> Result<Self, BenchError> {
+        let tag = format!("{}-{}-{}", store.kind(), case, tool.tag());
+        let dir = root.join(&tag);
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| BenchError::Failed(format!("{}: {e}", dir.display())))?;
+        Ok(Self {
+            store,
+            tool,
+            case,
+            exe,
+            log: dir.join("commands.log"),
+            dir,
+            tag,
+            slots: [None, None],
+            leader: 0,
+            commands: Vec::new(),
+            started: 0,
+            runs: Vec::new(),
+        })
+    }
+
+    pub(crate) fn tag(&self) -> &str {
+        &self.tag
+    }
+
+    /// The election (etcd: also the key prefix; Consul: `consul lock`'s
+    /// prefix; ZooKeeper: the latch path's last part).
+    fn election(&self) -> String {
+        format!("bench-{}", self.tag)
+    }
+
+    /// Starts the first leader and the first follower.
+    pub(crate) fn start(&mut self) -> Result<(), BenchError> {
+        let first = self.spawn(0)?;
+        self.wait_leader_start(
+            0,
+            START_TIMEOUT,
+            &format!("{first}, the first leader, to lead"),
+        )
+        .map_err(|e| self.with_evidence(e))?;
+        self.leader = 0;
+        self.spawn_follower(1)
+    }
+
+    /// One hand-over: signal the leader, time the follower's start, look
+    /// for the old command, replace the old leader by a new follower.
+    pub(crate) fn run_once(&mut self) -> Result<&RunResult, BenchError> {
+        let result = self.try_run_once().map_err(|e| self.with_evidence(e))?;
+        self.runs.push(result);
+        Ok(self.runs.last().expect("just pushed"))
+    }
+
+    fn try_run_once(&mut self) -> Result<RunResult, BenchError> {
+        let (old, new) = (self.leader, 1 - self.leader);
+        let old_name = self.slot(old)?.name.clone();
+        let new_name = self.slot(new)?.name.clone();
+        let old_pid = self.slot(old)?.pid;
+        let old_command = self
+            .commands
+            .iter()
+            .find(|(leader, _)| *leader == old_name)
+            .map(|(_, c)| c.clone());
+
+        let renew_ms = u64::try_from(self.tool.renew_every().as_millis()).unwrap_or(1000);
+        pause(SETTLE + Duration::from_millis(fastrand::u64(..renew_ms.max(1))))?;
+        if let Some(c) = &old_command
+            && !c.alive_processes(old_pid).contains(&c.pid)
+        {
+            return Err(BenchError::Failed(format!(
+                "the leader's command {} died before the signal",
+                c.pid
+            )));
+        }
+        let signalled_at = mono_ns();
+        self.slot(old)?.signal(self.tool.signal(self.case));
+        let started_at = self.wait_leader_start(
+            new,
+            self.tool.handover_bound(self.case),
+            &format!(
+                "{new_name} to lead after {} to {old_name}",
+                signal_name(self.tool, self.case)
+            ),
+        )?;
+        let handover = Duration::from_nanos(started_at.saturating_sub(signalled_at));
+        self.leader = new;
+
+        pause(Duration::from_nanos(
+            (started_at + AFTER_START.as_nanos() as u64).saturating_sub(mono_ns()),
+        ))?;
+        let left_running = old_command.as_ref().map(|c| c.alive_processes(old_pid));
+        let exit_within = match self.case {
+            Case::Graceful => EXIT_TIMEOUT,
+            Case::Crash => Duration::from_secs(5),
+        };
+        let old_tool_exit = describe_exit(self.slot_mut(old)?.wait_exit(exit_within)?);
+        let got_sigterm = old_command.as_ref().map(|c| {
+            proc::read_log(&self.log)
+                .iter()
+                .any(|e| e.event == "stop" && e.pid == c.pid)
+        });
+
+        // Clear the field for the next run: nothing of the old leader stays.
+        if let Some(c) = &old_command {
+            c.kill();
+        }
+        self.slots[old] = None;
+        self.spawn_follower(old)?;
+        Ok(RunResult {
+            old_leader: old_name,
+            new_leader: new_name,
+            handover,
+            left_running,
+            got_sigterm,
+            old_tool_exit,
+        })
+    }
+
+    /// Stops both candidates and every command left; the result.
+    pub(crate) fn finish(mut self) -> SeriesResult {
+        for p in self.slots.iter().flatten() {
+            p.signal(rustix::process::Signal::TERM);
+        }
+        for p in self.slots.iter_mut().flatten() {
+            let _ = p.wait_exit(Duration::from_secs(5));
+        }
+        SeriesResult {
+            store: self.store.kind(),
+            case: self.case,
+            tool: self.tool,
+            runs: std::mem::take(&mut self.runs),
+        }
+    }
+
+    fn slot(&self, i: usize) -> Result<&ToolProcess, BenchError> {
+        self.slots[i]
+            .as_ref()
+            .ok_or_else(|| BenchError::Failed(format!("{}: no candidate in slot {i}", self.tag)))
+    }
+
+    fn slot_mut(&mut self, i: usize) -> Result<&mut ToolProcess, BenchError> {
+        let tag = self.tag.clone();
+        self.slots[i]
+            .as_mut()
+            .ok_or_else(|| BenchError::Failed(format!("{tag}: no candidate in slot {i}")))
+    }
+
+    /// Starts a candidate in `slot`; returns its name.
+    fn spawn(&mut self, slot: usize) -> Result<String, BenchError> {
+        self.started += 1;
+        let number = self.started;
+        let name = format!("{}-{number}", self.tag);
+        let (mut command, stdout, stdin) = self.command(&name, number)?;
+        let mut process = ToolProcess::spawn(&name, &mut command, &self.dir, stdout, stdin)?;
+        if self.tool == Tool::CuratorLatch {
+            // A JVM, then Curator's connection; then the latch starts.
+            wait_for(
+                START_TIMEOUT,
+                Duration::from_millis(10),
+                &format!("{name} to connect (READY)"),
+                || {
+                    Ok(process
+                        .lines()
+                        .iter()
+                        .any(|l| l.text == "READY")
+                        .then_some(()))
+                },
+            )
+            .map_err(|e| self.with_evidence(e))?;
+            process.send("start")?;
+        }
+        self.slots[slot] = Some(process);
+        Ok(name)
+    }
+
+    /// The command line of candidate `name`, where its standard output
+    /// goes, and whether it reads commands on its standard input.
+    fn command(&self, name: &str, number: usize) -> Result<(Command, Stdout, bool), BenchError> {
+        let log = self.log.display().to_string();
+        let exe = self.exe.display().to_string();
+        let demo_task = [exe.as_str(), "__demo-task", "--log", &log, "--log-stop"];
+        let env_ids = [
+            format!("REGENT_LEADER_ID={name}"),
+            format!("REGENT_FENCING_TOKEN={number}"),
+        ];
+        let missing = |what: &str| BenchError::Failed(format!("{}: not {what}", self.tag));
+        Ok(match self.tool {
+            Tool::Regent { ttl } => {
+                let mut c = Command::new(self.exe);
+                c.args(["run", "--store", &self.store.store_url()])
+                    .args(["--election", &self.election(), "--id", name])
+                    .arg("--ttl")
+                    .arg(format!("{}ms", ttl.as_millis()))
+                    .arg("--")
+                    .args(demo_task)
+                    // "following" is logged at debug.
+                    .env("REGENT_LOG", "info,regent_core::candidate=debug");
+                (c, Stdout::File, false)
+            }
+            Tool::EtcdctlElect => {
+                let etcd = self.store.etcd().ok_or_else(|| missing("etcd"))?;
+                let mut c = etcd.etcdctl_command();
+                // The proposal is the candidate's name: the line it prints
+                // when it leads.
+                c.args(["elect", &self.election(), name]);
+                (c, Stdout::Lines, false)
+            }
+            Tool::EtcdctlLock => {
+                let etcd = self.store.etcd().ok_or_else(|| missing("etcd"))?;
+                let mut c = etcd.etcdctl_command();
+                c.args(["lock", "--ttl", &self.tool.ttl().as_secs().to_string()])
+                    .arg(self.election())
+                    // The command's flags are not etcdctl's.
+                    .arg("--")
+                    .arg("env")
+                    .args(&env_ids)
+                    .args(demo_task);
+                (c, Stdout::File, false)
+            }
+            Tool::ConsulLock { exec } => {
+                let agent = self.store.consul().ok_or_else(|| missing("Consul"))?;
+                let mut c = agent.consul_command();
+                c.arg("lock")
+                    .arg(format!("-name={name}"))
+                    .arg(format!("bench/{}", self.tag))
+                    .args(exec.then_some("exec"))
+                    .arg("env")
+                    .args(&env_ids)
+                    .args(demo_task)
+                    // consul lock runs the command with $SHELL -c.
+                    .env("SHELL", "/bin/sh");
+                (c, Stdout::File, false)
+            }
+            Tool::CuratorLatch => {
+                let (server, participant) =
+                    self.store.zookeeper().ok_or_else(|| missing("ZooKeeper"))?;
+                let c = participant.command(
+                    &server.address(),
+                    &format!("/curator-bench/{}", self.election()),
+                    name,
+                );
+                (c, Stdout::Lines, true)
+            }
+        })
+    }
+
+    /// Starts a candidate in `slot` and waits until it follows: it stands
+    /// in line (or watches the leader) and has not started anything.
+    fn spawn_follower(&mut self, slot: usize) -> Result<(), BenchError> {
+        let name = self.spawn(slot)?;
+        let what = format!("{name} to follow");
+        let (store, tool) = (self.store, self.tool);
+        let prefix = format!("{}/", self.election());
+        let slots = &mut self.slots;
+        let mut asked_at: Option<usize> = None;
+        let result = wait_for(START_TIMEOUT, Duration::from_millis(20), &what, || {
+            let process = slots[slot]
+                .as_mut()
+                .ok_or_else(|| BenchError::Failed(format!("{name}: gone")))?;
+            if let Some(status) = process.try_status() {
+                return Err(BenchError::Failed(format!(
+                    "{name} exited ({}) before it followed",
+                    describe_exit(Some(status))
+                )));
+            }
+            let ready = match tool {
+                Tool::Regent { .. } => process.stderr().contains("following"),
+                // Its key (a lease's) stands in line behind the leader's.
+                Tool::EtcdctlElect | Tool::EtcdctlLock => store.etcd_keys(&prefix)? >= 2,
+                // Its session exists once `api.Lock` has begun; its
+                // blocking query on the key follows at once.
+                Tool::ConsulLock { .. } => store.consul_has_session(&name)?,
+                // Its node stands in the latch's line: ask until the
+                // participants are two.
+                Tool::CuratorLatch => {
+                    let lines = process.lines();
+                    let answer = asked_at.map(|from| {
+                        lines[from.min(lines.len())..]
+                            .iter()
+                            .find(|l| l.text.starts_with("PARTICIPANTS"))
+                            .map(|l| l.text.split_whitespace().count())
+                    });
+                    match answer {
+                        // Asked, not answered yet.
+                        Some(None) => false,
+                        Some(Some(words)) if words >= 3 => true,
+                        Some(Some(_)) | None => {
+                            asked_at = Some(lines.len());
+                            process.send("participants?")?;
+                            false
+                        }
+                    }
+                }
+            };
+            Ok(ready.then_some(()))
+        });
+        result.map_err(|e| self.with_evidence(e))?;
+        if self.tool.runs_command()
+            && let Some(start) = proc::read_log(&self.log)
+                .into_iter()
+                .find(|s| s.event == "start" && s.id == name)
+        {
+            return Err(self.with_evidence(BenchError::Failed(format!(
+                "the follower {name} started its command ({start:?}) while the leader led"
+            ))));
+        }
+        if self.tool == Tool::CuratorLatch
+            && self
+                .slot(slot)?
+                .lines()
+                .iter()
+                .any(|l| l.text == CURATOR_LEADS)
+        {
+            return Err(self.with_evidence(BenchError::Failed(format!(
+                "the follower {name} leads beside the leader"
+            ))));
+        }
+        Ok(())
+    }
+
+    /// Waits up to `within` for the candidate in `slot` to lead; returns
+    /// when it started (CLOCK_MONOTONIC ns) and records its command.
+    fn wait_leader_start(
+        &mut self,
+        slot: usize,
+        within: Duration,
+        what: &str,
+    ) -> Result<u64, BenchError> {
+        let name = self.slot(slot)?.name.clone();
+        let log = self.log.clone();
+        let tool = self.tool;
+        let process = self.slot(slot)?;
+        let (at_ns, command) = wait_for(within, Duration::from_millis(2), what, || {
+            Ok(match tool {
+                Tool::Regent { .. } | Tool::EtcdctlLock | Tool::ConsulLock { .. } => {
+                    match proc::read_log(&log)
+                        .into_iter()
+                        .find(|s| s.event == "start" && s.id == name)
+                    {
+                        Some(start) => {
+                            let command = CommandProcess::of(&start).ok_or_else(|| {
+                                BenchError::Failed(format!(
+                                    "{name}'s command {} logged its start and was gone at once",
+                                    start.pid
+                                ))
+                            })?;
+                            Some((start.mono_ns, Some(command)))
+                        }
+                        None => None,
+                    }
+                }
+                // etcdctl elect prints the key, then the proposal: the
+                // candidate's name.
+                Tool::EtcdctlElect => process
+                    .lines()
+                    .iter()
+                    .find(|l| l.text == name)
+                    .map(|l| (l.at_ns, None)),
+                Tool::CuratorLatch => process
+                    .lines()
+                    .iter()
+                    .find(|l| l.text == CURATOR_LEADS)
+                    .map(|l| (l.at_ns, None)),
+            })
+        })?;
+        if let Some(command) = command {
+            self.commands.push((name, command));
+        }
+        Ok(at_ns)
+    }
+
+    /// `e` with what a failing wait shows: the command log and each
+    /// candidate's last lines.
+    fn with_evidence(&self, e: BenchError) -> BenchError {
+        let BenchError::Failed(message) = e else {
+            return e;
+        };
+        let mut s = format!(
+            "{}: {message}\n--- command log (now {} ns)\n{}",
+            self.tag,
+            mono_ns(),
+            std::fs::read_to_string(&self.log).unwrap_or_default()
+        );
+        for p in self.slots.iter().flatten() {
+            let stderr = p.stderr();
+            let tail: Vec<&str> = stderr.lines().rev().take(20).collect();
+            let _ = writeln!(s, "--- {} (pid {}) stderr, last lines", p.name, p.pid);
+            for line in tail.into_iter().rev() {
+                let _ = writeln!(s, "{line}");
+            }
+            let lines = p.lines();
+            if !lines.is_empty() {
+                let _ = writeln!(s, "--- {} stdout", p.name);
+                for l in lines.iter().rev().take(20).rev() {
+                    let _ = writeln!(s, "{} {}", l.at_ns, l.text);
+                }
+            }
+        }
+        BenchError::Failed(s)
+    }
+}
+
+impl Drop for Series<'_> {
+    fn drop(&mut self) {
+        // The candidates' trees first, then any command that outlived its
+        // candidate.
+        self.slots = [None, None];
+        for (_, c) in &self.commands {
+            c.kill();
+        }
+    }
+}

@@ -1,0 +1,170 @@
+//! `regent bench --short`, as CI runs it: on SQLite and etcd, every
+//! (store, tool, case) gets a row with numbers in the report, every case a
+//! plot, and the JSON every sample. etcd comes from `scripts/install-engines`;
+//! without it the bench exits 2 naming that script, and the test fails.
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+const REGENT: &str = env!("CARGO_BIN_EXE_regent");
+
+/// The rows `--short --stores sqlite,etcd` must have: (store, case, tool).
+const ROWS: &[(&str, &str, &str)] = &[
+    ("sqlite", "graceful", "regent run"),
+    ("etcd", "graceful", "regent run"),
+    ("etcd", "graceful", "etcdctl elect"),
+    ("sqlite", "crash", "regent run"),
+    ("etcd", "crash", "regent run"),
+    ("etcd", "crash", "etcdctl lock"),
+];
+
+/// The cells of the report's table rows (the header and rule aside).
+fn table_rows(report: &str) -> Vec<Vec<String>> {
+    report
+        .lines()
+        .filter(|l| l.starts_with("| ") && !l.starts_with("| store") && !l.starts_with("|---"))
+        .map(|l| {
+            l.trim_matches('|')
+                .split(" | ")
+                .map(|c| c.trim().to_owned())
+                .collect()
+        })
+        .collect()
+}
+
+fn number(cell: &str) -> f64 {
+    cell.parse()
+        .unwrap_or_else(|_| panic!("{cell:?} is not a number"))
+}
+
+#[test]
+fn short_mode_on_sqlite_and_etcd_reports_every_row_and_plot() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("docs").join("benchmarks.md");
+    let json = dir.path().join("samples.json");
+    let began = Instant::now();
+    let run = Command::new(REGENT)
+        .args(["bench", "--short", "--stores", "sqlite,etcd", "--out"])
+        .arg(&out)
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .expect("run regent bench");
+    let took = began.elapsed();
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(
+        run.status.success(),
+        "regent bench failed ({}):\n{stderr}\n{stdout}",
+        run.status
+    );
+    assert!(
+        took < Duration::from_secs(120),
+        "--short took {took:?}; CI wants well under 2 minutes"
+    );
+
+    let report = std::fs::read_to_string(&out).expect("the report");
+    let rows = table_rows(&report);
+    assert_eq!(rows.len(), ROWS.len(), "{report}");
+    for (store, case, tool) in ROWS {
+        let row = rows
+            .iter()
+            .find(|r| r[0] == *store && r[1] == *case && r[2] == *tool)
+            .unwrap_or_else(|| panic!("no row for {store} / {case} / {tool}:\n{report}"));
+        // store, case, tool, ttl, signal, runs, p50, p99, max, left running
+        assert_eq!(row.len(), 10, "{row:?}");
+        let runs = number(&row[5]);
+        assert_eq!(runs, if *case == "crash" { 3.0 } else { 5.0 }, "{row:?}");
+        let (p50, p99, max) = (number(&row[6]), number(&row[7]), number(&row[8]));
+        assert!(0.0 < p50 && p50 <= p99 && p99 <= max, "{row:?}");
+        if *case == "crash" {
+            // Nobody releases: the lease must expire, a ttl of 2 s.
+            assert!(p50 > 1000.0, "a crash hand-over under 1 s: {row:?}");
+            let expected = if *tool == "etcdctl lock" {
+                // Its command is a plain child: it runs on.
+                "3 of 3"
+            } else {
+                // regent's supervisor stops it when regent dies.
+                "0 of 3"
+            };
+            assert_eq!(row[9], expected, "{row:?}");
+        }
+    }
+    assert!(report.contains("cargo run --release -p regent-cli -- bench --short"));
+    assert!(report.contains("- cores: "), "{report}");
+    assert!(report.contains("etcd Version: "), "{report}");
+    for case in ["graceful", "crash"] {
+        let plot = dir
+            .path()
+            .join("docs/benchmarks")
+            .join(format!("{case}.svg"));
+        let svg =
+            std::fs::read_to_string(&plot).unwrap_or_else(|e| panic!("{}: {e}", plot.display()));
+        assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
+        assert!(
+            report.contains(&format!("(benchmarks/{case}.svg)")),
+            "{report}"
+        );
+        // A dot per run, and two in the legend.
+        let runs: usize = ROWS
+            .iter()
+            .filter(|r| r.1 == case)
+            .map(|_| if case == "crash" { 3 } else { 5 })
+            .sum();
+        assert_eq!(svg.matches("<circle").count(), runs + 2, "{case}");
+    }
+
+    let samples: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let series = samples["series"].as_array().expect("series");
+    assert_eq!(series.len(), ROWS.len());
+    for s in series {
+        let runs = s["samples"].as_array().expect("samples");
+        assert_eq!(runs.len() as u64, s["runs"].as_u64().unwrap());
+        assert!(
+            runs.iter()
+                .all(|r| r["handover_ms"].as_f64().unwrap() > 0.0)
+        );
+    }
+    // The table is on stdout too.
+    assert!(
+        stdout.contains("| etcd | crash | etcdctl lock |"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn a_store_asked_for_without_its_engine_is_a_usage_error_naming_the_install_script() {
+    let empty = tempfile::tempdir().unwrap();
+    let run = Command::new(REGENT)
+        .args(["bench", "--short", "--stores", "sqlite,etcd"])
+        // No etcd anywhere: an empty PATH, and no override.
+        .env("PATH", empty.path())
+        .env_remove("REGENT_ETCD_BIN")
+        .env_remove("REGENT_ETCDCTL_BIN")
+        .output()
+        .expect("run regent bench");
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("etcd"), "{stderr}");
+    assert!(stderr.contains("scripts/install-engines"), "{stderr}");
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    for args in [
+        &["bench", "--stores", "redis"][..],
+        &["bench", "--cases", "herd"],
+        &["bench", "--runs", "0"],
+        &["bench", "--out", "report.txt"],
+    ] {
+        let run = Command::new(REGENT).args(args).output().unwrap();
+        assert_eq!(
+            run.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&run.stderr)
+        );
+    }
+}

@@ -82,7 +82,8 @@ pub(crate) async fn run(args: PeerArgs) -> Result<u8, CliError> {
         "{}", peer.explain()
     );
     let backoff_cap = peer.timing().ttl;
-    supervise(&peer, &args.child, &mut stops, backoff_cap, |e| {
+    // No ticket: a peer's term is not a store's lease.
+    supervise(&peer, &args.child, &mut stops, backoff_cap, None, |e| {
         CliError::failure(chain(&e))
     })
     .await

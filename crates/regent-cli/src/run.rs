@@ -10,7 +10,7 @@ use regent_core::{
     CampaignError, Candidate, CandidateBuilder, ConfigError, Election, EndReason, HolderId,
     Leadership, LeaseStore,
 };
-use tokio::io::AsyncReadExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::UnixStream;
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::process::{Child, Command};
@@ -141,10 +141,17 @@ pub(crate) async fn run(args: RunArgs) -> Result<u8, CliError> {
         .map_err(|e| timing_error(&e, &args, ttl))?;
     tracing::info!("{}", candidate.explain());
 
-    supervise(&candidate, &args.child, &mut stops, ttl, |e| match e {
-        CampaignError::Store(e) => store::store_error(&target, "campaign on", &e),
-        e => CliError::failure(chain(&e)),
-    })
+    supervise(
+        &candidate,
+        &args.child,
+        &mut stops,
+        ttl,
+        Some(&target),
+        |e| match e {
+            CampaignError::Store(e) => store::store_error(&target, "campaign on", &e),
+            e => CliError::failure(chain(&e)),
+        },
+    )
     .await
 }
 
@@ -152,12 +159,15 @@ pub(crate) async fn run(args: RunArgs) -> Result<u8, CliError> {
 /// leadership ends, and campaigns again by `--restart`, until a signal or
 /// the restart policy ends it: what `regent run` and `regent peer` share.
 /// Short terms back off up to `backoff_cap`; `campaign_error` names a
-/// campaign's failure.
+/// campaign's failure. With `handoff`, the store of a lease election, the
+/// command's supervisor gets each term's release ticket (see
+/// [`store::Ticket`]).
 pub(crate) async fn supervise<E: Election>(
     election: &E,
     child: &ChildArgs,
     stops: &mut Stops,
     backoff_cap: Duration,
+    handoff: Option<&store::Target>,
     campaign_error: impl Fn(CampaignError) -> CliError,
 ) -> Result<u8, CliError> {
     // Terms that end quickly (a command that fails at once, a store that
@@ -174,7 +184,7 @@ pub(crate) async fn supervise<E: Election>(
             () = stops.next() => return Ok(shut_down(election, stops).await),
         };
         let started = Instant::now();
-        match lead(election, leadership, child, stops).await? {
+        match lead(election, leadership, child, stops, handoff).await? {
             TermEnd::Lost => {}
             TermEnd::Shutdown => return Ok(shut_down(election, stops).await),
             // A command that cannot start will not start next time either.
@@ -338,6 +348,7 @@ async fn lead(
     leadership: Leadership,
     child: &ChildArgs,
     stops: &mut Stops,
+    handoff: Option<&store::Target>,
 ) -> Result<TermEnd, CliError> {
     let grace = election.timing().grace;
     let mut states = leadership.lease_state();
@@ -370,6 +381,23 @@ async fn lead(
     let (reports, control) = control.into_split();
     let mut reports = Reports::new(reports);
     let mut control = Some(control);
+    // The term's release ticket, for the supervisor to give the lease back
+    // should regent die (see `store::Ticket`). Sent before anything else:
+    // a supervisor that cannot take it is not responding.
+    if let (Some(ticket), Some(c)) = (
+        handoff.and_then(|t| store::Ticket::line(t, leadership.lease())),
+        control.as_mut(),
+    ) {
+        // Awaited, not `send`: the socket is new, and a write without
+        // waiting fails until the runtime has seen it writable. A ticket
+        // that cannot be written leaves the lease to its ttl, nothing
+        // worse.
+        let line = format!("T {ticket}\n");
+        let written = tokio::time::timeout(Duration::from_secs(1), c.write_all(line.as_bytes()));
+        if !matches!(written.await, Ok(Ok(()))) {
+            tracing::debug!("the release ticket could not be handed to the supervisor");
+        }
+    }
     let mut last_beat = Instant::now();
     let health = child.health_timeout;
     let end = loop {

@@ -157,10 +157,27 @@ pub(crate) struct ShimArgs {
     /// else 1 with the reason on stderr.
     #[arg(long)]
     pub(crate) probe: bool,
+    /// Only give a lease back: read a release ticket on stdin (see
+    /// `store::Ticket`), release its lease, exit 0 (1 if it failed).
+    #[arg(long, conflicts_with_all = ["probe", "init"])]
+    pub(crate) release: bool,
     /// The command.
-    #[arg(last = true, required_unless_present = "probe")]
+    #[arg(last = true, required_unless_present_any = ["probe", "release"])]
     pub(crate) cmd: Vec<String>,
 }
+
+/// Test hook: with this variable set, the supervisor never gives a lease
+/// back (as when the release fails), so that tests can reach what comes
+/// after an unreleased crash (Consul's restart shortcut, a ttl's wait).
+pub(crate) const KEEP_LEASE_ENV: &str = "REGENT_SHIM_KEEP_LEASE";
+
+/// How long a release by ticket may take in all before the supervisor
+/// stops waiting for it (each store call is bounded by
+/// [`RELEASE_CALL_TIMEOUT`]).
+const RELEASE_BOUND: Duration = Duration::from_secs(15);
+
+/// The bound of each store call of a release by ticket.
+const RELEASE_CALL_TIMEOUT: Duration = Duration::from_secs(5);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Stop {
@@ -188,6 +205,9 @@ pub(crate) fn main(args: ShimArgs) -> ExitCode {
                 ExitCode::from(1)
             }
         };
+    }
+    if args.release {
+        return release_by_ticket();
     }
     let result = if args.init { init(&args) } else { shim(&args) };
     match result {
@@ -358,7 +378,8 @@ fn supervise(args: &ShimArgs, guard: Guard) -> std::io::Result<u8> {
         .args(rest)
         .process_group(0)
         .stdin(Stdio::null())
-        .env_remove("REGENT_SHIM_FAILPOINT");
+        .env_remove("REGENT_SHIM_FAILPOINT")
+        .env_remove(KEEP_LEASE_ENV);
     if let Some(fd) = &heartbeat {
         command.env("REGENT_HEARTBEAT_FD", fd.as_raw_fd().to_string());
     }
@@ -378,6 +399,8 @@ fn supervise(args: &ShimArgs, guard: Guard) -> std::io::Result<u8> {
     let mut deadline = args.deadline_ns;
     let mut stdin = std::io::stdin().lock();
     let mut line = Vec::new();
+    // The term's release ticket, if regent sent one.
+    let mut ticket: Option<String> = None;
     let stop = 'wait: loop {
         if let Some(status) = tree::reap(Some(pgid)) {
             // CMD ended by itself; its background jobs go with it.
@@ -429,6 +452,14 @@ fn supervise(args: &ShimArgs, guard: Guard) -> std::io::Result<u8> {
                         match parse_control(&cmd) {
                             Some(Control::Deadline(ns)) => deadline = ns,
                             Some(Control::Stop) => break 'wait Stop::Asked,
+                            Some(Control::Ticket(t)) => {
+                                // It may hold a store's secret: keep this
+                                // process's memory from CMD (same user).
+                                let _ = rustix::process::set_dumpable_behavior(
+                                    rustix::process::DumpableBehavior::NotDumpable,
+                                );
+                                ticket = Some(t);
+                            }
                             None => {}
                         }
                     }
@@ -437,9 +468,22 @@ fn supervise(args: &ShimArgs, guard: Guard) -> std::io::Result<u8> {
         }
     };
     // Stop first, talk after: a closed stderr must not keep CMD alive.
-    stop_all(pgid);
+    let all_gone = stop_all(pgid);
     let _ = tree::reap(Some(pgid));
     report("X");
+    // regent died (its end of the control socket is closed; it did not
+    // ask for this stop), and nothing of the term runs any more: give the
+    // lease back, so that the next leader need not wait out the ttl. A
+    // frozen regent (the deadline passed) or a dead shim (regent lives on
+    // and resigns itself) is not a reason.
+    if stop != Stop::Asked
+        && all_gone
+        && control_closed(&mut stdin)
+        && let Some(ticket) = ticket
+        && std::env::var_os(KEEP_LEASE_ENV).is_none()
+    {
+        hand_back(&ticket);
+    }
     match stop {
         Stop::Deadline => warn_user!(
             "regent: no lease renewal reached the command's supervisor before the step-down deadline; stopped the command"
@@ -503,6 +547,7 @@ fn report(what: &str) {
 enum Control {
     Deadline(u64),
     Stop,
+    Ticket(String),
 }
 
 fn parse_control(line: &[u8]) -> Option<Control> {
@@ -510,8 +555,127 @@ fn parse_control(line: &[u8]) -> Option<Control> {
     if text == "S" {
         return Some(Control::Stop);
     }
+    if let Some(ticket) = text.strip_prefix("T ") {
+        return Some(Control::Ticket(ticket.to_owned()));
+    }
     let ns = text.strip_prefix("D ")?.parse().ok()?;
     Some(Control::Deadline(ns))
+}
+
+/// Whether regent's end of the control socket is closed: what is left to
+/// read is read (and ignored), without waiting, up to the end of the
+/// stream. regent's death closes it (the kernel closes a dying process's
+/// files before its children get their death signal); regent itself
+/// closes it only after the supervisor has exited.
+fn control_closed(stdin: &mut std::io::StdinLock<'_>) -> bool {
+    let mut buf = [0u8; 4096];
+    loop {
+        let mut fds = [PollFd::new(&*stdin, PollFlags::IN)];
+        let zero = Timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        match poll(&mut fds, Some(&zero)) {
+            Ok(0) => return false,
+            Ok(_) => {}
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(_) => return false,
+        }
+        match stdin.read(&mut buf) {
+            Ok(0) => return true,
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return false,
+        }
+    }
+}
+
+/// Gives the term's lease back by its ticket, in a process of its own
+/// (`__shim --release`: it needs a runtime and the store's client, which
+/// the supervisor does without), and waits for it, at most
+/// [`RELEASE_BOUND`]. The ticket goes on the child's stdin, never in its
+/// arguments or environment.
+fn hand_back(ticket: &str) {
+    use std::io::Write as _;
+    let spawned = Command::new(crate::run::own_exe_path())
+        .args(["__shim", "--release"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn();
+    let mut child = match spawned {
+        Ok(c) => c,
+        Err(e) => {
+            warn_user!("regent: cannot start the release of the lease ({e}); it expires by its ttl");
+            return;
+        }
+    };
+    if let Some(mut input) = child.stdin.take() {
+        // Dropped at the end of this block: the child reads EOF.
+        let _ = input.write_all(ticket.as_bytes());
+    }
+    let started = std::time::Instant::now();
+    let mut pause = Duration::from_micros(500);
+    loop {
+        match child.try_wait() {
+            Ok(Some(_)) | Err(_) => return,
+            Ok(None) if started.elapsed() >= RELEASE_BOUND => {
+                warn_user!(
+                    "regent: the release of the lease took longer than {RELEASE_BOUND:?}; it expires by its ttl"
+                );
+                let _ = child.kill();
+                let _ = child.wait();
+                return;
+            }
+            Ok(None) => {
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_millis(10));
+            }
+        }
+    }
+}
+
+/// `__shim --release`: reads a ticket on stdin and releases its lease.
+fn release_by_ticket() -> ExitCode {
+    let mut text = String::new();
+    // A ticket is a few hundred bytes; a megabyte is garbage.
+    if let Err(e) = std::io::stdin().take(1 << 20).read_to_string(&mut text) {
+        warn_user!("regent: cannot read the release ticket: {e}");
+        return ExitCode::from(1);
+    }
+    let ticket = match crate::store::Ticket::parse(&text) {
+        Ok(t) => t,
+        Err(e) => {
+            warn_user!("regent: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    if ticket.has_env() {
+        let _ = rustix::process::set_dumpable_behavior(
+            rustix::process::DumpableBehavior::NotDumpable,
+        );
+    }
+    let what = format!("{ticket:?}");
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            warn_user!("regent: cannot give the lease back: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    match runtime.block_on(ticket.release(RELEASE_CALL_TIMEOUT)) {
+        Ok(()) => {
+            tracing::info!(ticket = %what, "gave the lease back");
+            warn_user!("regent: regent went away; gave the lease back once the command was gone");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            warn_user!("regent: regent went away; cannot give the lease back ({e}); it expires by its ttl");
+            ExitCode::from(1)
+        }
+    }
 }
 
 /// Signals delivered as readable bytes on a socket pair, so that `poll`

@@ -140,12 +140,15 @@ fn without_id_the_holder_is_the_agents_node_name() {
 /// shows that nothing of the old process's term runs any more (the lock
 /// file of its session is free): here, after kill -9, once its shim has
 /// stopped the old command. A follower waiting meanwhile does not lead.
+/// (The old term's supervisor would give the lease back after kill -9,
+/// and the follower would lead: its test hook keeps the lease, as when
+/// that release fails, to reach the shortcut.)
 #[test]
 fn a_restarted_instance_leads_again_at_once_when_its_old_term_is_gone() {
     let mut sb = sandbox();
     let timing = sb.timing();
     let ttl = timing.ttl_arg();
-    let c1 = sb.candidate("c1", &ttl, &[]);
+    let c1 = sb.candidate_env("c1", &ttl, &[], &[KEEP_LEASE]);
     let old = sb.first_start(Duration::from_secs(10));
     sb.candidate("c2", &ttl, &[]);
     std::thread::sleep(Duration::from_millis(500));

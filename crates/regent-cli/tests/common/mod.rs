@@ -506,6 +506,22 @@ impl Sandbox {
         self.candidate_on(&store, id, ttl, extra)
     }
 
+    /// [`Self::candidate`] with `env` added to regent's environment.
+    pub fn candidate_env(
+        &mut self,
+        id: &str,
+        ttl: &str,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> usize {
+        let mut flags = vec!["--id", id, "--ttl", ttl];
+        flags.extend_from_slice(extra);
+        let task = self.task_cmd();
+        let task: Vec<&str> = task.iter().map(String::as_str).collect();
+        let args = run_args_on(&self.store(), &flags, &task);
+        self.spawn_env(id, Path::new(REGENT), &args, env)
+    }
+
     /// [`Self::candidate`] with the store URL `store`.
     pub fn candidate_on(&mut self, store: &str, id: &str, ttl: &str, extra: &[&str]) -> usize {
         let mut flags = vec!["--id", id, "--ttl", ttl];
@@ -825,6 +841,10 @@ impl Drop for Regent {
 // ------------------------------------------------------------------ one-shot runs
 
 /// `run --store STORE --election e EXTRA -- CMD`.
+/// The shim's test hook: its supervisor never gives a lease back, as when
+/// the release by ticket fails, so that a crash costs the ttl.
+pub const KEEP_LEASE: (&str, &str) = ("REGENT_SHIM_KEEP_LEASE", "1");
+
 pub fn run_args_on(store: &str, extra: &[&str], cmd: &[&str]) -> Vec<String> {
     let mut args = vec!["run", "--store", store, "--election", ELECTION];
     args.extend_from_slice(extra);

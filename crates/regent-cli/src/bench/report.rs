@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 use super::BenchError;
 use super::plan::{Case, StoreKind, Tool};
 use super::series::{SeriesResult, signal_name};
+use super::stats::Summary;
 use super::svg;
 
 /// What the report says of the machine and the run.
@@ -196,6 +197,9 @@ pub(crate) fn write_markdown(
         );
         md.push_str(case_text(case));
         md.push('\n');
+        if case == Case::Graceful {
+            md.push_str(&sigterm_notes(&rows));
+        }
     }
 
     let _ = writeln!(md, "## Machine and engines\n");
@@ -210,6 +214,39 @@ pub(crate) fn write_markdown(
     write(out, &md)?;
     written.push(out.to_owned());
     Ok(written)
+}
+
+/// For the tools that run a command: when the old command got its
+/// SIGTERM, counted from the signal to the tool (p50), and how often.
+fn sigterm_notes(rows: &[&SeriesResult]) -> String {
+    let mut s = String::new();
+    for r in rows.iter().filter(|r| r.tool.runs_command()) {
+        let told: Vec<Duration> = r.runs.iter().filter_map(|run| run.old_stop).collect();
+        let line = match Summary::of(&told) {
+            Some(t) => format!(
+                "- {} / {}: the old command got SIGTERM in {} of {} runs, p50 {} ms after the \
+                 signal (so the rest of the p50 above went to releasing, noticing, acquiring \
+                 and starting)",
+                r.store,
+                r.tool.name(),
+                t.n,
+                r.runs.len(),
+                ms(t.p50)
+            ),
+            None => format!(
+                "- {} / {}: the old command never got SIGTERM ({} runs)",
+                r.store,
+                r.tool.name(),
+                r.runs.len()
+            ),
+        };
+        s.push_str(&line);
+        s.push('\n');
+    }
+    if !s.is_empty() {
+        s.push('\n');
+    }
+    s
 }
 
 fn case_heading(case: Case) -> &'static str {
@@ -272,6 +309,12 @@ process group when the bench ends, on an error or Ctrl-C alike; nothing is \
 killed by name. `regent run` runs the hidden `regent __demo-task` as its \
 command, and so do `etcdctl lock` and `consul lock` (through `env`, with the \
 same variables regent sets). The raw samples: `regent bench --json FILE`.
+
+Consul here is a dev agent that every candidate shares, enough for the \
+graceful case. Its crash case on a real topology (three servers, a client \
+agent per candidate, sessions read back from Consul) is \
+`cargo bench -p regent-cli --all-features --bench consul_handover`, with \
+its results in `docs/bench/2026-11-23-consul-handover.md`.
 ";
 
 /// Every sample, with the facts, as JSON.

@@ -44,6 +44,9 @@ pub(crate) struct RunResult {
     pub(crate) left_running: Option<Vec<i32>>,
     /// Whether the old command logged SIGTERM; `None` without a command.
     pub(crate) got_sigterm: Option<bool>,
+    /// Signal to the old command's SIGTERM, when it logged one: how much
+    /// of a graceful hand-over went before the old command was told.
+    pub(crate) old_stop: Option<Duration>,
     /// How the old tool process ended.
     pub(crate) old_tool_exit: String,
 }
@@ -98,6 +101,7 @@ impl SeriesResult {
                 "new_leader": r.new_leader,
                 "old_command_alive_after_new_start": r.left_running,
                 "old_command_got_sigterm": r.got_sigterm,
+                "old_command_sigterm_ms": r.old_stop.map(ms),
                 "old_tool_exit": r.old_tool_exit,
             })).collect::<Vec<_>>(),
         })
@@ -237,11 +241,13 @@ impl<'a> Series<'a> {
             Case::Crash => Duration::from_secs(5),
         };
         let old_tool_exit = describe_exit(self.slot_mut(old)?.wait_exit(exit_within)?);
-        let got_sigterm = old_command.as_ref().map(|c| {
+        let stop = old_command.as_ref().and_then(|c| {
             proc::read_log(&self.log)
-                .iter()
-                .any(|e| e.event == "stop" && e.pid == c.pid)
+                .into_iter()
+                .find(|e| e.event == "stop" && e.pid == c.pid)
         });
+        let got_sigterm = old_command.as_ref().map(|_| stop.is_some());
+        let old_stop = stop.map(|e| Duration::from_nanos(e.mono_ns.saturating_sub(signalled_at)));
 
         // Clear the field for the next run: nothing of the old leader stays.
         if let Some(c) = &old_command {
@@ -255,6 +261,7 @@ impl<'a> Series<'a> {
             handover,
             left_running,
             got_sigterm,
+            old_stop,
             old_tool_exit,
         })
     }

@@ -80,9 +80,10 @@ fn short_mode_on_sqlite_and_etcd_reports_every_row_and_plot() {
         let (p50, p99, max) = (number(&row[6]), number(&row[7]), number(&row[8]));
         assert!(0.0 < p50 && p50 <= p99 && p99 <= max, "{row:?}");
         if *case == "crash" {
-            // Nobody releases: the lease must expire, a ttl of 2 s.
-            assert!(p50 > 1000.0, "a crash hand-over under 1 s: {row:?}");
             let expected = if *tool == "etcdctl lock" {
+                // Nobody gives its lease back: it expires, 2 s after its
+                // last keep-alive (sent every 2/3 s).
+                assert!(p50 > 1000.0, "etcdctl lock's lease went early: {row:?}");
                 // Its command is a plain child: it runs on.
                 "3 of 3"
             } else {

@@ -201,6 +201,7 @@ fn bench(args: &BenchArgs) -> Result<(), BenchError> {
     ));
 
     let began = Instant::now();
+    let load_at_start = report::load_average();
     let mut results = Vec::new();
     let mut engine_facts = Vec::new();
     for &store in &plan.stores {
@@ -241,7 +242,17 @@ fn bench(args: &BenchArgs) -> Result<(), BenchError> {
         date: jiff::Timestamp::now()
             .strftime("%Y-%m-%d %H:%M UTC")
             .to_string(),
-        machine: Facts::machine(),
+        machine: {
+            let mut machine = Facts::machine();
+            machine.push((
+                "load average (1, 5, 15 min)".into(),
+                format!(
+                    "{load_at_start} at the start, {} at the end",
+                    report::load_average()
+                ),
+            ));
+            machine
+        },
         engines: engine_facts,
         took: began.elapsed(),
     };

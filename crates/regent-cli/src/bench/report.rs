@@ -75,6 +75,15 @@ impl Facts {
     }
 }
 
+/// `/proc/loadavg`'s 1, 5 and 15 minute load averages: other work on the
+/// machine while the bench ran shows there.
+pub(crate) fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|| "?".to_owned())
+}
+
 fn ms(d: Duration) -> String {
     let v = d.as_secs_f64() * 1e3;
     if v >= 100.0 {
@@ -271,11 +280,15 @@ fn case_text(case: Case) -> &'static str {
              command: they only print.\n"
         }
         Case::Crash => {
-            "SIGKILL of the leading tool process alone (regent, not its supervisor or \
-             command; `etcdctl lock`, not its command; the participant's JVM): nobody \
-             releases, the store must end the dead holder's lease or session, at the \
-             same ttl for both tools (2 s). regent's supervisor stops the command when \
-             regent dies, even by SIGKILL; `etcdctl lock` runs its command as a plain \
+            "SIGKILL of the leading tool process alone (`regent run`, not its supervisor \
+             or command; `etcdctl lock`, not its command; the participant's JVM). \
+             `etcdctl lock`'s lease and the Curator participant's session must expire, \
+             at the same ttl as regent's (2 s), counted from their last keep-alive. \
+             regent's supervisor outlives regent: it stops the command when regent dies, \
+             and once the command's whole process group is gone it gives the lease back \
+             by the release ticket regent handed it at the start of the term, so the \
+             next leader need not wait for the ttl (where the store's release fails, the \
+             lease expires by its ttl). `etcdctl lock` runs its command as a plain \
              child, which runs on.\n"
         }
     }

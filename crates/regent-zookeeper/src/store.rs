@@ -485,6 +485,55 @@ impl ZkStore {
         Ok(session)
     }
 
+    /// Releases a lease of a session this store does not hold: another
+    /// process's, which died (regent's supervisor gives a crashed regent's
+    /// lease back by its ticket, from a process of its own). Its node goes
+    /// only if it is exactly the lease's: the node of that name, still
+    /// owned by the lease's session, created at the lease's token (the
+    /// czxid), and deleted at the version read, so that nothing but that
+    /// node is touched. Its metadata node goes first, as in a release by
+    /// the session itself.
+    async fn release_elsewhere(
+        &self,
+        lease: &Lease,
+        sid: i64,
+        name: &str,
+    ) -> Result<(), StoreError> {
+        let s = self.session(None).await?;
+        let dir = self.election_path(&lease.election);
+        let path = format!("{dir}/{name}");
+        let what = || self.what("release", &lease.election);
+        let stat = self.call(what, s.client.check_stat(&path)).await?;
+        let Some(stat) =
+            stat.filter(|st| st.ephemeral_owner == sid && token_of(st.czxid) == lease.token)
+        else {
+            // Gone already, or not this lease's.
+            return Ok(());
+        };
+        let meta = self.meta_path(&lease.election, name);
+        match self.call(what, s.client.delete(&meta, None)).await {
+            Ok(()) => {}
+            Err(e) if is_no_node(&e) => {}
+            Err(e) => return Err(e),
+        }
+        match self
+            .call(what, s.client.delete(&path, Some(stat.version)))
+            .await
+        {
+            Ok(()) => {
+                tracing::debug!(
+                    election = %lease.election, holder = %lease.holder, token = %lease.token,
+                    session = format_args!("{sid:x}"), "zookeeper: released another session's lease"
+                );
+                Ok(())
+            }
+            // Gone meanwhile (its session expired), or changed: not ours
+            // to delete any more.
+            Err(e) if is_no_node(&e) || is_bad_version(&e) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
     /// The open session, if `id` is it and it is alive.
     async fn session_of(&self, id: i64) -> Option<Arc<Session>> {
         let current = self.inner.session.lock().await;
@@ -821,6 +870,12 @@ fn is_no_node(e: &StoreError) -> bool {
         .is_some_and(|z| matches!(z, zk::Error::NoNode))
 }
 
+fn is_bad_version(e: &StoreError) -> bool {
+    std::error::Error::source(e)
+        .and_then(|s| s.downcast_ref::<zk::Error>())
+        .is_some_and(|z| matches!(z, zk::Error::BadVersion))
+}
+
 impl LeaseStore for ZkStore {
     fn info(&self) -> StoreInfo {
         StoreInfo::new(
@@ -993,7 +1048,7 @@ impl LeaseStore for ZkStore {
             return Ok(());
         };
         let Some(s) = self.session_of(sid).await else {
-            return Ok(());
+            return self.release_elsewhere(lease, sid, name).await;
         };
         let dir = self.election_path(&lease.election);
         let path = format!("{dir}/{name}");

@@ -31,6 +31,9 @@
 //!    [`Renewal::Lost`].
 //! 4. `release` frees only the caller's own record; releasing a record that
 //!    is already gone, or releasing twice, succeeds and changes nothing.
+//!    The [`Lease`] alone says which record: a store connected afresh
+//!    (another process, such as the supervisor that gives a crashed
+//!    holder's lease back) releases it just the same.
 //! 5. `current_leader` reads who leads; `watch` streams changes, including
 //!    "no leader". Stores with notifications use them; others poll, and say
 //!    so in [`StoreInfo::watch`].

@@ -88,6 +88,36 @@
 //!   the supervisor stops the group by itself; the timing rules make SIGKILL
 //!   land before the lease could pass on. `S` asks for the same stop.
 //!
+//! # Giving the lease back when regent dies
+//!
+//! A crash of `regent` alone (kill -9, the OOM killer, a bug) leaves the
+//! supervisor alive: it stops CMD's whole tree at once. Once that tree is
+//! provably gone (the namespace's other processes, or the group and every
+//! orphan, reaped), nothing of the term can act, so the lease need not run
+//! out: the supervisor gives it back and the next leader starts in
+//! milliseconds instead of after a ttl.
+//!
+//! * At the start of every term `regent run` writes `T TICKET` on the
+//!   control socket: one line of JSON with the store as `--store`, its
+//!   flags and the variables it read, and the term's lease (see
+//!   `store::Ticket`). It may hold a store's secret, so it travels only on
+//!   the socket, and the supervisor that holds it makes itself
+//!   non-dumpable (CMD, of the same user, cannot read its memory).
+//! * The supervisor releases only when regent is gone (its end of the
+//!   socket is closed) without having asked for the stop, and the tree is
+//!   gone. A frozen `regent` (the dead-man's switch fired) or a killed
+//!   shim (regent lives and resigns itself) is not a reason.
+//! * The release runs in a process of its own (`__shim --release`, the
+//!   ticket on its stdin), bounded; the store's own `release` frees only
+//!   that lease, never a later holder's (the conformance suite checks it
+//!   through a second connection). If it fails, the lease expires by its
+//!   ttl, as before.
+//!
+//! `regent peer` sends no ticket: a peer's term is not a store's lease.
+//! A crash of the whole instance (the host, or regent with its supervisor)
+//! still costs the ttl. `REGENT_SHIM_KEEP_LEASE` (a test hook) plays a
+//! release that fails.
+//!
 //! Exit status: CMD's own (128+signal if killed) when it ended by itself;
 //! [`STOPPED_BY_SHIM`] when the supervisor stopped it. When the init is
 //! killed by a signal, the shim kills itself with SIGKILL so that `regent`

@@ -635,7 +635,9 @@ fn hand_back(ticket: &str) {
     let mut child = match spawned {
         Ok(c) => c,
         Err(e) => {
-            warn_user!("regent: cannot start the release of the lease ({e}); it expires by its ttl");
+            warn_user!(
+                "regent: cannot start the release of the lease ({e}); it expires by its ttl"
+            );
             return;
         }
     };
@@ -680,9 +682,8 @@ fn release_by_ticket() -> ExitCode {
         }
     };
     if ticket.has_env() {
-        let _ = rustix::process::set_dumpable_behavior(
-            rustix::process::DumpableBehavior::NotDumpable,
-        );
+        let _ =
+            rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable);
     }
     let what = format!("{ticket:?}");
     let runtime = match tokio::runtime::Builder::new_current_thread()
@@ -702,7 +703,9 @@ fn release_by_ticket() -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(e) => {
-            warn_user!("regent: regent went away; cannot give the lease back ({e}); it expires by its ttl");
+            warn_user!(
+                "regent: regent went away; cannot give the lease back ({e}); it expires by its ttl"
+            );
             ExitCode::from(1)
         }
     }

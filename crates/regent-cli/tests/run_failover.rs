@@ -105,9 +105,7 @@ mod failover_runs {
     /// whole group, then gives the lease back by the term's ticket, so the
     /// follower leads at once rather than after the ttl. The ttl here is
     /// 30 s: a follower that leads within 10 s was let in by the release.
-    fn kill_9_of_the_leading_regent_gives_the_lease_back_once_its_command_is_gone(
-        mut sb: Sandbox,
-    ) {
+    fn kill_9_of_the_leading_regent_gives_the_lease_back_once_its_command_is_gone(mut sb: Sandbox) {
         let ttl = Duration::from_secs(30);
         let old = elect_with(&mut sb, 2, &format!("{}ms", ttl.as_millis()), &[]);
         // The follower has looked at the store and follows.
@@ -123,9 +121,9 @@ mod failover_runs {
         let took = Duration::from_nanos(next.mono_ns - killed_at);
         eprintln!("kill -9 hand-over by the supervisor: {took:.3?}");
         assert_ne!(next.id, old.id);
-        let stop = sb.stop_of(&old.id, old.token).unwrap_or_else(|| {
-            panic!("the old task never saw SIGTERM\n{}", sb.report())
-        });
+        let stop = sb
+            .stop_of(&old.id, old.token)
+            .unwrap_or_else(|| panic!("the old task never saw SIGTERM\n{}", sb.report()));
         assert!(
             stop.mono_ns < next.mono_ns,
             "the lease was given back before the old command stopped\n{}",

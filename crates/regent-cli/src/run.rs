@@ -594,7 +594,10 @@ async fn sweep(grace: Duration) {
     // An orphan that already exited (a killed shim's init) is a zombie
     // child of regent's now: reap it. The shim itself has been waited for.
     let _ = crate::tree::reap(None);
-    if crate::tree::children().is_empty() {
+    // Almost always there is none: the kernel says so at once, where
+    // looking through /proc costs a read per process of the host (it is
+    // on the path of every hand-over).
+    if !crate::tree::has_children() || crate::tree::children().is_empty() {
         return;
     }
     let all_gone = tokio::task::spawn_blocking(move || crate::tree::stop_children(None, grace))

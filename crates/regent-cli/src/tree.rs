@@ -63,6 +63,17 @@ pub(crate) fn children() -> Vec<Pid> {
     .collect()
 }
 
+/// Whether this process has any child at all, live or exited but not
+/// yet reaped: `waitpid(-1, WNOHANG)` fails with ECHILD only when it has
+/// none. (A child that exited just now is reaped by the look; it is
+/// counted, to be safe.)
+pub(crate) fn has_children() -> bool {
+    !matches!(
+        rustix::process::wait(WaitOptions::NOHANG),
+        Err(rustix::io::Errno::CHILD)
+    )
+}
+
 /// Reaps every exited child; returns `watch`'s status if it was among them:
 /// its exit code, or 128 + the signal that killed it.
 pub(crate) fn reap(watch: Option<Pid>) -> Option<u8> {
@@ -199,4 +210,22 @@ fn kill_with_group(pid: Pid, sig: Signal) {
         let _ = rustix::process::kill_process_group(pid, sig);
     }
     let _ = rustix::process::kill_process(pid, sig);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_live_child_is_seen_without_looking_through_proc() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .expect("spawn sleep");
+        assert!(has_children());
+        let pid = Pid::from_child(&child);
+        assert!(children().contains(&pid) || proc_pid().is_none());
+        let _ = child.kill();
+        let _ = child.wait();
+    }
 }

@@ -117,13 +117,13 @@ fn planned_but_unsupported_scheme() {
         &[
             "run",
             "--store",
-            "zk://127.0.0.1:2181",
+            "redis://127.0.0.1:6379",
             "--election",
             "e",
             "--",
             "true",
         ],
-        &["--store", "'zk' is not supported by this build"],
+        &["--store", "'redis' is not supported by this build"],
     );
 }
 

@@ -206,8 +206,9 @@ pub(crate) fn write_markdown(
         );
         md.push_str(case_text(case));
         md.push('\n');
-        if case == Case::Graceful {
-            md.push_str(&sigterm_notes(&rows));
+        match case {
+            Case::Graceful => md.push_str(&sigterm_notes(&rows)),
+            Case::Crash => md.push_str(&release_notes(&rows)),
         }
     }
 
@@ -231,26 +232,63 @@ fn sigterm_notes(rows: &[&SeriesResult]) -> String {
     let mut s = String::new();
     for r in rows.iter().filter(|r| r.tool.runs_command()) {
         let told: Vec<Duration> = r.runs.iter().filter_map(|run| run.old_stop).collect();
-        let line = match Summary::of(&told) {
-            Some(t) => format!(
-                "- {} / {}: the old command got SIGTERM in {} of {} runs, p50 {} ms after the \
-                 signal (so the rest of the p50 above went to releasing, noticing, acquiring \
-                 and starting)",
+        let _ = match Summary::of(&told) {
+            Some(t) => writeln!(
+                s,
+                "- {} / {}: the old command had its SIGTERM {} ms after the signal (p50; \
+                 {} of {} runs)",
                 r.store,
                 r.tool.name(),
+                ms(t.p50),
                 t.n,
-                r.runs.len(),
-                ms(t.p50)
+                r.runs.len()
             ),
-            None => format!(
-                "- {} / {}: the old command never got SIGTERM ({} runs)",
+            None => writeln!(
+                s,
+                "- {} / {}: the old command never had a SIGTERM ({} runs)",
                 r.store,
                 r.tool.name(),
                 r.runs.len()
             ),
         };
-        s.push_str(&line);
+    }
+    if !s.is_empty() {
+        s.insert_str(
+            0,
+            "When the old command was told to stop, as it logged it; the rest of the \
+             hand-over went to releasing, noticing, acquiring and starting:\n\n",
+        );
         s.push('\n');
+    }
+    s
+}
+
+/// For regent's crash rows: whether its supervisor gave the lease back
+/// (the hand-over well under the ttl) or the lease expired by its ttl.
+fn release_notes(rows: &[&SeriesResult]) -> String {
+    let mut s = String::new();
+    for r in rows
+        .iter()
+        .filter(|r| matches!(r.tool, Tool::Regent { .. }))
+    {
+        let Some(summary) = r.summary() else { continue };
+        let given_back = r
+            .runs
+            .iter()
+            .filter(|run| run.handover < r.tool.ttl() / 2)
+            .count();
+        let _ = writeln!(
+            s,
+            "- {} / regent run: the lease was given back (hand-over under half the ttl) \
+             in {given_back} of {} runs{}",
+            r.store,
+            summary.n,
+            if given_back == 0 {
+                "; it expired by its ttl"
+            } else {
+                ""
+            }
+        );
     }
     if !s.is_empty() {
         s.push('\n');
@@ -275,8 +313,8 @@ fn case_text(case: Case) -> &'static str {
              The command exits at once on SIGTERM, so what is timed is the tool's own \
              work: regent stops the command and waits for its whole process tree to be \
              gone, then releases; the follower's watch (etcd, ZooKeeper), blocking query \
-             (Consul) or poll (SQLite, every 100 ms) sees it, and it starts its command \
-             through its supervisor. `etcdctl elect` and the Curator participant run no \
+             (Consul) or wake-up file (SQLite, besides its poll every 100 ms) tells it, \
+             and it starts its command through its supervisor. `etcdctl elect` and the Curator participant run no \
              command: they only print.\n"
         }
         Case::Crash => {

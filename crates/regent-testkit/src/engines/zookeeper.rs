@@ -128,8 +128,15 @@ pub const DEFAULT_MAX_SESSION_TIMEOUT: Duration = Duration::from_secs(60);
 /// The four-letter words the servers answer (`4lw.commands.whitelist`).
 pub const FOUR_LETTER_WORDS: &[&str] = &["srvr", "ruok", "stat", "mntr", "cons", "dump"];
 
-/// Bound on each four-letter word and each step of the kit's own client.
+/// Bound on each four-letter word (asked again and again while a server
+/// starts, so short).
 const REQUEST_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// Bound on each step of the kit's own client (a shared server's chroot,
+/// an operator's node): a tenth of a second on a quiet host, but a loaded
+/// one (a full test suite on 2 cores) stalled the JVM past half a second,
+/// and the test that wanted its chroot failed.
+const NODE_REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The variable naming the `java` to run instead of the one on `PATH`.
 const JAVA_VAR: &str = "REGENT_JAVA_BIN";
@@ -405,7 +412,7 @@ impl ZooKeeper {
     /// When the server could not be reached, does not serve, or refused
     /// the node (its parent does not exist, say).
     pub fn create_node(&self, path: &str, data: &[u8]) -> io::Result<bool> {
-        let mut session = wire::Session::open(self.client_addr(), REQUEST_TIMEOUT)?;
+        let mut session = wire::Session::open(self.client_addr(), NODE_REQUEST_TIMEOUT)?;
         let created = session.create(path, data)?;
         session.close()?;
         Ok(created)
@@ -418,7 +425,7 @@ impl ZooKeeper {
     ///
     /// When the server could not be reached or does not serve.
     pub fn node_data(&self, path: &str) -> io::Result<Option<Vec<u8>>> {
-        let mut session = wire::Session::open(self.client_addr(), REQUEST_TIMEOUT)?;
+        let mut session = wire::Session::open(self.client_addr(), NODE_REQUEST_TIMEOUT)?;
         let data = session.get_data(path)?;
         session.close()?;
         Ok(data)

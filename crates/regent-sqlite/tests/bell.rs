@@ -25,6 +25,18 @@ async fn slow_poll(path: &std::path::Path) -> SqliteStore {
         .expect("open")
 }
 
+/// `a`'s lease on the free election `e`, for an hour.
+async fn win(store: &SqliteStore, e: &regent_core::ElectionName) -> regent_core::Lease {
+    let Acquire::Won(lease) = store
+        .try_acquire(&req(e, "a", HOUR), None)
+        .await
+        .expect("acquire")
+    else {
+        panic!("a free election is won");
+    };
+    lease
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_release_wakes_the_watches_of_other_stores_at_once() {
     let dir = tempfile::tempdir().expect("temp dir");
@@ -35,13 +47,7 @@ async fn a_release_wakes_the_watches_of_other_stores_at_once() {
         slow_poll(&path).await,
     );
     let e = election("bell");
-    let Acquire::Won(lease) = leader
-        .try_acquire(&req(&e, "a", HOUR), None)
-        .await
-        .expect("acquire")
-    else {
-        panic!("a free election is won");
-    };
+    let lease = win(&leader, &e).await;
     // Two watches on two stores: each store's own bell thread wakes it.
     let mut follow = follower.watch(&e).await.expect("watch");
     let mut third = other.watch(&e).await.expect("watch");
@@ -80,13 +86,7 @@ async fn without_a_bell_the_watch_still_polls() {
     };
     let (leader, follower) = (fast(path.clone()).await, fast(path.clone()).await);
     let e = election("no-bell");
-    let Acquire::Won(lease) = leader
-        .try_acquire(&req(&e, "a", HOUR), None)
-        .await
-        .expect("acquire")
-    else {
-        panic!("a free election is won");
-    };
+    let lease = win(&leader, &e).await;
     let mut follow = follower.watch(&e).await.expect("watch");
     let _first = follow.next().await;
     std::fs::remove_file(dir.path().join("regent.db-wake")).expect("remove the bell");

@@ -219,14 +219,18 @@ fn bench(args: &BenchArgs) -> Result<(), BenchError> {
             for r in &block_results {
                 if let Some(s) = r.summary() {
                     note(format!(
-                        "{} {} {}: p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms over {} runs",
+                        "{} {} {}: p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms over {} runs{}",
                         r.store,
                         r.case,
                         r.tool.name(),
                         s.p50.as_secs_f64() * 1e3,
                         s.p99.as_secs_f64() * 1e3,
                         s.max.as_secs_f64() * 1e3,
-                        s.n
+                        s.n,
+                        match r.voided.len() {
+                            0 => String::new(),
+                            n => format!(" ({n} voided and run again)"),
+                        }
                     ));
                 }
             }

@@ -172,6 +172,25 @@ pub(crate) fn write_markdown(
     let _ = writeln!(md, "## Results\n");
     md.push_str(&table(results));
     md.push('\n');
+    let voided: Vec<&SeriesResult> = results.iter().filter(|r| !r.voided.is_empty()).collect();
+    if !voided.is_empty() {
+        md.push_str(
+            "Runs voided and run again (the leader's command had ended on its own before \
+             the signal: its tool had lost its leadership by itself):\n\n",
+        );
+        for r in voided {
+            let _ = writeln!(
+                md,
+                "- {} / {} / {}: {} ({})",
+                r.store,
+                r.case,
+                r.tool.name(),
+                r.voided.len(),
+                r.voided.join("; ")
+            );
+        }
+        md.push('\n');
+    }
     md.push_str(
         "Times run from the signal to the leading process to the next leader's start: \
          its command's first instruction for `regent run`, `etcdctl lock` and `consul \

@@ -29,6 +29,10 @@ const START_TIMEOUT: Duration = Duration::from_secs(30);
 /// Bound on a tool process's exit after its graceful signal.
 const EXIT_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// How many runs in a row may be voided (the leader lost its leadership on
+/// its own before the signal) before the series gives up.
+const MAX_VOIDED_IN_A_ROW: usize = 3;
+
 /// What `etcdctl elect` and the Curator participant print when they lead.
 const CURATOR_LEADS: &str = "EVENT isLeader";
 
@@ -51,6 +55,14 @@ pub(crate) struct RunResult {
     pub(crate) old_tool_exit: String,
 }
 
+/// How a run ended.
+enum Outcome {
+    Measured(RunResult),
+    /// Not measured: the leader's command had ended on its own before the
+    /// signal (its tool lost leadership by itself); why.
+    Voided(String),
+}
+
 /// A finished series, for the report.
 #[derive(Debug, Clone)]
 pub(crate) struct SeriesResult {
@@ -58,6 +70,8 @@ pub(crate) struct SeriesResult {
     pub(crate) case: Case,
     pub(crate) tool: Tool,
     pub(crate) runs: Vec<RunResult>,
+    /// Runs not measured, and run again: what was seen.
+    pub(crate) voided: Vec<String>,
 }
 
 impl SeriesResult {
@@ -95,6 +109,7 @@ impl SeriesResult {
             "p99_ms": summary.map(|s| ms(s.p99)),
             "max_ms": summary.map(|s| ms(s.max)),
             "old_command_left_running": self.left_running(),
+            "voided_runs": self.voided,
             "samples": self.runs.iter().map(|r| json!({
                 "handover_ms": ms(r.handover),
                 "old_leader": r.old_leader,
@@ -137,6 +152,7 @@ pub(crate) struct Series<'a> {
     commands: Vec<(String, CommandProcess)>,
     started: usize,
     runs: Vec<RunResult>,
+    voided: Vec<String>,
 }
 
 impl<'a> Series<'a> {
@@ -164,6 +180,7 @@ impl<'a> Series<'a> {
             commands: Vec::new(),
             started: 0,
             runs: Vec::new(),
+            voided: Vec::new(),
         })
     }
 
@@ -191,21 +208,72 @@ impl<'a> Series<'a> {
     }
 
     /// One hand-over: signal the leader, time the follower's start, look
-    /// for the old command, replace the old leader by a new follower.
+    /// for the old command, replace the old leader by a new follower. A run
+    /// whose leader lost its leadership by itself before the signal is
+    /// voided, noted, and run again once someone leads.
     pub(crate) fn run_once(&mut self) -> Result<&RunResult, BenchError> {
-        let result = self.try_run_once().map_err(|e| self.with_evidence(e))?;
-        self.runs.push(result);
-        Ok(self.runs.last().expect("just pushed"))
+        for _ in 0..MAX_VOIDED_IN_A_ROW {
+            match self.try_run_once() {
+                Ok(Outcome::Measured(result)) => {
+                    self.runs.push(result);
+                    return Ok(self.runs.last().expect("just pushed"));
+                }
+                Ok(Outcome::Voided(why)) => {
+                    tracing::warn!(series = %self.tag, "run voided: {why}");
+                    self.voided.push(why);
+                    self.resync().map_err(|e| self.with_evidence(e))?;
+                }
+                Err(e) => return Err(self.with_evidence(e)),
+            }
+        }
+        Err(self.with_evidence(BenchError::Failed(format!(
+            "{MAX_VOIDED_IN_A_ROW} runs in a row voided: {}",
+            self.voided.join("; ")
+        ))))
     }
 
-    fn try_run_once(&mut self) -> Result<RunResult, BenchError> {
+    /// After a voided run: whoever leads now (the last command started
+    /// that still runs) is the leader, and the other candidate is replaced
+    /// by a new follower.
+    fn resync(&mut self) -> Result<(), BenchError> {
+        let names: Vec<Option<String>> = self
+            .slots
+            .iter()
+            .map(|s| s.as_ref().map(|p| p.name.clone()))
+            .collect();
+        let log = self.log.clone();
+        let (slot, start) = wait_for(
+            self.tool.handover_bound(Case::Crash),
+            Duration::from_millis(10),
+            "a leader again after a voided run",
+            || {
+                Ok(proc::read_log(&log)
+                    .into_iter()
+                    .rev()
+                    .filter(|e| e.event == "start")
+                    .find_map(|e| {
+                        let slot = names.iter().position(|n| n.as_deref() == Some(&e.id))?;
+                        let command = CommandProcess::of(&e)?;
+                        Some((slot, (e.id, command)))
+                    }))
+            },
+        )?;
+        self.commands.push(start);
+        self.leader = slot;
+        self.slots[1 - slot] = None;
+        self.spawn_follower(1 - slot)
+    }
+
+    fn try_run_once(&mut self) -> Result<Outcome, BenchError> {
         let (old, new) = (self.leader, 1 - self.leader);
         let old_name = self.slot(old)?.name.clone();
         let new_name = self.slot(new)?.name.clone();
         let old_pid = self.slot(old)?.pid;
+        // The latest: a candidate may lead twice after a voided run.
         let old_command = self
             .commands
             .iter()
+            .rev()
             .find(|(leader, _)| *leader == old_name)
             .map(|(_, c)| c.clone());
 
@@ -214,8 +282,8 @@ impl<'a> Series<'a> {
         if let Some(c) = &old_command
             && !c.alive_processes(old_pid).contains(&c.pid)
         {
-            return Err(BenchError::Failed(format!(
-                "the leader's command {} died before the signal",
+            return Ok(Outcome::Voided(format!(
+                "{old_name}'s command {} ended on its own before the signal",
                 c.pid
             )));
         }
@@ -255,7 +323,7 @@ impl<'a> Series<'a> {
         }
         self.slots[old] = None;
         self.spawn_follower(old)?;
-        Ok(RunResult {
+        Ok(Outcome::Measured(RunResult {
             old_leader: old_name,
             new_leader: new_name,
             handover,
@@ -263,7 +331,7 @@ impl<'a> Series<'a> {
             got_sigterm,
             old_stop,
             old_tool_exit,
-        })
+        }))
     }
 
     /// Stops both candidates and every command left; the result.
@@ -279,6 +347,7 @@ impl<'a> Series<'a> {
             case: self.case,
             tool: self.tool,
             runs: std::mem::take(&mut self.runs),
+            voided: std::mem::take(&mut self.voided),
         }
     }
 
@@ -445,15 +514,9 @@ impl<'a> Series<'a> {
             Ok(ready.then_some(()))
         });
         result.map_err(|e| self.with_evidence(e))?;
-        if self.tool.runs_command()
-            && let Some(start) = proc::read_log(&self.log)
-                .into_iter()
-                .find(|s| s.event == "start" && s.id == name)
-        {
-            return Err(self.with_evidence(BenchError::Failed(format!(
-                "the follower {name} started its command ({start:?}) while the leader led"
-            ))));
-        }
+        // A follower of a tool that runs a command and leads at once took
+        // over from a leader that lost its leadership by itself: the next
+        // run finds the leader's command gone and is voided.
         if self.tool == Tool::CuratorLatch
             && self
                 .slot(slot)?

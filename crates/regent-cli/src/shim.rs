@@ -206,6 +206,12 @@ pub(crate) const KEEP_LEASE_ENV: &str = "REGENT_SHIM_KEEP_LEASE";
 /// [`RELEASE_CALL_TIMEOUT`]).
 const RELEASE_BOUND: Duration = Duration::from_secs(15);
 
+/// How long the supervisor waits for regent's end of the control socket
+/// to close after regent's death signal (see `control_closed`); a
+/// supervisor stopped for another reason (the shim killed, regent alive)
+/// waits this long before it exits.
+const CLOSE_WAIT: Duration = Duration::from_millis(500);
+
 /// The bound of each store call of a release by ticket.
 const RELEASE_CALL_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -506,11 +512,11 @@ fn supervise(args: &ShimArgs, guard: Guard) -> std::io::Result<u8> {
     // lease back, so that the next leader need not wait out the ttl. A
     // frozen regent (the deadline passed) or a dead shim (regent lives on
     // and resigns itself) is not a reason.
-    if stop != Stop::Asked
+    if matches!(stop, Stop::ParentGone | Stop::Signal)
         && all_gone
-        && control_closed(&mut stdin)
         && let Some(ticket) = ticket
         && std::env::var_os(KEEP_LEASE_ENV).is_none()
+        && control_closed(&mut stdin, CLOSE_WAIT)
     {
         hand_back(&ticket);
     }
@@ -597,15 +603,24 @@ fn parse_control(line: &[u8]) -> Option<Control> {
 /// stream. regent's death closes it (the kernel closes a dying process's
 /// files before its children get their death signal); regent itself
 /// closes it only after the supervisor has exited.
-fn control_closed(stdin: &mut std::io::StdinLock<'_>) -> bool {
+///
+/// It waits for the end up to `wait`: a death signal can come before the
+/// socket closes. The kernel sends it when the thread that started the
+/// shim exits, and closes regent's files when its last thread does; under
+/// SIGKILL the others follow within moments, unless one is in the middle
+/// of an fsync (1 in 10 to 50 crashes on a loaded host kept the lease for
+/// its ttl when this looked only once).
+fn control_closed(stdin: &mut std::io::StdinLock<'_>, wait: Duration) -> bool {
     let mut buf = [0u8; 4096];
+    let until = std::time::Instant::now() + wait;
     loop {
         let mut fds = [PollFd::new(&*stdin, PollFlags::IN)];
-        let zero = Timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
+        let left = until.saturating_duration_since(std::time::Instant::now());
+        let timeout = Timespec {
+            tv_sec: i64::try_from(left.as_secs()).unwrap_or(0),
+            tv_nsec: i64::from(left.subsec_nanos()),
         };
-        match poll(&mut fds, Some(&zero)) {
+        match poll(&mut fds, Some(&timeout)) {
             Ok(0) => return false,
             Ok(_) => {}
             Err(rustix::io::Errno::INTR) => continue,

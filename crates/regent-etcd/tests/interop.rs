@@ -13,7 +13,14 @@ use tokio::process::{Child, ChildStdout};
 
 use common::{holder, req};
 
+/// The Candidate's ttl: it renews on its own schedule.
 const TTL: Duration = Duration::from_secs(2);
+/// The ttl of leases this file renews by hand between steps that spawn
+/// `etcdctl`: long enough that a loaded host (CI runs the torture campaigns
+/// beside this) cannot let one lapse between two renewals. At 2 s the
+/// observer test once saw regent's key expire before its first renewal and
+/// `etcdctl elect` win, as it should have.
+const HAND_TTL: Duration = Duration::from_secs(30);
 
 /// `etcdctl elect ARGS…`, with its stdout to read line by line.
 struct Elect {
@@ -127,7 +134,7 @@ async fn regent_queues_behind_etcdctl_elect_and_wins_after_it_resigns() {
         leader: Some(l),
         queued: Some(place),
     } = store
-        .try_acquire(&req(&election, "regent-1", TTL), None)
+        .try_acquire(&req(&election, "regent-1", HAND_TTL), None)
         .await
         .unwrap()
     else {
@@ -166,7 +173,7 @@ async fn regent_queues_behind_etcdctl_elect_and_wins_after_it_resigns() {
     elect.interrupt().await;
     // regent-1 is next in line: its queued place wins with its token.
     let Acquire::Won(won) = store
-        .try_acquire(&req(&election, "regent-1", TTL), Some(&place))
+        .try_acquire(&req(&election, "regent-1", HAND_TTL), Some(&place))
         .await
         .unwrap()
     else {
@@ -197,7 +204,7 @@ async fn etcdctl_observes_regents_leader_and_queues_behind_it() {
     let election = common::election("interop-observe");
 
     let Acquire::Won(lease) = store
-        .try_acquire(&req(&election, "regent-1", TTL), None)
+        .try_acquire(&req(&election, "regent-1", HAND_TTL), None)
         .await
         .unwrap()
     else {

@@ -75,6 +75,13 @@
 //! * The shim's stdin is one end of a socket pair whose other end `regent`
 //!   holds; the init inherits it. The shim says `N pid` or `N none <why>`
 //!   on it (whether CMD has a namespace).
+//! * Started ahead of its term: `regent` starts the next term's shim (and
+//!   so its init) while it still follows, and the supervisor waits for
+//!   `G TOKEN DEADLINE` — the term's fencing token (CMD's
+//!   `REGENT_FENCING_TOKEN`) and its first step-down instant — before it
+//!   starts CMD. A hand-over then waits for CMD's start alone, not for two
+//!   starts of this binary before it. Without a go (regent gone, `S`, a
+//!   signal) it exits having started nothing.
 //! * When `regent` dies, however it dies, the kernel closes the socket and
 //!   the supervisor reads EOF; as a second line of defence the shim asks
 //!   for `PR_SET_PDEATHSIG(SIGTERM)` and catches it (forwarding it to the
@@ -170,9 +177,6 @@ pub(crate) struct ShimArgs {
     /// Time between SIGTERM and SIGKILL, in milliseconds.
     #[arg(long, default_value_t = 0)]
     pub(crate) grace_ms: u64,
-    /// The first deadline, CLOCK_MONOTONIC nanoseconds.
-    #[arg(long, default_value_t = 0)]
-    pub(crate) deadline_ns: u64,
     /// The parent's pid, as /proc names it: if the parent is already
     /// another, it died before the death signal was armed.
     #[arg(long, default_value_t = 0)]
@@ -318,8 +322,6 @@ fn hold(args: &ShimArgs) -> std::io::Result<u8> {
         .arg("--init")
         .arg("--grace-ms")
         .arg(args.grace_ms.to_string())
-        .arg("--deadline-ns")
-        .arg(args.deadline_ns.to_string())
         .arg("--parent")
         .arg(me.to_string())
         .arg("--")
@@ -402,6 +404,13 @@ fn supervise(args: &ShimArgs, guard: Guard) -> std::io::Result<u8> {
     if guard == Guard::Group {
         rustix::process::set_child_subreaper(Some(rustix::process::getpid()))?;
     }
+    let mut stdin = ControlSocket;
+    let mut control = ControlReader::default();
+    // Started ahead of its term: CMD starts on regent's word, with the
+    // term's token and deadline.
+    let Some(go) = wait_for_go(&signals, &mut stdin, &mut control)? else {
+        return Ok(STOPPED_BY_SHIM);
+    };
     failpoint("init-before-cmd");
     let stop_all = |pgid| match guard {
         Guard::Group => tree::stop_children(Some(pgid), grace),
@@ -414,6 +423,7 @@ fn supervise(args: &ShimArgs, guard: Guard) -> std::io::Result<u8> {
         .args(rest)
         .process_group(0)
         .stdin(Stdio::null())
+        .env("REGENT_FENCING_TOKEN", go.token.to_string())
         .env_remove("REGENT_SHIM_FAILPOINT")
         .env_remove(KEEP_LEASE_ENV);
     if let Some(fd) = &heartbeat {
@@ -432,11 +442,11 @@ fn supervise(args: &ShimArgs, guard: Guard) -> std::io::Result<u8> {
     // orphans), so std's handle is not used to wait.
     drop(child);
 
-    let mut deadline = args.deadline_ns;
-    let mut stdin = std::io::stdin().lock();
-    let mut line = Vec::new();
+    let mut deadline = go.deadline_ns;
     // The term's release ticket, if regent sent one.
     let mut ticket: Option<String> = None;
+    // What came with the go line.
+    let mut said = std::mem::take(&mut control.pending);
     let stop = 'wait: loop {
         if let Some(status) = tree::reap(Some(pgid)) {
             // CMD ended by itself; its background jobs go with it.
@@ -453,10 +463,9 @@ fn supervise(args: &ShimArgs, guard: Guard) -> std::io::Result<u8> {
             tv_sec: 0,
             tv_nsec: i64::from(wait.subsec_nanos()),
         };
-        let stdin_fd = std::io::stdin();
         let mut fds = [
             PollFd::new(&signals.read, PollFlags::IN),
-            PollFd::new(&stdin_fd, PollFlags::IN),
+            PollFd::new(&stdin, PollFlags::IN),
             PollFd::new(&exits.read, PollFlags::IN),
         ];
         match poll(&mut fds, Some(&timeout)) {
@@ -476,30 +485,25 @@ fn supervise(args: &ShimArgs, guard: Guard) -> std::io::Result<u8> {
             break 'wait Stop::Signal;
         }
         if stdin_ready {
-            let mut buf = [0u8; 256];
-            match stdin.read(&mut buf) {
-                Ok(0) | Err(_) => {
-                    break 'wait Stop::ParentGone;
+            match control.read(&mut stdin) {
+                Some(more) => said.extend(more),
+                None => break 'wait Stop::ParentGone,
+            }
+        }
+        for word in said.drain(..) {
+            match word {
+                Control::Deadline(ns) => deadline = ns,
+                Control::Stop => break 'wait Stop::Asked,
+                Control::Ticket(t) => {
+                    // It may hold a store's secret: keep this process's
+                    // memory from CMD (same user).
+                    let _ = rustix::process::set_dumpable_behavior(
+                        rustix::process::DumpableBehavior::NotDumpable,
+                    );
+                    ticket = Some(t);
                 }
-                Ok(n) => {
-                    line.extend_from_slice(&buf[..n]);
-                    while let Some(pos) = line.iter().position(|b| *b == b'\n') {
-                        let cmd: Vec<u8> = line.drain(..=pos).collect();
-                        match parse_control(&cmd) {
-                            Some(Control::Deadline(ns)) => deadline = ns,
-                            Some(Control::Stop) => break 'wait Stop::Asked,
-                            Some(Control::Ticket(t)) => {
-                                // It may hold a store's secret: keep this
-                                // process's memory from CMD (same user).
-                                let _ = rustix::process::set_dumpable_behavior(
-                                    rustix::process::DumpableBehavior::NotDumpable,
-                                );
-                                ticket = Some(t);
-                            }
-                            None => {}
-                        }
-                    }
-                }
+                // One term per supervisor: a second go means nothing.
+                Control::Go(_) => {}
             }
         }
     };
@@ -580,10 +584,25 @@ fn report(what: &str) {
     let _ = rustix::io::write(std::io::stdin(), format!("{what}\n").as_bytes());
 }
 
+/// A line from regent on the control socket.
+#[derive(Debug, PartialEq, Eq)]
 enum Control {
+    /// `G TOKEN DEADLINE_NS`: the term began; start CMD.
+    Go(Go),
+    /// `D DEADLINE_NS`: the step-down instant moved.
     Deadline(u64),
+    /// `S`: stop CMD.
     Stop,
+    /// `T TICKET`: the term's release ticket.
     Ticket(String),
+}
+
+/// What the supervisor needs to start CMD: the term's fencing token and
+/// its first step-down instant (CLOCK_MONOTONIC nanoseconds).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Go {
+    token: u64,
+    deadline_ns: u64,
 }
 
 fn parse_control(line: &[u8]) -> Option<Control> {
@@ -594,8 +613,108 @@ fn parse_control(line: &[u8]) -> Option<Control> {
     if let Some(ticket) = text.strip_prefix("T ") {
         return Some(Control::Ticket(ticket.to_owned()));
     }
+    if let Some(go) = text.strip_prefix("G ") {
+        let (token, deadline) = go.split_once(' ')?;
+        return Some(Control::Go(Go {
+            token: token.parse().ok()?,
+            deadline_ns: deadline.parse().ok()?,
+        }));
+    }
     let ns = text.strip_prefix("D ")?.parse().ok()?;
     Some(Control::Deadline(ns))
+}
+
+/// The control socket (the supervisor's stdin), read straight from its
+/// descriptor. std's `StdinLock` buffers: what a read leaves in its buffer
+/// (the rest of a long ticket line, the line after the go) is data that
+/// `poll` never reports, and it waited there for regent's next line,
+/// which after a crash never comes.
+struct ControlSocket;
+
+impl Read for ControlSocket {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        Ok(rustix::io::read(rustix::stdio::stdin(), buf)?)
+    }
+}
+
+impl std::os::fd::AsFd for ControlSocket {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        rustix::stdio::stdin()
+    }
+}
+
+/// The control socket's lines, read as they come.
+#[derive(Default)]
+struct ControlReader {
+    /// The start of a line not yet ended.
+    partial: Vec<u8>,
+    /// Lines read but not yet acted on.
+    pending: Vec<Control>,
+}
+
+impl ControlReader {
+    /// One read: the lines it completed, or `None` when regent's end is
+    /// closed (or the socket failed: regent is not there to talk to).
+    fn read<S: Read>(&mut self, stdin: &mut S) -> Option<Vec<Control>> {
+        let mut buf = [0u8; 4096];
+        match stdin.read(&mut buf) {
+            Ok(0) => None,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => Some(Vec::new()),
+            Err(_) => None,
+            Ok(n) => {
+                self.partial.extend_from_slice(&buf[..n]);
+                let mut lines = Vec::new();
+                while let Some(pos) = self.partial.iter().position(|b| *b == b'\n') {
+                    let line: Vec<u8> = self.partial.drain(..=pos).collect();
+                    lines.extend(parse_control(&line));
+                }
+                Some(lines)
+            }
+        }
+    }
+}
+
+/// Waits for regent's go (`G …`): a supervisor is started ahead of its
+/// term, while regent still follows, so that a hand-over does not wait
+/// for the shim and the init to start. `None` when there will be no term:
+/// regent went away, asked for a stop, or a signal came. What came after
+/// the go line is left in `control.pending`.
+fn wait_for_go<S: Read + std::os::fd::AsFd>(
+    signals: &SignalPipe,
+    stdin: &mut S,
+    control: &mut ControlReader,
+) -> std::io::Result<Option<Go>> {
+    loop {
+        let mut fds = [
+            PollFd::new(&signals.read, PollFlags::IN),
+            PollFd::new(&*stdin, PollFlags::IN),
+        ];
+        match poll(&mut fds, None) {
+            Ok(_) | Err(rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(e.into()),
+        }
+        if !fds[0].revents().is_empty() {
+            return Ok(None);
+        }
+        if fds[1].revents().is_empty() {
+            continue;
+        }
+        let Some(lines) = control.read(stdin) else {
+            return Ok(None);
+        };
+        let mut lines = lines.into_iter();
+        while let Some(word) = lines.next() {
+            match word {
+                Control::Go(go) => {
+                    control.pending.extend(lines);
+                    return Ok(Some(go));
+                }
+                Control::Stop => return Ok(None),
+                // Nothing to guard yet.
+                Control::Deadline(_) | Control::Ticket(_) => {}
+            }
+        }
+    }
 }
 
 /// Whether regent's end of the control socket is closed: what is left to
@@ -801,5 +920,89 @@ mod tests {
         drop(regent);
         assert!(control_closed(&mut supervisor, Duration::ZERO));
         drop(live);
+    }
+
+    #[test]
+    fn control_lines_parse_and_garbage_is_ignored() {
+        assert_eq!(
+            parse_control(b"G 7 123\n"),
+            Some(Control::Go(Go {
+                token: 7,
+                deadline_ns: 123
+            }))
+        );
+        assert_eq!(parse_control(b"D 5\n"), Some(Control::Deadline(5)));
+        assert_eq!(parse_control(b"S\n"), Some(Control::Stop));
+        assert_eq!(parse_control(b"T {}\n"), Some(Control::Ticket("{}".into())));
+        for garbage in [
+            &b"G 7\n"[..],
+            b"G x 1\n",
+            b"G 1 -2\n",
+            b"D\n",
+            b"\xff\n",
+            b"Q 1\n",
+        ] {
+            assert_eq!(parse_control(garbage), None, "{garbage:?}");
+        }
+    }
+
+    /// The go line arrives with what follows it in one read, and a line
+    /// longer than one read arrives whole: nothing after the go is lost,
+    /// nothing before it (there is no term yet) is kept.
+    #[test]
+    fn the_go_keeps_the_lines_after_it_whole() {
+        let (regent, mut supervisor) = UnixStream::pair().expect("pair");
+        let (read, _no_signal) = UnixStream::pair().expect("pair");
+        let signals = SignalPipe { read };
+        let long = "x".repeat(10_000);
+        let writer = std::thread::spawn(move || {
+            let mut regent = regent;
+            regent
+                .write_all(format!("T early\nD 1\nG 9 100\nT {long}").as_bytes())
+                .expect("write");
+            std::thread::sleep(Duration::from_millis(20));
+            regent.write_all(b"\nD 7\n").expect("write");
+            regent
+        });
+        let mut control = ControlReader::default();
+        let go = wait_for_go(&signals, &mut supervisor, &mut control).expect("poll");
+        assert_eq!(
+            go,
+            Some(Go {
+                token: 9,
+                deadline_ns: 100
+            })
+        );
+        let _regent = writer.join().expect("writer");
+        let mut words = std::mem::take(&mut control.pending);
+        while words.len() < 2 {
+            words.extend(control.read(&mut supervisor).expect("open"));
+        }
+        assert_eq!(
+            words,
+            vec![Control::Ticket("x".repeat(10_000)), Control::Deadline(7)]
+        );
+    }
+
+    /// No term comes when regent goes away or asks for a stop first.
+    #[test]
+    fn no_go_when_regent_is_gone_or_asks_for_a_stop() {
+        let (read, _no_signal) = UnixStream::pair().expect("pair");
+        let signals = SignalPipe { read };
+        let (regent, mut supervisor) = UnixStream::pair().expect("pair");
+        (&regent).write_all(b"D 1\n").expect("write");
+        drop(regent);
+        let mut control = ControlReader::default();
+        assert_eq!(
+            wait_for_go(&signals, &mut supervisor, &mut control).expect("poll"),
+            None
+        );
+        let (regent, mut supervisor) = UnixStream::pair().expect("pair");
+        (&regent).write_all(b"S\nG 1 2\n").expect("write");
+        let mut control = ControlReader::default();
+        assert_eq!(
+            wait_for_go(&signals, &mut supervisor, &mut control).expect("poll"),
+            None
+        );
     }
 }

@@ -411,6 +411,16 @@ fn supervise(args: &ShimArgs, guard: Guard) -> std::io::Result<u8> {
     let Some(go) = wait_for_go(&signals, &mut stdin, &mut control)? else {
         return Ok(STOPPED_BY_SHIM);
     };
+    if mono_ns() >= go.deadline_ns {
+        // The term is over before CMD could start (regent or this process
+        // stalled after the go): starting it now would only run it past
+        // the lease.
+        report("X");
+        warn_user!(
+            "regent: the term's step-down deadline passed before the command could start; not starting it"
+        );
+        return Ok(STOPPED_BY_SHIM);
+    }
     failpoint("init-before-cmd");
     let stop_all = |pgid| match guard {
         Guard::Group => tree::stop_children(Some(pgid), grace),

@@ -94,6 +94,26 @@ impl Group {
         }
     }
 
+    /// The first term of member `id`, the expected leader of a group just
+    /// started. A lower member up alone for a failure timeout (members
+    /// start one after another, and a loaded host is slow at it) may lead
+    /// briefly before it; any other leader is a failure.
+    fn first_term_of(&self, id: u64) -> Event {
+        let mut first = self.next_start(0, Duration::from_secs(15), "the first leader's task");
+        for _ in 0..4 {
+            if first.id == id.to_string() {
+                break;
+            }
+            first = self.next_start(
+                first.token,
+                Duration::from_secs(15),
+                &format!("{id}'s term"),
+            );
+        }
+        assert_eq!(first.id, id.to_string(), "{}", self.sandbox.report());
+        first
+    }
+
     /// The first start of a term after `token` (any term: `0`).
     fn next_start(&self, token: u64, within: Duration, what: &str) -> Event {
         wait_for(
@@ -121,8 +141,7 @@ fn hand_over_and_fail_over_in(mut g: Group, order: [u64; 3], bound: Duration) {
     let algorithm = g.algorithm;
     g.start_all(5);
     // A cold group waits a failure timeout before its first claim.
-    let first = g.next_start(0, Duration::from_secs(15), "the first leader's task");
-    assert_eq!(first.id, order[0].to_string(), "{}", g.sandbox.report());
+    let first = g.first_term_of(order[0]);
 
     // SIGTERM: the task stops, the member leaves, the successor starts.
     let asked = mono_ns();
@@ -219,10 +238,24 @@ fn bully_in_quorum_mode_hands_over_and_fails_over() {
 /// leader's task is stopped rather than running beside it.
 #[test]
 fn quorum_mode_never_runs_two_tasks_at_once_across_a_freeze() {
-    let mut g = Group::new("bully", 5).quorum();
+    a_frozen_leader_thaws_into_a_new_term(Group::new("bully", 5).quorum());
+}
+
+/// Timing-only: the same freeze. Thawed, regent's view of the group is as
+/// old as the freeze and still names its own term; that term is over (it
+/// ran past its deadline), so the thawed member must not start its task
+/// with it again. (Regression: it did, for the moment before its node
+/// read what the group had said meanwhile, and its task's first write
+/// reached the fence after the successor's; `regent torture`'s
+/// stop-leader on a ring found it.)
+#[test]
+fn a_thawed_timing_only_leader_never_runs_its_old_term_again() {
+    a_frozen_leader_thaws_into_a_new_term(Group::new("bully", 5));
+}
+
+fn a_frozen_leader_thaws_into_a_new_term(mut g: Group) {
     g.start_all(5);
-    let first = g.next_start(0, Duration::from_secs(15), "the first leader's task");
-    assert_eq!(first.id, "5", "{}", g.sandbox.report());
+    let first = g.first_term_of(5);
     // Freeze regent alone: its shim stops the task by the deadline it was
     // given (the lease's end less the grace), with no word from regent.
     g.sandbox.by_id("5").signal(Signal::STOP);
@@ -258,6 +291,18 @@ fn quorum_mode_never_runs_two_tasks_at_once_across_a_freeze() {
         .stop_of(&second.id, second.token)
         .unwrap_or_else(|| panic!("4's task never stopped\n{}", g.sandbox.report()));
     assert!(stop4.mono_ns < third.mono_ns, "{}", g.sandbox.report());
+    let old_term_starts = g
+        .sandbox
+        .starts()
+        .into_iter()
+        .filter(|e| e.token == first.token)
+        .count();
+    assert_eq!(
+        old_term_starts,
+        1,
+        "the thawed member ran its old term again\n{}",
+        g.sandbox.report()
+    );
 }
 
 /// A member started with the wrong secret, and a higher id than any,
@@ -269,16 +314,8 @@ fn a_member_with_the_wrong_secret_cannot_take_over() {
     for id in 1..=4 {
         g.start(id);
     }
-    // 4 leads once all four are up; on a loaded host a lower member that
-    // was up alone for a failure timeout may lead first, briefly.
-    let mut first = g.next_start(0, Duration::from_secs(15), "the first leader's task");
-    for _ in 0..3 {
-        if first.id == "4" {
-            break;
-        }
-        first = g.next_start(first.token, Duration::from_secs(15), "4's term");
-    }
-    assert_eq!(first.id, "4", "{}", g.sandbox.report());
+    // 4 leads once all four are up.
+    let first = g.first_term_of(4);
     // Member 5 would win every Bully election, if anyone believed it.
     let args = g.args(5, &g.peers.clone(), "wrong");
     g.sandbox.spawn("5", &args);

@@ -694,6 +694,16 @@ impl EtcdStore {
         election: &ElectionName,
         what: &str,
     ) -> Result<(Option<LeaderInfo>, i64), StoreError> {
+        let (head, revision) = self.read_head_key(election, what).await?;
+        Ok((head.map(|h| h.leader), revision))
+    }
+
+    /// The head of the line with its key, and the revision it was read at.
+    async fn read_head_key(
+        &self,
+        election: &ElectionName,
+        what: &str,
+    ) -> Result<(Option<Head>, i64), StoreError> {
         let prefix = self.election_prefix(election);
         let mut client = self.client.clone();
         let mut resp = self
@@ -704,11 +714,7 @@ impl EtcdStore {
             )
             .await?;
         let revision = resp.header().map(|h| h.revision()).unwrap_or(0);
-        let head = resp
-            .take_kvs()
-            .into_iter()
-            .next()
-            .map(|kv| leader_of(kv.key(), kv.value(), kv.lease(), kv.create_revision()));
+        let head = resp.take_kvs().into_iter().next().map(|kv| Head::of(&kv));
         Ok((head, revision))
     }
 
@@ -740,6 +746,91 @@ impl EtcdStore {
                 && kv.lease() == id
                 && decode(kv.value()).is_some_and(|(h, _)| h == lease.holder)
         }))
+    }
+}
+
+/// The head of an election's line: its key, its create revision (the
+/// term's token) and the leader it names.
+struct Head {
+    key: Vec<u8>,
+    create_revision: i64,
+    leader: LeaderInfo,
+}
+
+impl Head {
+    fn of(kv: &KeyValue) -> Self {
+        Self {
+            key: kv.key().to_vec(),
+            create_revision: kv.create_revision(),
+            leader: leader_of(kv.key(), kv.value(), kv.lease(), kv.create_revision()),
+        }
+    }
+}
+
+/// What a watch knows of its election's line: the head's key and create
+/// revision, as of a revision. Only a change of the head is news, and only
+/// the head's deletion needs a read (which key is next is not in the
+/// event): a candidate queueing behind, or leaving from behind the head,
+/// costs the line's other watchers nothing. (They read the head on every
+/// event before, so with N candidates each one joining cost N reads.)
+#[derive(Debug, Default)]
+struct Line {
+    head: Option<(Vec<u8>, i64)>,
+    /// The revision the head was read at: older events are in it already.
+    as_of: i64,
+    /// The head's key was deleted: read the new head before anything else.
+    reread: bool,
+}
+
+/// One event of a watch: a key put or deleted.
+struct Change<'a> {
+    deleted: bool,
+    key: &'a [u8],
+    value: &'a [u8],
+    lease: i64,
+    create_revision: i64,
+    mod_revision: i64,
+}
+
+impl Line {
+    /// Applies one watch response's changes in order; the leader to report
+    /// if the head changed.
+    fn apply<'a>(
+        &mut self,
+        changes: impl IntoIterator<Item = Change<'a>>,
+    ) -> Option<Option<LeaderInfo>> {
+        let mut news = None;
+        for kv in changes {
+            if kv.mod_revision <= self.as_of {
+                continue;
+            }
+            let is_head = self.head.as_ref().is_some_and(|(k, _)| k == kv.key);
+            if kv.deleted {
+                if is_head {
+                    self.head = None;
+                    self.reread = true;
+                    // What came after is in the read.
+                    return None;
+                }
+                continue;
+            }
+            let behind = self
+                .head
+                .as_ref()
+                .is_some_and(|(_, created)| kv.create_revision > *created);
+            if is_head || !behind {
+                // New metadata on the leader's key (Proclaim), or a key
+                // in an empty line: it leads.
+                self.head = Some((kv.key.to_vec(), kv.create_revision));
+                news = Some(Some(leader_of(
+                    kv.key,
+                    kv.value,
+                    kv.lease,
+                    kv.create_revision,
+                )));
+            }
+        }
+        news
     }
 }
 
@@ -944,7 +1035,7 @@ impl LeaseStore for EtcdStore {
     }
 
     async fn watch(&self, election: &ElectionName) -> Result<LeaderStream, StoreError> {
-        let (head, revision) = self.read_head(election, "watch").await?;
+        let (head, revision) = self.read_head_key(election, "watch").await?;
         let prefix = self.election_prefix(election);
         let mut client = self.client.clone();
         let options = WatchOptions::new()
@@ -961,19 +1052,41 @@ impl LeaseStore for EtcdStore {
             store: EtcdStore,
             election: ElectionName,
             stream: Option<etcd_client::WatchStream>,
+            line: Line,
+            /// What to yield before anything else: the leader as read.
             first: Option<Option<LeaderInfo>>,
         }
         let state = State {
             store: self.clone(),
             election: election.clone(),
             stream: Some(stream),
-            first: Some(head),
+            first: Some(head.as_ref().map(|h| h.leader.clone())),
+            line: Line {
+                head: head.map(|h| (h.key, h.create_revision)),
+                as_of: revision,
+                reread: false,
+            },
         };
         let leaders = futures_util::stream::unfold(state, |mut s| async move {
             if let Some(head) = s.first.take() {
                 return Some((Ok(head), s));
             }
             loop {
+                if s.line.reread {
+                    // The leader's key went: the next in line leads, and
+                    // which one that is takes a read.
+                    s.line.reread = false;
+                    let item = match s.store.read_head_key(&s.election, "watch").await {
+                        Ok((head, revision)) => {
+                            let leader = head.as_ref().map(|h| h.leader.clone());
+                            s.line.head = head.map(|h| (h.key, h.create_revision));
+                            s.line.as_of = revision;
+                            Ok(leader)
+                        }
+                        Err(e) => Err(e),
+                    };
+                    return Some((item, s));
+                }
                 let stream = s.stream.as_mut()?;
                 match stream.message().await {
                     Ok(Some(resp)) if resp.canceled() => {
@@ -985,10 +1098,21 @@ impl LeaseStore for EtcdStore {
                         );
                         return None;
                     }
-                    Ok(Some(resp)) if resp.events().is_empty() => continue,
-                    Ok(Some(_)) => {
-                        let item = s.store.read_head(&s.election, "watch").await.map(|r| r.0);
-                        return Some((item, s));
+                    Ok(Some(resp)) => {
+                        let changes = resp.events().iter().filter_map(|e| {
+                            let kv = e.kv()?;
+                            Some(Change {
+                                deleted: e.event_type() == etcd_client::EventType::Delete,
+                                key: kv.key(),
+                                value: kv.value(),
+                                lease: kv.lease(),
+                                create_revision: kv.create_revision(),
+                                mod_revision: kv.mod_revision(),
+                            })
+                        });
+                        if let Some(leader) = s.line.apply(changes) {
+                            return Some((Ok(leader), s));
+                        }
                     }
                     Ok(None) => return None,
                     Err(e) => {
@@ -1001,6 +1125,84 @@ impl LeaseStore for EtcdStore {
             }
         });
         Ok(Box::pin(leaders))
+    }
+}
+
+#[cfg(test)]
+mod line_tests {
+    use super::*;
+
+    fn put<'a>(key: &'a str, value: &'a str, created: i64, modified: i64) -> Change<'a> {
+        Change {
+            deleted: false,
+            key: key.as_bytes(),
+            value: value.as_bytes(),
+            lease: 1,
+            create_revision: created,
+            mod_revision: modified,
+        }
+    }
+
+    fn del(key: &str, modified: i64) -> Change<'_> {
+        Change {
+            deleted: true,
+            key: key.as_bytes(),
+            value: b"",
+            lease: 0,
+            create_revision: 0,
+            mod_revision: modified,
+        }
+    }
+
+    fn holder(news: Option<Option<LeaderInfo>>) -> Option<Option<String>> {
+        news.map(|l| l.map(|l| l.holder.as_str().to_owned()))
+    }
+
+    #[test]
+    fn only_a_change_of_the_head_is_news_and_only_its_deletion_needs_a_read() {
+        let mut line = Line::default();
+        // An empty line: the first key leads.
+        assert_eq!(
+            holder(line.apply([put("e/a", "a", 5, 5)])),
+            Some(Some("a".into()))
+        );
+        // Queueing behind, and leaving from behind, is no news.
+        assert_eq!(
+            holder(line.apply([put("e/b", "b", 6, 6), put("e/c", "c", 7, 7)])),
+            None
+        );
+        assert_eq!(holder(line.apply([del("e/c", 8)])), None);
+        assert!(!line.reread);
+        // New metadata on the head's key is.
+        let news = line.apply([put("e/a", r#"{"holder":"a","metadata":{"k":"v"}}"#, 5, 9)]);
+        let leader = news.flatten().expect("the head, with its new value");
+        assert_eq!(leader.metadata.get("k"), Some("v"));
+        assert_eq!(leader.token.get(), 5);
+        // The head's deletion asks for a read; what came after in the same
+        // answer is left to it.
+        assert_eq!(
+            holder(line.apply([del("e/a", 10), put("e/d", "d", 11, 11)])),
+            None
+        );
+        assert!(line.reread);
+        assert_eq!(line.head, None);
+    }
+
+    #[test]
+    fn events_the_read_already_saw_are_skipped() {
+        let mut line = Line {
+            head: Some((b"e/b".to_vec(), 6)),
+            as_of: 20,
+            reread: false,
+        };
+        // A late copy of an old value of the head, and the deletion of a
+        // key the read no longer saw.
+        assert_eq!(
+            holder(line.apply([put("e/b", "old", 6, 7), del("e/a", 10)])),
+            None
+        );
+        assert!(!line.reread);
+        assert_eq!(line.head, Some((b"e/b".to_vec(), 6)));
     }
 }
 

@@ -136,6 +136,11 @@ struct Inner {
     status: Arc<watch::Sender<Status>>,
     shutdown: CancellationToken,
     tracker: TaskTracker,
+    /// The token of a term that ran past its step-down deadline: the node
+    /// could not confirm it in time (regent frozen or starved), so its
+    /// view of the group may be as old as that, and the term is over
+    /// whatever the view still says.
+    overdue: Mutex<Option<FencingToken>>,
 }
 
 impl fmt::Debug for PeerElection {
@@ -227,6 +232,7 @@ impl PeerElection {
             status: Arc::new(status),
             shutdown: CancellationToken::new(),
             tracker: TaskTracker::new(),
+            overdue: Mutex::new(None),
         });
         inner.tracker.spawn(mirror(Arc::downgrade(&inner)));
         Ok(Self { inner })
@@ -404,8 +410,26 @@ impl regent_core::Election for PeerElection {
             return Err(CampaignError::Shutdown);
         }
         let mut view = self.ensure_node().await?;
+        let overdue = lock(&inner.overdue).take();
+        if overdue.is_some() && view.borrow().leading == overdue {
+            // The last term ran past its deadline and this node's view
+            // still names it: the view is stale (the node could not run
+            // either), and the group may have moved on. Leave and join
+            // again as a newcomer: the group's leader of now, or a new
+            // election, decides. (Taken as a term again, it ran CMD with
+            // the old token after a newer term began.) The old term's
+            // work is gone by now: a campaign follows the end of a term.
+            tracing::info!(
+                election = %inner.election, token = %overdue.map_or(0, |t| t.get()),
+                "peer: the last term ran past its deadline; joining the group again"
+            );
+            inner.leave().await;
+            view = self.ensure_node().await?;
+        }
         let (token, confirmed_at) = loop {
-            if let Some(token) = view.borrow_and_update().leading {
+            let now = *view.borrow_and_update();
+            let lease_live = !inner.quorum || now.lease_until.is_some_and(|u| u > Instant::now());
+            if let Some(token) = now.leading.filter(|_| lease_live) {
                 break (token, Instant::now());
             }
             tokio::select! {
@@ -533,7 +557,10 @@ impl TermKeeper for PeerKeeper {
             let step_down = term.step_down_at();
             tokio::select! {
                 biased;
-                () = sleep_until(step_down) => return EndReason::DeadlinePassed,
+                () = sleep_until(step_down) => {
+                    *lock(&self.inner.overdue) = Some(self.token);
+                    return EndReason::DeadlinePassed;
+                }
                 r = view.changed() => if r.is_err() { return EndReason::Lost },
                 () = sleep(every) => {}
             }

@@ -38,4 +38,47 @@ pub mod fixtures;
 pub mod history;
 pub mod pki;
 
+/// The stack of [`block_on_big_stack`]'s threads: 16 MiB.
+pub const BIG_STACK: usize = 16 << 20;
+
+/// Runs the future `make` returns to completion on a multi-threaded
+/// runtime of `workers` threads, every thread of it (and the one that
+/// blocks on it) with a [`BIG_STACK`]; a panic inside comes out here.
+///
+/// For the store conformance suite: its futures nest deep in an
+/// unoptimised build, and with the workspace's features (TLS in the
+/// stores' clients) they overflowed the 2 MiB of a test thread, however
+/// each check is boxed.
+///
+/// ```
+/// regent_testkit::block_on_big_stack(2, || async {
+///     tokio::task::yield_now().await;
+/// });
+/// ```
+///
+/// # Panics
+///
+/// If the runtime or its thread cannot be made, or the future panics.
+pub fn block_on_big_stack<F, Fut>(workers: usize, make: F)
+where
+    F: FnOnce() -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()>,
+{
+    let suite = std::thread::Builder::new()
+        .stack_size(BIG_STACK)
+        .spawn(move || {
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(workers)
+                .thread_stack_size(BIG_STACK)
+                .enable_all()
+                .build()
+                .expect("a runtime")
+                .block_on(make());
+        })
+        .expect("a thread with a big stack");
+    if let Err(panic) = suite.join() {
+        std::panic::resume_unwind(panic);
+    }
+}
+
 pub use history::{History, Interval, Summary, Violation};

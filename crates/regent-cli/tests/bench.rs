@@ -169,3 +169,81 @@ fn usage_errors_exit_2() {
         );
     }
 }
+
+/// The load cases in short mode, as CI runs them on etcd: a herd of 50
+/// candidates through its failovers, and 1 and 100 elections held by one
+/// process, with the store operations counted at regent's store interface
+/// and by etcd itself.
+#[test]
+fn short_load_cases_on_etcd_count_store_operations() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("load.md");
+    let json = dir.path().join("load.json");
+    let run = Command::new(REGENT)
+        .args([
+            "bench",
+            "--short",
+            "--stores",
+            "etcd",
+            "--cases",
+            "herd,scale",
+            "--out",
+        ])
+        .arg(&out)
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .expect("run regent bench");
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(
+        run.status.success(),
+        "regent bench failed ({}):\n{stderr}",
+        run.status
+    );
+    let report = std::fs::read_to_string(&out).expect("the report");
+    assert!(
+        report.contains("## Herd: many candidates, one election"),
+        "{report}"
+    );
+    assert!(
+        report.contains("## Scale: many elections, one process"),
+        "{report}"
+    );
+    let rows = table_rows(&report);
+    let herd = rows
+        .iter()
+        .find(|r| r[0] == "etcd" && r[1] == "50")
+        .unwrap_or_else(|| panic!("no herd row:\n{report}"));
+    // store, candidates, failovers, hand-over, requests, per candidate,
+    // kinds, engine's count, idle
+    assert_eq!(herd.len(), 9, "{herd:?}");
+    assert_eq!(number(&herd[2]), 5.0, "{herd:?}");
+    assert!(number(&herd[3]) > 0.0, "{herd:?}");
+    assert!(
+        herd[6].contains("release"),
+        "a failover starts with a release: {herd:?}"
+    );
+    assert!(herd[7].parse::<f64>().is_ok(), "etcd's own count: {herd:?}");
+    let samples: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let load = samples["load"].as_array().expect("load samples");
+    let scale = load
+        .iter()
+        .find(|l| l["case"] == "scale")
+        .expect("the scale case");
+    let rows = scale["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 2, "{scale}");
+    // Every leader renews: at the default timing, about 5 times per ttl.
+    for row in rows {
+        let elections = row["elections"].as_f64().unwrap();
+        let renewals = row["ops_per_ttl"]["renew"].as_f64().unwrap();
+        assert!(
+            renewals >= 3.0 * elections && renewals <= 7.0 * elections,
+            "{row}"
+        );
+        assert!(
+            row["engine_requests_per_ttl"].as_f64().unwrap() >= renewals,
+            "{row}"
+        );
+        assert!(row["threads"].as_u64().unwrap() >= 1, "{row}");
+    }
+}

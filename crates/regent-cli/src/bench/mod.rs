@@ -25,9 +25,15 @@
 //!   reported, whether the old command was left running.
 //!
 //! regent's ttl is the native tool's where that has one (etcd's and
-//! ZooKeeper's 2 s, Consul's 15 s), else 2 s. New cases ("scale", "herd")
-//! are a variant of [`plan::Case`], its tools, and how a run stops the
-//! leader ([`series`]).
+//! ZooKeeper's 2 s, Consul's 15 s), else 2 s. A new hand-over case is a
+//! variant of [`plan::Case`], its tools, and how a run stops the leader
+//! ([`series`]).
+//!
+//! The load cases, only when named in `--cases` ([`load`]): **herd**, a
+//! thousand candidates of one election in the bench's process, and the
+//! store operations each failover costs them; **scale**, one process
+//! leading 1 to 10,000 elections, and what that costs per ttl (store
+//! operations, CPU, memory, threads).
 //!
 //! # Method
 //!
@@ -51,6 +57,7 @@
 //! the PID the test kit recorded. Nothing is killed by name.
 
 mod engines;
+mod load;
 mod plan;
 mod proc;
 mod report;
@@ -80,6 +87,11 @@ Stores and their tools (regent run is on every row):
   consul     graceful: consul lock PREFIX CMD, and with `exec CMD`
              crash: consul lock (about 40 s a run: left out of --short)
   zookeeper  graceful, crash: Curator LeaderLatch (session 2 s)
+Load cases, on any store, only when named in --cases (regent alone):
+  herd       1000 candidates of one election (--short: 50), 5 failovers:
+             the hand-over and the store operations per failover
+  scale      1, 100, 1000, 10000 elections led by one process (--short:
+             1, 100): store operations, CPU, memory, threads per ttl
 The engines come from scripts/install-engines and run on free ports of
 127.0.0.1 (etcd: one member; Consul: a dev agent; ZooKeeper: standalone).
 
@@ -87,6 +99,7 @@ Examples:
   regent bench --short --stores sqlite,etcd --out /tmp/bench.md
   regent bench --stores sqlite,etcd,zookeeper,consul --cases graceful,etcd:crash \\
       --out docs/benchmarks.md --json /tmp/samples.json
+  regent bench --stores sqlite,etcd,zookeeper --cases herd,scale --out docs/load.md
 
 Exit codes:
   0  every run measured; the report written
@@ -110,8 +123,9 @@ pub(crate) struct BenchArgs {
     /// (default: sqlite and every store whose engine is installed).
     #[arg(long, value_name = "LIST")]
     pub(crate) stores: Option<String>,
-    /// The cases, comma-separated: graceful, crash; STORE:CASE runs a case
-    /// on that store only (e.g. graceful,etcd:crash). Default: both.
+    /// The cases, comma-separated: graceful, crash, and the load cases
+    /// herd and scale; STORE:CASE runs a case on that store only (e.g.
+    /// graceful,etcd:crash). Default: graceful and crash.
     #[arg(long, value_name = "LIST")]
     pub(crate) cases: Option<String>,
     /// Write the markdown report here, and an SVG plot per case beside it
@@ -196,6 +210,7 @@ fn bench(args: &BenchArgs) -> Result<(), BenchError> {
         plan.blocks
             .iter()
             .map(|b| format!("{} {} ×{}", b.store, b.case, b.runs))
+            .chain(plan.loads.iter().map(|(s, c)| format!("{s} {c}")))
             .collect::<Vec<_>>()
             .join(", ")
     ));
@@ -203,10 +218,17 @@ fn bench(args: &BenchArgs) -> Result<(), BenchError> {
     let began = Instant::now();
     let load_at_start = report::load_average();
     let mut results = Vec::new();
+    let mut load_results = Vec::new();
     let mut engine_facts = Vec::new();
     for &store in &plan.stores {
         let blocks: Vec<&Block> = plan.blocks.iter().filter(|b| b.store == store).collect();
-        if blocks.is_empty() {
+        let loads: Vec<load::LoadCase> = plan
+            .loads
+            .iter()
+            .filter(|(s, _)| *s == store)
+            .map(|(_, c)| *c)
+            .collect();
+        if blocks.is_empty() && loads.is_empty() {
             continue;
         }
         progress.set_message(format!("starting {store}"));
@@ -236,6 +258,10 @@ fn bench(args: &BenchArgs) -> Result<(), BenchError> {
             }
             results.extend(block_results);
         }
+        for case in loads {
+            progress.set_message(format!("{store} {case}"));
+            load_results.push(load::run(&running, case, args.short, &note)?);
+        }
         // The engine stops here, before the next one starts.
         drop(running);
     }
@@ -260,14 +286,21 @@ fn bench(args: &BenchArgs) -> Result<(), BenchError> {
         engines: engine_facts,
         took: began.elapsed(),
     };
-    say!("{}", report::table(&results));
+    if !results.is_empty() {
+        say!("{}", report::table(&results));
+    }
+    if !load_results.is_empty() {
+        say!("{}", load::markdown(&load_results));
+    }
     if let Some(out) = &args.out {
-        for path in report::write_markdown(out, &facts, &results)? {
+        for path in report::write_markdown(out, &facts, &results, &load_results)? {
             warn_user!("wrote {}", path.display());
         }
     }
     if let Some(path) = &args.json {
-        let text = serde_json::to_string_pretty(&report::to_json(&facts, &results))
+        let mut json = report::to_json(&facts, &results);
+        json["load"] = load::to_json(&load_results);
+        let text = serde_json::to_string_pretty(&json)
             .map_err(|e| BenchError::Failed(format!("JSON: {e}")))?;
         std::fs::write(path, text + "\n")
             .map_err(|e| BenchError::Failed(format!("cannot write {}: {e}", path.display())))?;

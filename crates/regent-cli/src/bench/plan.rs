@@ -9,6 +9,7 @@ use std::time::Duration;
 use rustix::process::Signal;
 
 use super::BenchError;
+use super::load::LoadCase;
 
 /// Runs per case in the full mode.
 pub(crate) const FULL_RUNS: usize = 50;
@@ -333,6 +334,9 @@ pub(crate) struct Block {
 pub(crate) struct Plan {
     pub(crate) stores: Vec<StoreKind>,
     pub(crate) blocks: Vec<Block>,
+    /// The load cases (`herd`, `scale`; see `load.rs`), by store, in the
+    /// order of [`LoadCase::ALL`]: only when named in `--cases`.
+    pub(crate) loads: Vec<(StoreKind, LoadCase)>,
 }
 
 impl Plan {
@@ -377,6 +381,7 @@ impl Plan {
 
         // (store or every store, case)
         let mut wanted: Vec<(Option<StoreKind>, Case)> = Vec::new();
+        let mut wanted_loads: Vec<(Option<StoreKind>, LoadCase)> = Vec::new();
         match cases {
             Some(list) => {
                 for item in split_list(list) {
@@ -397,15 +402,24 @@ impl Plan {
                         }
                         None => (None, item),
                     };
+                    if let Some(load) = LoadCase::parse(case) {
+                        wanted_loads.push((store, load));
+                        continue;
+                    }
                     let case = Case::parse(case).ok_or_else(|| {
                         BenchError::Usage(format!(
                             "--cases: unknown case '{case}'; the cases are {}",
-                            names(Case::ALL.iter().map(|c| c.name()))
+                            names(
+                                Case::ALL
+                                    .iter()
+                                    .map(|c| c.name())
+                                    .chain(LoadCase::ALL.iter().map(|c| c.name()))
+                            )
                         ))
                     })?;
                     wanted.push((store, case));
                 }
-                if wanted.is_empty() {
+                if wanted.is_empty() && wanted_loads.is_empty() {
                     return Err(BenchError::Usage("--cases: no case named".into()));
                 }
             }
@@ -442,7 +456,22 @@ impl Plan {
                 }
             }
         }
-        Ok(Self { stores, blocks })
+        let mut loads = Vec::new();
+        for &store in &stores {
+            for case in LoadCase::ALL {
+                if wanted_loads
+                    .iter()
+                    .any(|(s, c)| *c == case && s.is_none_or(|s| s == store))
+                {
+                    loads.push((store, case));
+                }
+            }
+        }
+        Ok(Self {
+            stores,
+            blocks,
+            loads,
+        })
     }
 
     /// How many runs in all: the progress bar's length.
@@ -555,10 +584,36 @@ mod tests {
     }
 
     #[test]
+    fn load_cases_come_only_when_named() {
+        let plan = Plan::resolve(Some("sqlite,etcd"), None, None, false, all_installed).unwrap();
+        assert!(plan.loads.is_empty());
+        let plan = Plan::resolve(
+            Some("sqlite,etcd"),
+            Some("graceful,etcd:scale,herd"),
+            None,
+            false,
+            all_installed,
+        )
+        .unwrap();
+        assert_eq!(
+            plan.loads,
+            [
+                (StoreKind::Sqlite, LoadCase::Herd),
+                (StoreKind::Etcd, LoadCase::Herd),
+                (StoreKind::Etcd, LoadCase::Scale)
+            ]
+        );
+        assert_eq!(plan.blocks.len(), 2);
+        let only = Plan::resolve(Some("etcd"), Some("scale"), None, true, all_installed).unwrap();
+        assert!(only.blocks.is_empty());
+        assert_eq!(only.loads, [(StoreKind::Etcd, LoadCase::Scale)]);
+    }
+
+    #[test]
     fn unknown_names_are_usage_errors() {
         for (stores, cases) in [
             (Some("sqlite,redis"), None),
-            (None, Some("graceful,herd")),
+            (None, Some("graceful,stampede")),
             (Some("sqlite"), Some("etcd:crash")),
             (Some(""), None),
         ] {

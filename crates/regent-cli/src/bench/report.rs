@@ -145,6 +145,7 @@ pub(crate) fn write_markdown(
     out: &Path,
     facts: &Facts,
     results: &[SeriesResult],
+    loads: &[super::load::LoadResult],
 ) -> Result<Vec<PathBuf>, BenchError> {
     let write = |path: &Path, text: &str| {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
@@ -156,10 +157,12 @@ pub(crate) fn write_markdown(
     };
     let mut written = Vec::new();
     let mut md = String::new();
-    let _ = writeln!(
-        md,
-        "# Leader hand-over: regent beside each engine's own tool\n"
-    );
+    let title = if results.is_empty() {
+        "# Many candidates, many elections: what regent costs a store"
+    } else {
+        "# Leader hand-over: regent beside each engine's own tool"
+    };
+    let _ = writeln!(md, "{title}\n");
     let _ = writeln!(
         md,
         "Written by `regent bench` on {} ({:.0} min). To measure again (from the \
@@ -169,9 +172,11 @@ pub(crate) fn write_markdown(
         facts.took.as_secs_f64() / 60.0,
         facts.command
     );
-    let _ = writeln!(md, "## Results\n");
-    md.push_str(&table(results));
-    md.push('\n');
+    if !results.is_empty() {
+        let _ = writeln!(md, "## Results\n");
+        md.push_str(&table(results));
+        md.push('\n');
+    }
     let voided: Vec<&SeriesResult> = results.iter().filter(|r| !r.voided.is_empty()).collect();
     if !voided.is_empty() {
         md.push_str(
@@ -191,15 +196,17 @@ pub(crate) fn write_markdown(
         }
         md.push('\n');
     }
-    md.push_str(
-        "Times run from the signal to the leading process to the next leader's start: \
+    if !results.is_empty() {
+        md.push_str(
+            "Times run from the signal to the leading process to the next leader's start: \
          its command's first instruction for `regent run`, `etcdctl lock` and `consul \
          lock` (the command logs CLOCK_MONOTONIC as it starts), the line a tool prints \
          as it leads for `etcdctl elect` (its proposal) and the Curator participant \
          (`isLeader`), as the bench reads it. p50 and p99 are nearest-rank percentiles. \
          \"Old command left running\": runs in which the old leader's command, or a \
          process of its process group, was alive 0.5 s after the next leader's start.\n\n",
-    );
+        );
+    }
 
     for case in Case::ALL {
         let rows: Vec<&SeriesResult> = results.iter().filter(|r| r.case == case).collect();
@@ -231,6 +238,8 @@ pub(crate) fn write_markdown(
         }
     }
 
+    md.push_str(&super::load::markdown(loads));
+
     let _ = writeln!(md, "## Machine and engines\n");
     for (k, v) in &facts.machine {
         let _ = writeln!(md, "- {k}: {v}");
@@ -239,7 +248,9 @@ pub(crate) fn write_markdown(
         let _ = writeln!(md, "- {store}: {}", versions.join("; "));
     }
     md.push('\n');
-    md.push_str(METHOD);
+    if !results.is_empty() {
+        md.push_str(METHOD);
+    }
     write(out, &md)?;
     written.push(out.to_owned());
     Ok(written)

@@ -290,6 +290,30 @@ impl Etcd {
         SocketAddr::from((Ipv4Addr::LOCALHOST, self.client_port))
     }
 
+    /// The member's Prometheus metrics (`GET /metrics` on the client
+    /// port), such as `grpc_server_msg_received_total`: every request the
+    /// member took, by gRPC method.
+    ///
+    /// # Errors
+    ///
+    /// On a member with TLS (plain HTTP only), or when the member could not
+    /// be reached or did not answer in time.
+    pub fn metrics(&self) -> std::io::Result<String> {
+        if self.security.tls.is_some() {
+            return Err(std::io::Error::other(
+                "metrics are read over plain HTTP; this member has TLS",
+            ));
+        }
+        let response = http::get(self.client_addr(), "/metrics", Duration::from_secs(5))?;
+        if response.status != 200 {
+            return Err(std::io::Error::other(format!(
+                "GET /metrics: {}",
+                response.status
+            )));
+        }
+        Ok(response.body)
+    }
+
     /// The peer URL, `http://127.0.0.1:PORT`, where members talk Raft.
     pub fn peer_url(&self) -> String {
         format!("http://127.0.0.1:{}", self.peer_port)

@@ -156,7 +156,7 @@ fn a_store_asked_for_without_its_engine_is_a_usage_error_naming_the_install_scri
 fn usage_errors_exit_2() {
     for args in [
         &["bench", "--stores", "redis"][..],
-        &["bench", "--cases", "herd"],
+        &["bench", "--cases", "stampede"],
         &["bench", "--runs", "0"],
         &["bench", "--out", "report.txt"],
     ] {

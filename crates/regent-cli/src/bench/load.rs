@@ -317,6 +317,9 @@ pub(crate) struct ScaleRow {
     pub(crate) rss_added_kib: i64,
     /// The process's threads while they lead.
     pub(crate) threads: u64,
+    /// Elections whose leader stepped down while measured (this process
+    /// or the store could not keep up): the larger sizes are not tried.
+    pub(crate) lost: usize,
 }
 
 /// Runs `case` on `store`.
@@ -570,7 +573,13 @@ async fn scale(
             terms.spawn(async move { c.campaign().await.map_err(|err| err.to_string()) });
         }
         let mut leaderships = Vec::with_capacity(e);
-        while let Some(joined) = terms.join_next().await {
+        let all_by = tokio::time::Instant::now() + Duration::from_secs(300);
+        while let Some(joined) = tokio::time::timeout_at(all_by, terms.join_next())
+            .await
+            .map_err(|_| {
+                BenchError::Failed(format!("scale: {e} elections not all led within 300 s"))
+            })?
+        {
             let leadership = joined
                 .map_err(|err| BenchError::Failed(format!("scale: a campaign panicked: {err}")))?
                 .map_err(|err| BenchError::Failed(format!("scale: a campaign failed: {err}")))?;
@@ -592,12 +601,6 @@ async fn scale(
             .map(|(after, before)| (after - before) * k);
         let cpu_per_ttl = (cpu_after.saturating_sub(cpu_before)).mul_f64(k);
         let lost = leaderships.iter().filter(|l| l.check().is_err()).count();
-        if lost > 0 {
-            return Err(BenchError::Failed(format!(
-                "scale: {lost} of {e} elections lost their leader while measured (the store or \
-                 this machine cannot keep up with {e} at a ttl of {TTL:?})"
-            )));
-        }
         let row = ScaleRow {
             elections: e,
             won_in,
@@ -606,6 +609,7 @@ async fn scale(
             cpu_per_ttl,
             rss_added_kib: rss - rss_before,
             threads,
+            lost,
         };
         note(format!(
             "{kind} scale: {e} elections led in {:.1}s; per ttl: {:.0} store requests ({}), \
@@ -623,6 +627,12 @@ async fn scale(
         }
         for c in &candidates {
             c.shutdown().await;
+        }
+        if lost > 0 {
+            note(format!(
+                "{kind} scale: {lost} of {e} leaders stepped down while measured: no larger size"
+            ));
+            break;
         }
     }
     Ok(LoadResult::Scale { store: kind, rows })
@@ -708,8 +718,8 @@ pub(crate) fn markdown(results: &[LoadResult]) -> String {
              its threads.\n\n",
         );
         md.push_str(
-            "| store | elections | all led in s | requests per ttl | per election | engine's count per ttl | CPU ms per ttl | memory added MiB | threads |\n\
-             |---|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+            "| store | elections | all led in s | requests per ttl | per election | engine's count per ttl | CPU ms per ttl | memory added MiB | threads | leaders lost |\n\
+             |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
         );
         for r in scales {
             let LoadResult::Scale { store, rows } = r else {
@@ -725,12 +735,13 @@ pub(crate) fn markdown(results: &[LoadResult]) -> String {
                     .map_or_else(|| "–".to_owned(), |e| format!("{e:.0}"));
                 let _ = writeln!(
                     md,
-                    "| {store} | {} | {:.1} | {:.0} | {per:.2} | {engine} | {:.0} | {mib:.1} | {} |",
+                    "| {store} | {} | {:.1} | {:.0} | {per:.2} | {engine} | {:.0} | {mib:.1} | {} | {} |",
                     row.elections,
                     row.won_in.as_secs_f64(),
                     row.ops_per_ttl.requests(),
                     row.cpu_per_ttl.as_secs_f64() * 1e3,
-                    row.threads
+                    row.threads,
+                    row.lost
                 );
             }
         }
@@ -771,6 +782,7 @@ pub(crate) fn to_json(results: &[LoadResult]) -> Value {
                         "cpu_ms_per_ttl": row.cpu_per_ttl.as_secs_f64() * 1e3,
                         "rss_added_kib": row.rss_added_kib,
                         "threads": row.threads,
+                        "leaders_lost": row.lost,
                     })).collect::<Vec<_>>(),
                 }),
             })

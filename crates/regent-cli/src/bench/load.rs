@@ -147,7 +147,7 @@ impl Ops {
     }
 
     fn scaled(self, k: f64) -> Self {
-        self.zip(self, |a, _| a * k)
+        self.zip(Self::default(), |a, _| a * k)
     }
 
     /// Every operation but the changes watches delivered (those are the
@@ -429,10 +429,11 @@ async fn herd(
         });
     }
     let started = Instant::now();
-    let (mut leader_at, mut leadership) = won_rx
-        .recv()
-        .await
-        .ok_or_else(|| BenchError::Failed("herd: no candidate won".into()))?;
+    let (mut leader_at, mut leadership) =
+        tokio::time::timeout(Duration::from_secs(120), won_rx.recv())
+            .await
+            .map_err(|_| BenchError::Failed("herd: no first leader within 120 s".into()))?
+            .ok_or_else(|| BenchError::Failed("herd: no candidate won".into()))?;
     // Every other candidate follows (stands in line, on a queue store).
     let followers_ready = || {
         candidates
@@ -504,11 +505,14 @@ async fn herd(
         leadership = next_leadership;
     }
     // The crowd first, so that nobody is next in line when the leader goes.
-    for (i, c) in candidates.iter().enumerate() {
-        if i != leader_at {
-            c.shutdown().await;
-        }
-    }
+    shut_down(
+        candidates
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| *i != leader_at)
+            .map(|(_, c)| c),
+    )
+    .await;
     let _ = leadership.resign().await;
     candidates[leader_at].shutdown().await;
     won_rx.close();
@@ -523,6 +527,12 @@ async fn herd(
         engine_idle_per_s: engine_idle,
         failovers,
     })
+}
+
+/// Shuts the candidates down all at once: one after another, ten thousand
+/// took minutes.
+async fn shut_down<'a>(candidates: impl Iterator<Item = &'a Arc<Candidate<Counting>>>) {
+    futures_util::future::join_all(candidates.map(|c| c.shutdown())).await;
 }
 
 /// What the process uses: CPU time so far, resident memory, threads.
@@ -622,12 +632,8 @@ async fn scale(
             threads
         ));
         rows.push(row);
-        for l in leaderships {
-            let _ = l.resign().await;
-        }
-        for c in &candidates {
-            c.shutdown().await;
-        }
+        futures_util::future::join_all(leaderships.into_iter().map(Leadership::resign)).await;
+        shut_down(candidates.iter()).await;
         if lost > 0 {
             note(format!(
                 "{kind} scale: {lost} of {e} leaders stepped down while measured: no larger size"

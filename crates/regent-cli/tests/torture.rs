@@ -27,7 +27,6 @@ mod common;
 /// there (`--skip torture_campaigns::`).
 mod torture_campaigns {
 
-    use std::net::TcpListener;
     use std::sync::Mutex;
     use std::time::Duration;
 
@@ -328,10 +327,7 @@ mod torture_campaigns {
     }
 
     fn free_port() -> u16 {
-        TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port()
+        free_ports(1)[0]
     }
 
     /// Every fault, the store's included, on `store` started by torture with
@@ -360,7 +356,9 @@ mod torture_campaigns {
     fn campaign_with_store_faults_on_etcd_started_by_torture() {
         let sandbox = Sandbox::new();
         let etcd = std::env::var("REGENT_ETCD_BIN").unwrap_or_else(|_| "etcd".into());
-        let (client, peer) = (free_port(), free_port());
+        let [client, peer] = free_ports(2)[..] else {
+            unreachable!("two ports")
+        };
         let data = sandbox.path("etcd-data");
         let command = format!(
             "exec '{etcd}' --name=torture --data-dir='{data}' \
@@ -455,14 +453,9 @@ mod torture_campaigns {
         assert_eq!(u64::try_from(skewed).unwrap(), clock_faults, "{json}");
     }
 
-    /// `n` distinct free ports of 127.0.0.1 (each held until all are found).
+    /// `n` distinct free ports of 127.0.0.1, outside the ephemeral range.
     fn free_ports(n: usize) -> Vec<u16> {
-        let held: Vec<TcpListener> = (0..n)
-            .map(|_| TcpListener::bind("127.0.0.1:0").expect("a free port"))
-            .collect();
-        held.iter()
-            .map(|l| l.local_addr().expect("a bound port").port())
-            .collect()
+        regent_testkit::ports::free_ports(n).expect("free ports of 127.0.0.1")
     }
 
     /// The seed of the Consul cluster campaign. With `store-stop,store-kill`

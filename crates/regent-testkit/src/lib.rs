@@ -17,6 +17,8 @@
 //!   missing engine is an error naming
 //!   `scripts/install-engines`, never a skipped test.
 //! * [`pki`]: test certificates for engines with TLS, made at test time.
+//! * [`ports`]: free ports outside the kernel's ephemeral range, for
+//!   servers that start (or start again) a moment after the port is found.
 //!
 //! # Why a history, not assertions inside each candidate
 //!
@@ -37,6 +39,7 @@ pub mod engines;
 pub mod fixtures;
 pub mod history;
 pub mod pki;
+pub mod ports;
 
 /// The stack of [`block_on_big_stack`]'s threads: 16 MiB.
 pub const BIG_STACK: usize = 16 << 20;

@@ -268,17 +268,15 @@ impl PeerGroup {
     ) -> Result<Self, CliError> {
         let io =
             |what: &str, e: std::io::Error| CliError::failure(format!("peer group: {what}: {e}"));
-        // Held until every port is found, so that no two are the same.
-        let held = (1..=u64::from(n))
-            .map(|id| {
-                std::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, 0))
-                    .and_then(|l| Ok((id, l.local_addr()?, l)))
-            })
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| io("no free port", e))?;
-        let listen: BTreeMap<u64, SocketAddr> =
-            held.iter().map(|(id, addr, _)| (*id, *addr)).collect();
-        drop(held);
+        // Outside the ephemeral range: a member killed by the nemesis
+        // listens on its port again when restarted, and meanwhile any
+        // outgoing connection on the machine could take a port of that range.
+        let ports =
+            regent_testkit::ports::free_ports(usize::from(n)).map_err(|e| io("no free port", e))?;
+        let listen: BTreeMap<u64, SocketAddr> = (1..=u64::from(n))
+            .zip(ports)
+            .map(|(id, port)| (id, SocketAddr::from((std::net::Ipv4Addr::LOCALHOST, port))))
+            .collect();
         let mut links = BTreeMap::new();
         for &from in listen.keys() {
             for (&to, &addr) in &listen {

@@ -210,15 +210,11 @@ pub fn write_own_pid(file: &str) -> String {
     format!("read -r p _ < /proc/self/stat; echo $p > {file}")
 }
 
-/// `n` ports free on 127.0.0.1 a moment ago (all held until all are bound,
-/// so they differ): for `regent peer` members.
+/// `n` distinct ports free on 127.0.0.1 a moment ago, outside the
+/// kernel's ephemeral range so that no outgoing connection takes one while
+/// a member is down: for `regent peer` members.
 pub fn free_ports(n: usize) -> Vec<u16> {
-    let held: Vec<std::net::TcpListener> = (0..n)
-        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0"))
-        .collect();
-    held.iter()
-        .map(|l| l.local_addr().expect("local addr").port())
-        .collect()
+    regent_testkit::ports::free_ports(n).expect("free ports of 127.0.0.1")
 }
 
 // ------------------------------------------------------------------ task log

@@ -10,7 +10,6 @@
 use std::ffi::OsString;
 use std::fs::{self, OpenOptions};
 use std::io;
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::thread;
@@ -377,25 +376,16 @@ pub(crate) fn is_port_collision(err: &EngineError) -> bool {
         if log_tail.to_ascii_lowercase().contains("address already in use"))
 }
 
-/// `n` distinct ports that were free on 127.0.0.1 a moment ago.
+/// `n` distinct ports that were free on 127.0.0.1 a moment ago, outside
+/// the kernel's ephemeral range ([`crate::ports`]).
 ///
-/// The listeners are held until all `n` are bound, so the ports differ from
-/// each other; another process may still take one before the engine binds
-/// it, which [`retry_on_port_collision`] handles.
+/// Another process may still take one before the engine binds it, which
+/// [`retry_on_port_collision`] handles.
 pub(crate) fn free_ports(n: usize) -> Result<Vec<u16>, EngineError> {
-    let io = |source| EngineError::Io {
+    crate::ports::free_ports(n).map_err(|source| EngineError::Io {
         action: "find a free port on 127.0.0.1",
         source,
-    };
-    let listeners = (0..n)
-        .map(|_| TcpListener::bind(("127.0.0.1", 0)))
-        .collect::<io::Result<Vec<_>>>()
-        .map_err(io)?;
-    listeners
-        .iter()
-        .map(|listener| listener.local_addr().map(|addr| addr.port()))
-        .collect::<io::Result<Vec<_>>>()
-        .map_err(io)
+    })
 }
 
 /// Sends `signal` to the child by its PID unless it has already been reaped.

@@ -27,7 +27,7 @@ const LOWEST: u16 = 10_000;
 /// or leaves too little room below it.
 const FALLBACK: Range<u16> = 10_000..32_768;
 
-/// The ports [`free_ports`] picks from: from [`LOWEST`] up to the start of
+/// The ports [`free_ports`] picks from: from 10,000 up to the start of
 /// the kernel's ephemeral range.
 pub fn unclaimed_range() -> Range<u16> {
     let ephemeral_start = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")

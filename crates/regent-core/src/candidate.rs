@@ -70,6 +70,14 @@ pub(crate) struct Core<S> {
     pub(crate) store: Arc<S>,
     pub(crate) req: AcquireRequest,
     pub(crate) timing: Timing,
+    /// How often a follower retries while the store's watch is open and
+    /// the store notifies ([`WatchMode::Notify`](crate::WatchMode::Notify)):
+    /// the ttl, unless [`CandidateBuilder::retry_every`] was set. The watch
+    /// tells of every change then, and a retry is only a safety net; at
+    /// the renew interval the idle followers' retries were most of a
+    /// queue store's load (two requests each, every 2 s at the default
+    /// ttl, per follower).
+    pub(crate) watched_retry: Duration,
     pub(crate) give_up_after: Option<Duration>,
     pub(crate) shutdown: CancellationToken,
     pub(crate) tracker: TaskTracker,
@@ -209,8 +217,11 @@ impl<S: LeaseStore> CandidateBuilder<S> {
     }
 
     /// How often a follower retries acquiring even when its watch reports
-    /// nothing (default: the renew interval). A safety net for watches that
-    /// miss an event.
+    /// nothing. A safety net for watches that miss an event. Default: the
+    /// renew interval, and the ttl while the watch of a store that notifies
+    /// ([`WatchMode::Notify`](crate::WatchMode::Notify): etcd, Consul,
+    /// ZooKeeper) is open, since such a watch tells of an expiry too;
+    /// setting it applies it in both cases.
     pub fn retry_every(mut self, every: Duration) -> Self {
         self.retry_every = Some(every);
         self
@@ -279,6 +290,10 @@ impl<S: LeaseStore> CandidateBuilder<S> {
                     holder: self.holder,
                     ttl: timing.ttl,
                     metadata: self.metadata,
+                },
+                watched_retry: match (self.retry_every, info.watch) {
+                    (None, crate::WatchMode::Notify) => timing.ttl.max(timing.retry_every),
+                    _ => timing.retry_every,
                 },
                 timing,
                 give_up_after: self.give_up_after,
@@ -879,14 +894,18 @@ impl<S: LeaseStore> Candidate<S> {
     ) -> Wake {
         let c = &*self.core;
         let t = c.timing;
-        let retry_at = Instant::now() + jitter(t.retry_every);
+        let start = Instant::now();
+        // Polling retries at `retry_every`; an open watch of a store that
+        // notifies, at `watched_retry`.
+        let polled = start + jitter(t.retry_every);
+        let watched = start + jitter(c.watched_retry);
         let mut watch_broken = false;
         loop {
             if watch.is_none() && !watch_broken {
                 let opened = tokio::select! {
                     biased;
                     () = c.shutdown.cancelled() => return Wake::Shutdown,
-                    r = timeout_at(retry_at, c.store.watch(&c.req.election)) => r,
+                    r = timeout_at(polled, c.store.watch(&c.req.election)) => r,
                 };
                 match opened {
                     Ok(Ok(stream)) => *watch = Some(stream),
@@ -897,16 +916,14 @@ impl<S: LeaseStore> Candidate<S> {
                     Err(_) => return Wake::Retry,
                 }
             }
+            let retry_at = if watch.is_some() { watched } else { polled };
             let renew_at = queued.as_ref().map(|q| q.next_renew);
+            // The watch before the renewal: when both are ready, the news
+            // of a hand-over must not wait for a renewal's round trips (the
+            // acquire that follows keeps the place alive anyway).
             tokio::select! {
                 biased;
                 () = c.shutdown.cancelled() => return Wake::Shutdown,
-                () = sleep_until_some(renew_at) => {
-                    if !self.keep_queued(queued).await {
-                        return Wake::Retry;
-                    }
-                }
-                () = sleep_until(retry_at) => return Wake::Retry,
                 item = next_some(watch) => match item {
                     Some(Ok(leader)) => {
                         let changed = leader != *known;
@@ -925,6 +942,12 @@ impl<S: LeaseStore> Candidate<S> {
                         watch_broken = true;
                     }
                 },
+                () = sleep_until_some(renew_at) => {
+                    if !self.keep_queued(queued).await {
+                        return Wake::Retry;
+                    }
+                }
+                () = sleep_until(retry_at) => return Wake::Retry,
             }
         }
     }

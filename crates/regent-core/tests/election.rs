@@ -42,6 +42,38 @@ async fn crash_failover_waits_for_store_expiry_and_no_longer() {
     assert!(ended.at < won_at);
 }
 
+/// An idle follower of a store that notifies retries at the ttl while its
+/// watch is open, not at the renew interval: the watch tells it of every
+/// change (expiry included), and at the renew interval the retries were
+/// most of a queue store's idle load. A retry interval that is set holds.
+#[tokio::test(start_paused = true)]
+async fn an_idle_follower_with_an_open_watch_retries_at_the_ttl() {
+    async fn acquires_in_100_s(b: Candidate<MemoryStore>, store: &MemoryStore) -> u64 {
+        let a = candidate(store, "a");
+        let la = a.campaign().await.unwrap();
+        let before = store.stats().acquires;
+        let follower = tokio::spawn(async move { b.campaign().await });
+        sleep(secs(100)).await;
+        let acquires = store.stats().acquires - before;
+        follower.abort();
+        la.resign().await.unwrap();
+        acquires
+    }
+    let store = MemoryStore::race();
+    let by_default = acquires_in_100_s(candidate(&store, "b"), &store).await;
+    // Every 5–10 s (the ttl, jittered), and the first acquire.
+    assert!((10..=21).contains(&by_default), "{by_default} acquires");
+    let store = MemoryStore::race();
+    let set = Candidate::builder(store.clone(), jobs(), id("b"))
+        .ttl(secs(10))
+        .retry_every(secs(2))
+        .build()
+        .unwrap();
+    let with_retry_set = acquires_in_100_s(set, &store).await;
+    // Every 1–2 s.
+    assert!(with_retry_set >= 50, "{with_retry_set} acquires");
+}
+
 #[tokio::test(start_paused = true)]
 async fn failing_renewals_step_down_before_the_store_can_hand_over() {
     let store = MemoryStore::race();

@@ -28,14 +28,21 @@ fn record(mut rx: watch::Receiver<Status>) -> tokio::task::JoinHandle<Vec<Status
 async fn a_follower_publishes_its_leader_once_not_on_every_retry() {
     let store = MemoryStore::race();
     let a = candidate(&store, "a");
-    let b = candidate(&store, "b");
+    // Retrying at the renew interval, as a follower of a store that polls
+    // does (with an open watch of a store that notifies, the default is
+    // the ttl).
+    let b = regent_core::Candidate::builder(store.clone(), common::jobs(), id("b"))
+        .ttl(secs(10))
+        .retry_every(secs(2))
+        .build()
+        .unwrap();
     let la = a.campaign().await.unwrap();
     let seen = record(b.status());
     let follower = {
         let b = b.clone();
         tokio::spawn(async move { b.campaign().await })
     };
-    // 30 s at a 10 s ttl: b retries every 2 s, 15 times.
+    // 30 s: b retries every 1–2 s, 15 to 30 times.
     sleep(secs(30)).await;
     assert!(store.stats().acquires >= 10, "{:?}", store.stats());
     la.resign().await.unwrap();

@@ -59,6 +59,23 @@ pub(crate) fn encode(holder: &HolderId, metadata: &Metadata) -> Vec<u8> {
     serde_json::to_vec(&Value::Object(obj)).expect("a JSON object of strings serializes")
 }
 
+/// The bounds of the values [`encode`] writes for `holder`, whatever the
+/// metadata: every such value `v` has `low < v < high`, and no other value
+/// does. For a compare in a transaction, which cannot look into a value:
+/// the value starts with `{"holder":HOLDER,` (the object's keys are written
+/// in order, `holder` first), `low` is that start and `high` the same with
+/// its last byte (the comma) one greater.
+pub(crate) fn holder_bounds(holder: &HolderId) -> (Vec<u8>, Vec<u8>) {
+    let mut low = br#"{"holder":"#.to_vec();
+    low.extend(serde_json::to_vec(holder.as_str()).expect("a string serializes"));
+    low.push(b',');
+    let mut high = low.clone();
+    if let Some(last) = high.last_mut() {
+        *last += 1;
+    }
+    (low, high)
+}
+
 /// Reads a value regent wrote; `None` when it is anything else.
 pub(crate) fn decode(value: &[u8]) -> Option<(HolderId, Metadata)> {
     let Value::Object(obj) = serde_json::from_slice::<Value>(value).ok()? else {
@@ -153,6 +170,36 @@ mod tests {
         assert_eq!(parse_lease_hex("FF"), None);
         assert_eq!(parse_lease_hex("+1"), None);
         assert_eq!(parse_lease_hex("mem-1"), None);
+    }
+
+    #[test]
+    fn a_holders_values_and_only_they_lie_within_its_bounds() {
+        let metadatas = [
+            Metadata::new(),
+            Metadata::from_pairs([("zone".to_owned(), "eu\"1,}".to_owned())]).unwrap(),
+        ];
+        for name in ["a", "node-1", "b.c_d", "ab"] {
+            let holder = HolderId::new(name).unwrap();
+            let (low, high) = holder_bounds(&holder);
+            for m in &metadatas {
+                let v = encode(&holder, m);
+                assert!(
+                    low < v && v < high,
+                    "{name}: {}",
+                    String::from_utf8_lossy(&v)
+                );
+            }
+            for other in ["a", "node-1", "b.c_d", "ab"]
+                .into_iter()
+                .filter(|o| *o != name)
+            {
+                let v = encode(&HolderId::new(other).unwrap(), &metadatas[1]);
+                assert!(
+                    !(low < v && v < high),
+                    "{other}'s value within {name}'s bounds"
+                );
+            }
+        }
     }
 
     #[test]

@@ -17,7 +17,8 @@ use regent_core::{
 
 use crate::error::{Scope, etcd_error, is_lease_not_found};
 use crate::record::{
-    candidate_key, decode, election_prefix, encode, leader_of, lease_hex, parse_lease_hex,
+    candidate_key, decode, election_prefix, encode, holder_bounds, leader_of, lease_hex,
+    parse_lease_hex,
 };
 
 /// The shortest ttl the store honours: etcd grants leases in whole seconds.
@@ -694,28 +695,34 @@ impl EtcdStore {
         election: &ElectionName,
         what: &str,
     ) -> Result<(Option<LeaderInfo>, i64), StoreError> {
-        let (head, revision) = self.read_head_key(election, what).await?;
-        Ok((head.map(|h| h.leader), revision))
+        let (mut line, revision) = self.read_line(election, what, 1).await?;
+        Ok((line.pop().map(|h| h.leader), revision))
     }
 
-    /// The head of the line with its key, and the revision it was read at.
-    async fn read_head_key(
+    /// The first `n` keys of the line, in order, and the revision they were
+    /// read at.
+    async fn read_line(
         &self,
         election: &ElectionName,
         what: &str,
-    ) -> Result<(Option<Head>, i64), StoreError> {
+        n: i64,
+    ) -> Result<(Vec<Head>, i64), StoreError> {
         let prefix = self.election_prefix(election);
         let mut client = self.client.clone();
+        let options = GetOptions::new()
+            .with_prefix()
+            .with_sort(SortTarget::Create, SortOrder::Ascend)
+            .with_limit(n);
         let mut resp = self
             .call(
                 election,
                 || format!("{what} of election '{election}'"),
-                client.get(prefix, Some(Self::head_options())),
+                client.get(prefix, Some(options)),
             )
             .await?;
         let revision = resp.header().map(|h| h.revision()).unwrap_or(0);
-        let head = resp.take_kvs().into_iter().next().map(|kv| Head::of(&kv));
-        Ok((head, revision))
+        let line = resp.take_kvs().iter().map(Head::of).collect();
+        Ok((line, revision))
     }
 
     /// Whether our key exists with our token (create revision), our lease,
@@ -749,8 +756,9 @@ impl EtcdStore {
     }
 }
 
-/// The head of an election's line: its key, its create revision (the
-/// term's token) and the leader it names.
+/// A key of an election's line: its key, its create revision (the term's
+/// token, when it heads the line) and the leader it names.
+#[derive(Debug, Clone)]
 struct Head {
     key: Vec<u8>,
     create_revision: i64,
@@ -767,19 +775,40 @@ impl Head {
     }
 }
 
-/// What a watch knows of its election's line: the head's key and create
-/// revision, as of a revision. Only a change of the head is news, and only
-/// the head's deletion needs a read (which key is next is not in the
-/// event): a candidate queueing behind, or leaving from behind the head,
-/// costs the line's other watchers nothing. (They read the head on every
-/// event before, so with N candidates each one joining cost N reads.)
+/// What a watch knows of its election's line: the head and, when known, the
+/// key next in line, as of a revision.
+///
+/// Only a change of the head is news. A candidate queueing behind, or
+/// leaving from behind the head, costs the line's watchers nothing (they
+/// read the head on every event before, so with N candidates each one
+/// joining cost N reads). When the head's key goes and the next key is
+/// known, the next leads at once: the follower that is next learns it from
+/// the event alone and goes straight to its acquire, as a Go `Election`'s
+/// follower waits on the key just ahead of it. The next key is read again
+/// afterwards, when the stream is next polled. Only when it is not known
+/// (it left, or the line was not read since) does the head's deletion need
+/// a read first.
 #[derive(Debug, Default)]
 struct Line {
-    head: Option<(Vec<u8>, i64)>,
-    /// The revision the head was read at: older events are in it already.
+    head: Option<Head>,
+    /// The key behind the head: `None` when not known, `Some(None)` when
+    /// the line holds the head alone.
+    next: Option<Option<Head>>,
+    /// The revision the line was read at: older events are in it already.
     as_of: i64,
-    /// The head's key was deleted: read the new head before anything else.
-    reread: bool,
+    /// Read the line before anything else: the head's key was deleted and
+    /// which key is next is not known (`Read::First`), or the head came
+    /// from the next key and the one behind it is to be learnt
+    /// (`Read::Refill`).
+    read: Option<Read>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Read {
+    /// The head is not known: the read's head is news.
+    First,
+    /// The head is known: the read's head is news only if it differs.
+    Refill,
 }
 
 /// One event of a watch: a key put or deleted.
@@ -792,7 +821,27 @@ struct Change<'a> {
     mod_revision: i64,
 }
 
+impl Change<'_> {
+    fn head(&self) -> Head {
+        Head {
+            key: self.key.to_vec(),
+            create_revision: self.create_revision,
+            leader: leader_of(self.key, self.value, self.lease, self.create_revision),
+        }
+    }
+}
+
 impl Line {
+    /// The line as read at `revision`: its first two keys at most.
+    fn read(&mut self, mut keys: Vec<Head>, revision: i64) {
+        keys.truncate(2);
+        let mut keys = keys.into_iter();
+        self.head = keys.next();
+        self.next = Some(keys.next());
+        self.as_of = revision;
+        self.read = None;
+    }
+
     /// Applies one watch response's changes in order; the leader to report
     /// if the head changed.
     fn apply<'a>(
@@ -804,30 +853,66 @@ impl Line {
             if kv.mod_revision <= self.as_of {
                 continue;
             }
-            let is_head = self.head.as_ref().is_some_and(|(k, _)| k == kv.key);
+            let is_head = self.head.as_ref().is_some_and(|h| h.key == kv.key);
+            let is_next = matches!(&self.next, Some(Some(n)) if n.key == kv.key);
             if kv.deleted {
                 if is_head {
-                    self.head = None;
-                    self.reread = true;
-                    // What came after is in the read.
-                    return None;
+                    match self.next.take() {
+                        Some(next) => {
+                            // The next key leads; what is behind it is
+                            // learnt by a read once this news is out.
+                            self.head = next;
+                            self.read = self.head.is_some().then_some(Read::Refill);
+                            self.next = if self.head.is_some() {
+                                None
+                            } else {
+                                Some(None)
+                            };
+                            news = Some(self.head.as_ref().map(|h| h.leader.clone()));
+                        }
+                        None => {
+                            self.head = None;
+                            self.read = Some(Read::First);
+                            // What came after is in the read.
+                            return None;
+                        }
+                    }
+                } else if is_next {
+                    self.next = None;
                 }
                 continue;
             }
-            let behind = self
-                .head
-                .as_ref()
-                .is_some_and(|(_, created)| kv.create_revision > *created);
-            if is_head || !behind {
-                // New metadata on the leader's key (Proclaim), or a key
-                // in an empty line: it leads.
-                self.head = Some((kv.key.to_vec(), kv.create_revision));
-                news = Some(Some(leader_of(
-                    kv.key,
-                    kv.value,
-                    kv.lease,
-                    kv.create_revision,
-                )));
+            if is_head {
+                // New metadata on the leader's key (Proclaim).
+                self.head = Some(kv.head());
+                news = Some(Some(kv.head().leader));
+                continue;
+            }
+            if is_next {
+                self.next = Some(Some(kv.head()));
+                continue;
+            }
+            match &self.head {
+                None => {
+                    // A key in an empty line: it leads, and it is alone.
+                    self.head = Some(kv.head());
+                    self.next = Some(None);
+                    news = Some(Some(kv.head().leader));
+                }
+                Some(h) if kv.create_revision < h.create_revision => {
+                    // Ahead of the head as we knew it (a read older than
+                    // the line): it leads; what is behind is not known.
+                    self.head = Some(kv.head());
+                    self.next = None;
+                    news = Some(Some(kv.head().leader));
+                }
+                Some(_) => {
+                    if matches!(self.next, Some(None)) {
+                        // The head was alone: a new key is the next (a key
+                        // created later is behind every key already there).
+                        self.next = Some(Some(kv.head()));
+                    }
+                }
             }
         }
         news
@@ -1000,10 +1085,38 @@ impl LeaseStore for EtcdStore {
     }
 
     async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
-        let Some(id) = parse_lease_hex(lease.handle.as_str()) else {
+        let (Some(id), Ok(token)) = (
+            parse_lease_hex(lease.handle.as_str()),
+            i64::try_from(lease.token.get()),
+        ) else {
             return Ok(());
         };
-        if !self.own_key(lease, id, "release").await? {
+        // Go's Resign: delete our key if it is still this term's (its create
+        // revision is our token, its lease ours, its value our holder's), in
+        // one write. The next in
+        // line is told by that deletion; revoking the lease, which nothing
+        // else uses, comes after. (A read of the key before the revoke was
+        // one more round trip on every hand-over's path.)
+        let key = candidate_key(&self.election_prefix(&lease.election), id);
+        let (low, high) = holder_bounds(&lease.holder);
+        let txn = Txn::new()
+            .when([
+                Compare::create_revision(key.clone(), CompareOp::Equal, token),
+                Compare::lease(key.clone(), CompareOp::Equal, id),
+                // The value names our holder.
+                Compare::value(key.clone(), CompareOp::Greater, low),
+                Compare::value(key.clone(), CompareOp::Less, high),
+            ])
+            .and_then([TxnOp::delete(key, None)]);
+        let what = || {
+            format!(
+                "release election '{}' by '{}'",
+                lease.election, lease.holder
+            )
+        };
+        let mut client = self.client.clone();
+        let resp = self.call(&lease.election, what, client.txn(txn)).await?;
+        if !resp.succeeded() {
             // Not ours, or gone already. If our key was deleted from outside
             // the lease may live on without a key; it expires by its ttl.
             return Ok(());
@@ -1012,18 +1125,16 @@ impl LeaseStore for EtcdStore {
         match tokio::time::timeout(self.request_timeout, client.lease_revoke(id)).await {
             Ok(Ok(_)) => Ok(()),
             Ok(Err(e)) if is_lease_not_found(&e) => Ok(()),
-            Ok(Err(e)) => Err(self.error(
-                &lease.election,
-                &format!(
-                    "release election '{}' by '{}'",
-                    lease.election, lease.holder
-                ),
-                e,
-            )),
-            Err(_) => Err(StoreError::unavailable(format!(
-                "release election '{}' at {}: no answer within {:?}",
-                lease.election, self.endpoints, self.request_timeout
-            ))),
+            // The term is given back already: a lease left without a key
+            // only expires by its ttl.
+            Ok(Err(e)) => {
+                tracing::debug!(election = %lease.election, error = %e, "etcd: revoking a released lease failed");
+                Ok(())
+            }
+            Err(_) => {
+                tracing::debug!(election = %lease.election, "etcd: revoking a released lease: no answer");
+                Ok(())
+            }
         }
     }
 
@@ -1035,7 +1146,9 @@ impl LeaseStore for EtcdStore {
     }
 
     async fn watch(&self, election: &ElectionName) -> Result<LeaderStream, StoreError> {
-        let (head, revision) = self.read_head_key(election, "watch").await?;
+        let (keys, revision) = self.read_line(election, "watch", 2).await?;
+        let mut line = Line::default();
+        line.read(keys, revision);
         let prefix = self.election_prefix(election);
         let mut client = self.client.clone();
         let options = WatchOptions::new()
@@ -1060,32 +1173,40 @@ impl LeaseStore for EtcdStore {
             store: self.clone(),
             election: election.clone(),
             stream: Some(stream),
-            first: Some(head.as_ref().map(|h| h.leader.clone())),
-            line: Line {
-                head: head.map(|h| (h.key, h.create_revision)),
-                as_of: revision,
-                reread: false,
-            },
+            first: Some(line.head.as_ref().map(|h| h.leader.clone())),
+            line,
         };
         let leaders = futures_util::stream::unfold(state, |mut s| async move {
             if let Some(head) = s.first.take() {
                 return Some((Ok(head), s));
             }
             loop {
-                if s.line.reread {
-                    // The leader's key went: the next in line leads, and
-                    // which one that is takes a read.
-                    s.line.reread = false;
-                    let item = match s.store.read_head_key(&s.election, "watch").await {
-                        Ok((head, revision)) => {
-                            let leader = head.as_ref().map(|h| h.leader.clone());
-                            s.line.head = head.map(|h| (h.key, h.create_revision));
-                            s.line.as_of = revision;
-                            Ok(leader)
+                if let Some(read) = s.line.read {
+                    // The leader's key went and which key is next takes a
+                    // read (First), or the next key leads now and the one
+                    // behind it is to be learnt (Refill).
+                    let before = s.line.head.as_ref().map(|h| h.key.clone());
+                    match s.store.read_line(&s.election, "watch", 2).await {
+                        Ok((keys, revision)) => {
+                            s.line.read(keys, revision);
+                            let after = s.line.head.as_ref();
+                            if read == Read::First || after.map(|h| &h.key) != before.as_ref() {
+                                let leader = after.map(|h| h.leader.clone());
+                                return Some((Ok(leader), s));
+                            }
                         }
-                        Err(e) => Err(e),
-                    };
-                    return Some((item, s));
+                        Err(e) if read == Read::First => {
+                            s.line.read = None;
+                            return Some((Err(e), s));
+                        }
+                        Err(e) => {
+                            // The head is known: the next key stays
+                            // unknown, and the watch goes on.
+                            tracing::debug!(election = %s.election, error = %e, "etcd: reading the line behind the head failed");
+                            s.line.read = None;
+                        }
+                    }
+                    continue;
                 }
                 let stream = s.stream.as_mut()?;
                 match stream.message().await {
@@ -1158,9 +1279,16 @@ mod line_tests {
         news.map(|l| l.map(|l| l.holder.as_str().to_owned()))
     }
 
-    #[test]
-    fn only_a_change_of_the_head_is_news_and_only_its_deletion_needs_a_read() {
+    /// A line as a watch reads it, at `revision`.
+    fn read(keys: &[Change<'_>], revision: i64) -> Line {
         let mut line = Line::default();
+        line.read(keys.iter().map(Change::head).collect(), revision);
+        line
+    }
+
+    #[test]
+    fn only_a_change_of_the_head_is_news() {
+        let mut line = read(&[], 4);
         // An empty line: the first key leads.
         assert_eq!(
             holder(line.apply([put("e/a", "a", 5, 5)])),
@@ -1172,37 +1300,74 @@ mod line_tests {
             None
         );
         assert_eq!(holder(line.apply([del("e/c", 8)])), None);
-        assert!(!line.reread);
+        assert_eq!(line.read, None);
         // New metadata on the head's key is.
         let news = line.apply([put("e/a", r#"{"holder":"a","metadata":{"k":"v"}}"#, 5, 9)]);
         let leader = news.flatten().expect("the head, with its new value");
         assert_eq!(leader.metadata.get("k"), Some("v"));
         assert_eq!(leader.token.get(), 5);
-        // The head's deletion asks for a read; what came after in the same
-        // answer is left to it.
+    }
+
+    #[test]
+    fn the_next_key_leads_from_the_event_alone_and_is_read_behind_afterwards() {
+        let mut line = read(&[put("e/a", "a", 5, 5), put("e/b", "b", 6, 6)], 6);
+        // New metadata of the next key is kept for when it leads.
         assert_eq!(
-            holder(line.apply([del("e/a", 10), put("e/d", "d", 11, 11)])),
+            holder(line.apply([put("e/b", r#"{"holder":"b","metadata":{"k":"v"}}"#, 6, 7)])),
             None
         );
-        assert!(line.reread);
-        assert_eq!(line.head, None);
+        let news = line.apply([del("e/a", 8), put("e/d", "d", 9, 9)]);
+        let leader = news.flatten().expect("b leads, with no read");
+        assert_eq!(leader.holder.as_str(), "b");
+        assert_eq!(leader.token.get(), 6);
+        assert_eq!(leader.metadata.get("k"), Some("v"));
+        // Who is behind b takes a read, which is no news unless the head
+        // changed meanwhile.
+        assert_eq!(line.read, Some(Read::Refill));
+        assert!(line.next.is_none());
+    }
+
+    #[test]
+    fn the_heads_deletion_needs_a_read_when_the_next_key_is_not_known() {
+        let mut line = read(&[put("e/a", "a", 5, 5), put("e/b", "b", 6, 6)], 6);
+        // The next key leaves: who is behind it is not known.
+        assert_eq!(holder(line.apply([del("e/b", 7)])), None);
+        assert_eq!(line.read, None, "no read while the head stays");
+        assert_eq!(
+            holder(line.apply([del("e/a", 8), put("e/c", "c", 9, 9)])),
+            None,
+            "what came after is left to the read"
+        );
+        assert_eq!(line.read, Some(Read::First));
+        assert!(line.head.is_none());
+    }
+
+    #[test]
+    fn a_lone_heads_deletion_empties_the_line_and_a_key_behind_it_is_next() {
+        let mut line = read(&[put("e/a", "a", 5, 5)], 5);
+        assert_eq!(holder(line.apply([put("e/b", "b", 6, 6)])), None);
+        assert_eq!(holder(line.apply([del("e/a", 7)])), Some(Some("b".into())));
+        // b was alone behind a: it leads alone, and its deletion empties
+        // the line with no read.
+        line.read(vec![line.head.clone().unwrap()], 7);
+        assert_eq!(holder(line.apply([del("e/b", 8)])), Some(None));
+        assert_eq!(line.read, None);
     }
 
     #[test]
     fn events_the_read_already_saw_are_skipped() {
-        let mut line = Line {
-            head: Some((b"e/b".to_vec(), 6)),
-            as_of: 20,
-            reread: false,
-        };
+        let mut line = read(&[put("e/b", "b", 6, 6)], 20);
         // A late copy of an old value of the head, and the deletion of a
         // key the read no longer saw.
         assert_eq!(
             holder(line.apply([put("e/b", "old", 6, 7), del("e/a", 10)])),
             None
         );
-        assert!(!line.reread);
-        assert_eq!(line.head, Some((b"e/b".to_vec(), 6)));
+        assert_eq!(line.read, None);
+        assert_eq!(
+            line.head.as_ref().map(|h| h.key.clone()),
+            Some(b"e/b".to_vec())
+        );
     }
 }
 

@@ -607,9 +607,10 @@ async fn sweep(grace: Duration) {
     if !crate::tree::has_children() || crate::tree::children().is_empty() {
         return;
     }
-    let all_gone = tokio::task::spawn_blocking(move || crate::tree::stop_children(None, grace))
-        .await
-        .unwrap_or(false);
+    let all_gone =
+        tokio::task::spawn_blocking(move || crate::tree::stop_children(None, grace, None))
+            .await
+            .unwrap_or(false);
     if !all_gone {
         warn_user!("regent: some of the command's processes could not be stopped");
     }

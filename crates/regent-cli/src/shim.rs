@@ -423,8 +423,8 @@ fn supervise(args: &ShimArgs, guard: Guard) -> std::io::Result<u8> {
     }
     failpoint("init-before-cmd");
     let stop_all = |pgid| match guard {
-        Guard::Group => tree::stop_children(Some(pgid), grace),
-        Guard::Namespace => tree::stop_namespace(grace),
+        Guard::Group => tree::stop_children(Some(pgid), grace, Some(&exits.read)),
+        Guard::Namespace => tree::stop_namespace(grace, Some(&exits.read)),
     };
 
     let (program, rest) = args.cmd.split_first().expect("clap requires CMD");

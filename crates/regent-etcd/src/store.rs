@@ -1093,10 +1093,10 @@ impl LeaseStore for EtcdStore {
         };
         // Go's Resign: delete our key if it is still this term's (its create
         // revision is our token, its lease ours, its value our holder's), in
-        // one write. The next in
-        // line is told by that deletion; revoking the lease, which nothing
-        // else uses, comes after. (A read of the key before the revoke was
-        // one more round trip on every hand-over's path.)
+        // one write. The next in line is told by that deletion; revoking the
+        // lease, which nothing else uses, comes after, in the background. (A
+        // read of the key before the revoke was one more round trip on every
+        // hand-over's path.)
         let key = candidate_key(&self.election_prefix(&lease.election), id);
         let (low, high) = holder_bounds(&lease.holder);
         let txn = Txn::new()
@@ -1121,21 +1121,26 @@ impl LeaseStore for EtcdStore {
             // the lease may live on without a key; it expires by its ttl.
             return Ok(());
         }
+        // The lease has no other key (one lease per place in line): revoke
+        // it without making the caller wait for a second write. Should
+        // the process exit first, or the revoke fail, the lease, with no
+        // key left, expires by its ttl.
         let mut client = self.client.clone();
-        match tokio::time::timeout(self.request_timeout, client.lease_revoke(id)).await {
-            Ok(Ok(_)) => Ok(()),
-            Ok(Err(e)) if is_lease_not_found(&e) => Ok(()),
-            // The term is given back already: a lease left without a key
-            // only expires by its ttl.
-            Ok(Err(e)) => {
-                tracing::debug!(election = %lease.election, error = %e, "etcd: revoking a released lease failed");
-                Ok(())
+        let bound = self.request_timeout;
+        let election = lease.election.clone();
+        tokio::spawn(async move {
+            match tokio::time::timeout(bound, client.lease_revoke(id)).await {
+                Ok(Ok(_)) => {}
+                Ok(Err(e)) if is_lease_not_found(&e) => {}
+                Ok(Err(e)) => {
+                    tracing::debug!(%election, error = %e, "etcd: revoking a released lease failed");
+                }
+                Err(_) => {
+                    tracing::debug!(%election, "etcd: revoking a released lease: no answer");
+                }
             }
-            Err(_) => {
-                tracing::debug!(election = %lease.election, "etcd: revoking a released lease: no answer");
-                Ok(())
-            }
-        }
+        });
+        Ok(())
     }
 
     async fn current_leader(

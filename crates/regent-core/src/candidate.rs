@@ -70,10 +70,11 @@ pub(crate) struct Core<S> {
     pub(crate) store: Arc<S>,
     pub(crate) req: AcquireRequest,
     pub(crate) timing: Timing,
-    /// How often a follower retries while the store's watch is open and
-    /// the store notifies ([`WatchMode::Notify`](crate::WatchMode::Notify)):
-    /// the ttl, unless [`CandidateBuilder::retry_every`] was set. The watch
-    /// tells of every change then, and a retry is only a safety net; at
+    /// How often a follower retries while the store's watch is open, the
+    /// store notifies ([`WatchMode::Notify`](crate::WatchMode::Notify)) and
+    /// someone leads: the ttl, unless [`CandidateBuilder::retry_every`] was
+    /// set. The watch tells of the term's end then, and a retry is only a
+    /// safety net; at
     /// the renew interval the idle followers' retries were most of a
     /// queue store's load (two requests each, every 2 s at the default
     /// ttl, per follower).
@@ -218,10 +219,13 @@ impl<S: LeaseStore> CandidateBuilder<S> {
 
     /// How often a follower retries acquiring even when its watch reports
     /// nothing. A safety net for watches that miss an event. Default: the
-    /// renew interval, and the ttl while the watch of a store that notifies
-    /// ([`WatchMode::Notify`](crate::WatchMode::Notify): etcd, Consul,
-    /// ZooKeeper) is open, since such a watch tells of an expiry too;
-    /// setting it applies it in both cases.
+    /// renew interval, and the ttl while someone leads and the watch of a
+    /// store that notifies ([`WatchMode::Notify`](crate::WatchMode::Notify):
+    /// etcd, Consul, ZooKeeper) is open, since such a watch tells of the
+    /// term's end, an expiry included; setting it applies it in every case.
+    /// With no leader and an acquire that failed all the same (Consul's lock
+    /// delay) the renew interval holds: nothing in the store announces the
+    /// moment an acquire can succeed.
     pub fn retry_every(mut self, every: Duration) -> Self {
         self.retry_every = Some(every);
         self
@@ -920,7 +924,16 @@ impl<S: LeaseStore> Candidate<S> {
                     Err(_) => return Wake::Retry,
                 }
             }
-            let retry_at = if watch.is_some() { watched } else { polled };
+            // Only while someone leads: the watch tells of that term's end.
+            // With no leader and an acquire that still failed (Consul's
+            // lock delay after a dead holder's session) nothing will change
+            // in the store when the acquire could succeed, so the retry is
+            // what notices.
+            let retry_at = if watch.is_some() && known.is_some() {
+                watched
+            } else {
+                polled
+            };
             let renew_at = queued.as_ref().map(|q| q.next_renew);
             // The watch before the renewal: when both are ready, the news
             // of a hand-over must not wait for a renewal's round trips (the

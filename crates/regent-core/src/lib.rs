@@ -50,7 +50,8 @@
 //! Defaults derive from `ttl` (10 s): renew every `ttl/5`, step down after
 //! `3*ttl/5`, grace 2 s (less at short ttls: [`Timing::default_grace`]);
 //! a follower's retry ([`Timing::retry_every`]) defaults to the renew
-//! interval (the ttl while the watch of a store that notifies is open).
+//! interval (the ttl while someone leads and the watch of a store that
+//! notifies is open).
 //! [`Timing`] draws the timeline of a lease; [`Candidate::explain`] turns
 //! settings into worst-case failover and safety-budget numbers.
 //!

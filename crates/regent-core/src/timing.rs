@@ -86,8 +86,8 @@ pub struct Timing {
     pub margin: Duration,
     /// How often a follower tries to acquire even when its watch reports no
     /// change (default: `renew_every`; a candidate whose retry interval was
-    /// not set retries at the ttl instead while the watch of a store that
-    /// notifies is open: see
+    /// not set retries at the ttl instead while someone leads and the watch
+    /// of a store that notifies is open: see
     /// [`CandidateBuilder::retry_every`](crate::CandidateBuilder::retry_every)). A follower's retry only: the
     /// leader's renewal retry is [`Explanation::renew_retry_every`].
     pub retry_every: Duration,

@@ -288,6 +288,95 @@ mod slow {
     }
 }
 
+mod lock_delay {
+    //! A store that refuses every acquire until an instant, with no leader
+    //! to show and nothing for its watch to tell when the refusal ends: a
+    //! Consul key in its lock delay after a dead holder's session.
+    use regent_core::memory::MemoryStore;
+    use regent_core::{
+        AcquireRequest, ElectionName, LeaderInfo, LeaderStream, Lease, LeaseStore, Metadata,
+        Renewal, StoreError, StoreInfo,
+    };
+    use tokio::time::Instant;
+
+    #[derive(Clone)]
+    pub(crate) struct Delayed {
+        pub(crate) inner: MemoryStore,
+        pub(crate) until: Instant,
+        /// Acquires refused.
+        pub(crate) refused: std::sync::Arc<std::sync::atomic::AtomicU32>,
+    }
+
+    impl LeaseStore for Delayed {
+        fn info(&self) -> StoreInfo {
+            self.inner.info()
+        }
+        async fn try_acquire(
+            &self,
+            req: &AcquireRequest,
+            queued: Option<&Lease>,
+        ) -> Result<regent_core::Acquire, StoreError> {
+            if Instant::now() < self.until {
+                self.refused
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                return Ok(regent_core::Acquire::Held {
+                    leader: None,
+                    queued: None,
+                });
+            }
+            self.inner.try_acquire(req, queued).await
+        }
+        async fn renew(&self, lease: &Lease) -> Result<Renewal, StoreError> {
+            self.inner.renew(lease).await
+        }
+        async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
+            self.inner.release(lease).await
+        }
+        async fn update_metadata(
+            &self,
+            lease: &Lease,
+            metadata: &Metadata,
+        ) -> Result<Renewal, StoreError> {
+            self.inner.update_metadata(lease, metadata).await
+        }
+        async fn current_leader(&self, e: &ElectionName) -> Result<Option<LeaderInfo>, StoreError> {
+            self.inner.current_leader(e).await
+        }
+        async fn watch(&self, e: &ElectionName) -> Result<LeaderStream, StoreError> {
+            self.inner.watch(e).await
+        }
+    }
+}
+
+/// With no leader to watch and an acquire refused all the same (Consul's
+/// lock delay), a follower retries at the renew interval, not at the ttl
+/// it waits while someone leads: nothing in the store announces the end
+/// of the delay (regression: the ttl-long retry added 5 to 10 s to a
+/// Consul crash failover).
+#[tokio::test(start_paused = true)]
+async fn with_no_leader_and_an_acquire_refused_a_follower_retries_at_the_renew_interval() {
+    let store = MemoryStore::race();
+    let delay_ends = Instant::now() + secs(15);
+    let refused = std::sync::Arc::default();
+    let delayed = lock_delay::Delayed {
+        inner: store,
+        until: delay_ends,
+        refused: std::sync::Arc::clone(&refused),
+    };
+    let b = Candidate::builder(delayed, jobs(), id("b"))
+        .ttl(secs(10))
+        .build()
+        .unwrap();
+    let retry = b.timing().retry_every;
+    let lb = b.campaign().await.unwrap();
+    let waited = Instant::now() - delay_ends;
+    assert!(waited <= retry, "won {waited:?} after the delay ended");
+    // Every 1–2 s for 15 s; at the ttl (every 5–10 s) it was 2 or 3.
+    let refused = refused.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(refused >= 8, "{refused} acquires refused in 15 s");
+    drop(lb);
+}
+
 #[tokio::test(start_paused = true)]
 async fn dropping_the_guard_releases_the_lease() {
     let store = MemoryStore::race();

@@ -75,9 +75,10 @@
 //!   [`Won`](regent_core::Acquire::Won); otherwise
 //!   [`Held`](regent_core::Acquire::Held) with the head as leader and our
 //!   key as the place in line. A failed attempt revokes its new lease.
-//! * **try_acquire** with a place: one keep-alive of its lease first (so a
-//!   `Won` holds a full ttl from this call, as the contract requires), then
-//!   the same transaction; new metadata is written as Go's `Proclaim` does
+//! * **try_acquire** with a place: one keep-alive of its lease (so a `Won`
+//!   holds a full ttl from this call, as the contract requires) beside a
+//!   read-only transaction that finds our key as we left it and the head;
+//!   when the key is not as we left it, the transaction above; new metadata is written as Go's `Proclaim` does
 //!   (only if the key's create revision is still ours). If the lease has
 //!   expired meanwhile, the candidate campaigns again with a new lease:
 //!   the bug reported as etcd#19597, a pending campaign waiting forever on
@@ -98,18 +99,33 @@
 //!   our lease, so its expiry stays too (an update does not renew). A
 //!   missing, foreign or meanwhile rewritten key is
 //!   [`Renewal::Lost`](regent_core::Renewal::Lost). Watches see the put
-//!   as any other event and read the head again.
-//! * **release**: if our key is still ours, revoke the lease (which deletes
-//!   the key). Idempotent: "lease not found" is success, and someone else's
-//!   key is never touched.
+//!   on the head's key and report the leader's new metadata.
+//! * **release** (Go's `Resign`): one transaction deletes our key *if* its
+//!   create revision is our token, its lease ours and its value our
+//!   holder's (two value bounds: a compare cannot look into a value, but
+//!   every value regent writes for a holder starts with the same bytes).
+//!   The next in line is told by that deletion; the lease, which carried
+//!   only that key, is revoked afterwards in the background (should that
+//!   fail, it expires by its ttl with no key). Idempotent, and someone
+//!   else's key is never touched.
 //! * **current_leader**: the head (one range request, sorted by create
 //!   revision, limit 1).
-//! * **watch**: reads the head, then an etcd watch on the prefix from the
-//!   next revision; on every event it reads the head again and yields it
-//!   ([`WatchMode::Notify`](regent_core::WatchMode::Notify); repeats are
-//!   possible, consumers dedupe). When etcd cancels the watch (compaction)
+//! * **watch**: reads the first two keys of the line, then an etcd watch
+//!   on the prefix from the next revision
+//!   ([`WatchMode::Notify`](regent_core::WatchMode::Notify)). Only a change
+//!   at the head is news: keys joining or leaving behind it cost the
+//!   watchers nothing. When the head's key goes and the next key is known,
+//!   the next leads at once, from the event alone, as a Go `Election`'s
+//!   follower waits on the key just ahead of it; the key behind it is read
+//!   afterwards. Only when the next key is not known does the head's
+//!   deletion take a read first. When etcd cancels the watch (compaction)
 //!   or the connection fails, the stream yields the error, if any, and
 //!   ends; the caller opens a new one.
+//!
+//! A graceful hand-over is thus: the old leader's delete (one write), the
+//! event, and the next leader's acquire (a keep-alive beside a read-only
+//! transaction): the same round trips as `etcdctl elect`'s, but for the
+//! keep-alive that makes the new term's lease good for a full ttl.
 //!
 //! # Ttl
 //!

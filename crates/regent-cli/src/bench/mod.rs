@@ -327,7 +327,11 @@ fn run_block(
             tool.name()
         ));
         let mut s = Series::new(store, tool, block.case, exe, dir)?;
-        s.start()?;
+        match s.start() {
+            Ok(()) => {}
+            Err(BenchError::Failed(why)) if s.may_stop_alone() => stop_alone(&mut s, why, 0),
+            Err(e) => return Err(e),
+        }
         series.push(s);
     }
     for round in 0..block.runs {
@@ -337,19 +341,36 @@ fn run_block(
         }
         for i in order {
             let s = &mut series[i];
+            if s.stopped.is_some() {
+                progress.inc(1);
+                continue;
+            }
             let tag = s.tag().to_owned();
             progress.set_message(format!("{tag}: run {}/{}", round + 1, block.runs));
-            let r = s.run_once()?;
-            tracing::debug!(
-                series = tag,
-                handover_ms = r.handover.as_secs_f64() * 1e3,
-                left_running = ?r.left_running,
-                "run"
-            );
+            let may_stop_alone = s.may_stop_alone();
+            match s.run_once() {
+                Ok(r) => tracing::debug!(
+                    series = tag,
+                    handover_ms = r.handover.as_secs_f64() * 1e3,
+                    left_running = ?r.left_running,
+                    "run"
+                ),
+                Err(BenchError::Failed(why)) if may_stop_alone => {
+                    progress.suspend(|| stop_alone(s, why, round));
+                }
+                Err(e) => return Err(e),
+            }
             progress.inc(1);
         }
     }
     Ok(series.into_iter().map(Series::finish).collect())
+}
+
+/// Ends `s` (an engine's own tool) after `done` runs: the report says why.
+fn stop_alone(s: &mut Series<'_>, why: String, done: usize) {
+    warn_user!("regent bench: {} stopped after {done} runs: {why}", s.tag());
+    s.stopped = Some(why);
+    s.halt();
 }
 
 /// A bar on stderr when that is a terminal; hidden otherwise (CI logs get

@@ -177,6 +177,25 @@ pub(crate) fn write_markdown(
         md.push_str(&table(results));
         md.push('\n');
     }
+    let stopped: Vec<&SeriesResult> = results.iter().filter(|r| r.stopped.is_some()).collect();
+    if !stopped.is_empty() {
+        md.push_str(
+            "Series an engine's own tool ended early (its failure, not regent's: the \
+             other series ran on, and its row holds the runs it made):\n\n",
+        );
+        for r in stopped {
+            let _ = writeln!(
+                md,
+                "- {} / {} / {}: after {} runs: {}",
+                r.store,
+                r.case,
+                r.tool.name(),
+                r.runs.len(),
+                r.stopped.as_deref().unwrap_or_default()
+            );
+        }
+        md.push('\n');
+    }
     let voided: Vec<&SeriesResult> = results.iter().filter(|r| !r.voided.is_empty()).collect();
     if !voided.is_empty() {
         md.push_str(
@@ -408,4 +427,60 @@ pub(crate) fn to_json(facts: &Facts, results: &[SeriesResult]) -> Value {
         "engines": facts.engines.iter().map(|(s, v)| (s.name().to_owned(), Value::from(v.clone()))).collect::<serde_json::Map<_, _>>(),
         "series": results.iter().map(SeriesResult::to_json).collect::<Vec<_>>(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench::plan::{Case, StoreKind, Tool};
+    use crate::bench::series::RunResult;
+
+    fn run(ms: u64) -> RunResult {
+        RunResult {
+            old_leader: "a".into(),
+            new_leader: "b".into(),
+            handover: Duration::from_millis(ms),
+            left_running: None,
+            got_sigterm: None,
+            old_stop: None,
+            old_tool_exit: "exit status: 0".into(),
+        }
+    }
+
+    /// A native tool's series that failed keeps its runs in the table and
+    /// says why it stopped, in the markdown and the JSON.
+    #[test]
+    fn a_series_an_engines_tool_ended_early_is_reported_with_why() {
+        let stopped = SeriesResult {
+            store: StoreKind::Etcd,
+            case: Case::Crash,
+            tool: Tool::EtcdctlLock,
+            runs: vec![run(1800), run(1900)],
+            voided: Vec::new(),
+            stopped: Some("the follower did not queue within 30s".into()),
+        };
+        let facts = Facts {
+            command: "regent bench".into(),
+            date: "2026-11-27 09:00 UTC".into(),
+            machine: Vec::new(),
+            engines: Vec::new(),
+            took: Duration::from_secs(60),
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("bench.md");
+        write_markdown(&out, &facts, std::slice::from_ref(&stopped), &[]).unwrap();
+        let md = std::fs::read_to_string(&out).unwrap();
+        assert!(
+            md.contains(
+                "- etcd / crash / etcdctl lock: after 2 runs: the follower did not queue within 30s"
+            ),
+            "{md}"
+        );
+        assert!(md.contains("| etcd | crash | etcdctl lock |"), "{md}");
+        let json = to_json(&facts, &[stopped]);
+        assert_eq!(
+            json["series"][0]["stopped_early"],
+            "the follower did not queue within 30s"
+        );
+    }
 }

@@ -72,6 +72,9 @@ pub(crate) struct SeriesResult {
     pub(crate) runs: Vec<RunResult>,
     /// Runs not measured, and run again: what was seen.
     pub(crate) voided: Vec<String>,
+    /// Why the series stopped before its last run: a native tool's failure
+    /// ends its own series, not the bench (regent's ends the bench).
+    pub(crate) stopped: Option<String>,
 }
 
 impl SeriesResult {
@@ -110,6 +113,7 @@ impl SeriesResult {
             "max_ms": summary.map(|s| ms(s.max)),
             "old_command_left_running": self.left_running(),
             "voided_runs": self.voided,
+            "stopped_early": self.stopped,
             "samples": self.runs.iter().map(|r| json!({
                 "handover_ms": ms(r.handover),
                 "old_leader": r.old_leader,
@@ -153,6 +157,8 @@ pub(crate) struct Series<'a> {
     started: usize,
     runs: Vec<RunResult>,
     voided: Vec<String>,
+    /// Why the series stopped early, if it did (see `SeriesResult`).
+    pub(crate) stopped: Option<String>,
 }
 
 impl<'a> Series<'a> {
@@ -181,11 +187,20 @@ impl<'a> Series<'a> {
             started: 0,
             runs: Vec::new(),
             voided: Vec::new(),
+            stopped: None,
         })
     }
 
     pub(crate) fn tag(&self) -> &str {
         &self.tag
+    }
+
+    /// Whether a failure of this series may end it alone: an engine's own
+    /// tool failing (an `etcdctl lock` follower that did not queue in 30 s
+    /// on a loaded host) is noted in the report, and the bench goes on.
+    /// regent's own failure ends the bench.
+    pub(crate) fn may_stop_alone(&self) -> bool {
+        !matches!(self.tool, Tool::Regent { .. })
     }
 
     /// The election (etcd: also the key prefix; Consul: `consul lock`'s
@@ -336,18 +351,24 @@ impl<'a> Series<'a> {
 
     /// Stops both candidates and every command left; the result.
     pub(crate) fn finish(mut self) -> SeriesResult {
-        for p in self.slots.iter().flatten() {
-            p.signal(rustix::process::Signal::TERM);
-        }
-        for p in self.slots.iter_mut().flatten() {
-            let _ = p.wait_exit(Duration::from_secs(5));
-        }
+        self.halt();
         SeriesResult {
             store: self.store.kind(),
             case: self.case,
             tool: self.tool,
             runs: std::mem::take(&mut self.runs),
             voided: std::mem::take(&mut self.voided),
+            stopped: self.stopped.take(),
+        }
+    }
+
+    /// Stops both candidates (SIGTERM, up to 5 s each).
+    pub(crate) fn halt(&mut self) {
+        for p in self.slots.iter().flatten() {
+            p.signal(rustix::process::Signal::TERM);
+        }
+        for p in self.slots.iter_mut().flatten() {
+            let _ = p.wait_exit(Duration::from_secs(5));
         }
     }
 

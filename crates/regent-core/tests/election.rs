@@ -183,6 +183,8 @@ async fn a_term_given_back_goes_to_a_follower_whose_acquire_is_slow() {
     let slow = slow::Acquire {
         inner: store.clone(),
         delay: Duration::from_millis(700),
+        refuse_until: None,
+        refused: std::sync::Arc::default(),
     };
     // b retries only when the watch shows a change (or after 4–8 s), so
     // no acquire of b's is in flight when a resigns.
@@ -239,7 +241,12 @@ async fn a_lone_candidate_leads_again_after_the_hand_over_pause() {
 }
 
 mod slow {
-    //! A store whose acquires answer late: a follower on a loaded machine.
+    //! A store whose acquires answer late (a follower on a loaded machine),
+    //! or are refused until an instant with no leader to show and nothing
+    //! for the watch to tell when the refusal ends (a Consul key in its
+    //! lock delay after a dead holder's session).
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU32, Ordering};
     use std::time::Duration;
 
     use regent_core::memory::MemoryStore;
@@ -247,11 +254,16 @@ mod slow {
         AcquireRequest, ElectionName, LeaderInfo, LeaderStream, Lease, LeaseStore, Metadata,
         Renewal, StoreError, StoreInfo,
     };
+    use tokio::time::Instant;
 
     #[derive(Clone)]
     pub(crate) struct Acquire {
         pub(crate) inner: MemoryStore,
         pub(crate) delay: Duration,
+        /// Every acquire before this instant is refused.
+        pub(crate) refuse_until: Option<Instant>,
+        /// Acquires refused.
+        pub(crate) refused: Arc<AtomicU32>,
     }
 
     impl LeaseStore for Acquire {
@@ -264,61 +276,8 @@ mod slow {
             queued: Option<&Lease>,
         ) -> Result<regent_core::Acquire, StoreError> {
             tokio::time::sleep(self.delay).await;
-            self.inner.try_acquire(req, queued).await
-        }
-        async fn renew(&self, lease: &Lease) -> Result<Renewal, StoreError> {
-            self.inner.renew(lease).await
-        }
-        async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
-            self.inner.release(lease).await
-        }
-        async fn update_metadata(
-            &self,
-            lease: &Lease,
-            metadata: &Metadata,
-        ) -> Result<Renewal, StoreError> {
-            self.inner.update_metadata(lease, metadata).await
-        }
-        async fn current_leader(&self, e: &ElectionName) -> Result<Option<LeaderInfo>, StoreError> {
-            self.inner.current_leader(e).await
-        }
-        async fn watch(&self, e: &ElectionName) -> Result<LeaderStream, StoreError> {
-            self.inner.watch(e).await
-        }
-    }
-}
-
-mod lock_delay {
-    //! A store that refuses every acquire until an instant, with no leader
-    //! to show and nothing for its watch to tell when the refusal ends: a
-    //! Consul key in its lock delay after a dead holder's session.
-    use regent_core::memory::MemoryStore;
-    use regent_core::{
-        AcquireRequest, ElectionName, LeaderInfo, LeaderStream, Lease, LeaseStore, Metadata,
-        Renewal, StoreError, StoreInfo,
-    };
-    use tokio::time::Instant;
-
-    #[derive(Clone)]
-    pub(crate) struct Delayed {
-        pub(crate) inner: MemoryStore,
-        pub(crate) until: Instant,
-        /// Acquires refused.
-        pub(crate) refused: std::sync::Arc<std::sync::atomic::AtomicU32>,
-    }
-
-    impl LeaseStore for Delayed {
-        fn info(&self) -> StoreInfo {
-            self.inner.info()
-        }
-        async fn try_acquire(
-            &self,
-            req: &AcquireRequest,
-            queued: Option<&Lease>,
-        ) -> Result<regent_core::Acquire, StoreError> {
-            if Instant::now() < self.until {
-                self.refused
-                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            if self.refuse_until.is_some_and(|t| Instant::now() < t) {
+                self.refused.fetch_add(1, Ordering::Relaxed);
                 return Ok(regent_core::Acquire::Held {
                     leader: None,
                     queued: None,
@@ -358,9 +317,10 @@ async fn with_no_leader_and_an_acquire_refused_a_follower_retries_at_the_renew_i
     let store = MemoryStore::race();
     let delay_ends = Instant::now() + secs(15);
     let refused = std::sync::Arc::default();
-    let delayed = lock_delay::Delayed {
+    let delayed = slow::Acquire {
         inner: store,
-        until: delay_ends,
+        delay: Duration::ZERO,
+        refuse_until: Some(delay_ends),
         refused: std::sync::Arc::clone(&refused),
     };
     let b = Candidate::builder(delayed, jobs(), id("b"))

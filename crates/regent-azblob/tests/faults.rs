@@ -526,15 +526,26 @@ async fn garbage_in_the_record_ends_the_leader_and_fails_the_follower_never_a_ta
     let b_campaign = spawn_campaign(&b);
     until_following(&b, "a", a_leads.token(), Duration::from_secs(5)).await;
 
-    // An operator breaks the lease and writes metadata regent cannot read.
-    let r = break_lease(&share, e.as_str()).await;
-    assert_eq!(r.status, 202, "{r:?}");
+    // An operator writes metadata regent cannot read, then breaks the
+    // lease. In that order: with the lease broken first, b's next retry
+    // could take the free blob before the write (412 LeaseIdMissing on a
+    // loaded host). Writing under a lease takes its id: a's, from its
+    // handle ("LEASE-ID ETAG").
+    let lease_id = a_leads
+        .lease()
+        .handle
+        .as_str()
+        .split(' ')
+        .next()
+        .expect("a lease id")
+        .to_owned();
     let r = operator(
         &share,
         "PUT",
         e.as_str(),
         &[("comp", "metadata")],
         vec![
+            ("x-ms-lease-id", lease_id),
             ("x-ms-meta-regentrecord", "1".into()),
             ("x-ms-meta-regentholder", "someone".into()),
             ("x-ms-meta-regenttoken", "not-a-number".into()),
@@ -543,6 +554,8 @@ async fn garbage_in_the_record_ends_the_leader_and_fails_the_follower_never_a_ta
     .await;
     assert_eq!(r.status, 200, "{r:?}");
     let written = Instant::now();
+    let r = break_lease(&share, e.as_str()).await;
+    assert_eq!(r.status, 202, "{r:?}");
 
     // a ends at its next renewal: the lease is broken, or the record is
     // not one regent reads.

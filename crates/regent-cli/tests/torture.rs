@@ -319,8 +319,9 @@ mod torture_campaigns {
     }
 
     /// Timing-only (no quorum): a partition may give the group a leader on
-    /// each side; the fence refusing the older side is expected, and
-    /// nothing else is.
+    /// each side, and a member joining again after any fault may lead
+    /// beside the successor for a moment; the fence refusing the older side
+    /// during a fault is expected, and nothing else is.
     #[test]
     fn a_timing_only_peer_group_is_saved_by_the_fence_alone() {
         peer_campaign("ring", false, "1304");

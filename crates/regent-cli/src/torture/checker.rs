@@ -11,11 +11,12 @@
 //!   command, its jobs) the nemesis froze during that term (`stop-tree`),
 //!   from the freeze until `slack` after the thaw: a frozen process cannot
 //!   tell that its lease ran out, and the fence is what saves the resource.
-//!   So are refused writes from any member during a `partition` of a peer
-//!   group without quorum, and `slack` after it: such a group is
-//!   timing-only, a partition gives it a leader on each side by design,
-//!   and the fence is its only protection. In quorum mode they are
-//!   violations.
+//!   So are refused writes from any member during a fault of a peer group
+//!   without quorum, and `slack` after it: such a group is timing-only, a
+//!   partition gives it a leader on each side by design, and so may a
+//!   member joining again after any other fault (it claims the lead if its
+//!   id wins before it hears of the successor elected meanwhile); the
+//!   fence is its only protection. In quorum mode they are violations.
 //!   Any other refused write is a violation: without the fence the resource
 //!   would have taken a write from an older term after a newer one began.
 //! * **token-regression**: terms (the first write of each token, taken or

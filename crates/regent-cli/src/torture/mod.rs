@@ -142,9 +142,9 @@ store; --ttl is their failure timeout (default 1s; heartbeats every ttl/5). A
 killed member comes back with its id and address. The store faults do not
 apply; partition does, and the clock faults stay within the 1% drift both ways
 (a member's clock also times the promises it makes). Without --quorum a
-partition gives the group two leaders by design (timing-only): writes the fence
-refuses during one are counted as expected, not as violations. With --quorum
-they are violations.
+partition gives the group two leaders by design (timing-only), and so may a
+member joining again after any fault: writes the fence refuses during a fault
+are counted as expected, not as violations. With --quorum they are violations.
 
 A store of several processes: give --store-command (or --store-pid) once per
 process; each store fault hits one, every one in turn in a seeded order. Give

@@ -74,10 +74,9 @@ pub(crate) struct Core<S> {
     /// store notifies ([`WatchMode::Notify`](crate::WatchMode::Notify)) and
     /// someone leads: the ttl, unless [`CandidateBuilder::retry_every`] was
     /// set. The watch tells of the term's end then, and a retry is only a
-    /// safety net; at
-    /// the renew interval the idle followers' retries were most of a
-    /// queue store's load (two requests each, every 2 s at the default
-    /// ttl, per follower).
+    /// safety net; at the renew interval the idle followers' retries were
+    /// most of a queue store's load (two requests each, every 2 s at the
+    /// default ttl, per follower).
     pub(crate) watched_retry: Duration,
     pub(crate) give_up_after: Option<Duration>,
     pub(crate) shutdown: CancellationToken,

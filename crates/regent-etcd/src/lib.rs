@@ -232,6 +232,7 @@
 
 mod error;
 mod record;
+mod session;
 mod store;
 mod target;
 

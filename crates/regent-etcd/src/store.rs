@@ -5,6 +5,8 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use tokio::time::Instant;
+
 use etcd_client::{
     Client, Compare, CompareOp, ConnectOptions, GetOptions, KeyValue, PutOptions, SortOrder,
     SortTarget, Txn, TxnOp, TxnOpResponse, WatchOptions,
@@ -20,6 +22,7 @@ use crate::record::{
     candidate_key, decode, election_prefix, encode, holder_bounds, leader_of, lease_hex,
     parse_lease_hex,
 };
+use crate::session::{Forgot, Sessions};
 
 /// The shortest ttl the store honours: etcd grants leases in whole seconds.
 ///
@@ -45,7 +48,7 @@ pub const EXPIRY_SLACK: Duration = Duration::from_secs(1);
 /// Cloning is cheap; clones share one connection.
 #[derive(Clone)]
 pub struct EtcdStore {
-    client: Client,
+    pub(crate) client: Client,
     namespace: Arc<str>,
     endpoints: Arc<str>,
     request_timeout: Duration,
@@ -55,6 +58,8 @@ pub struct EtcdStore {
     /// after the grant): the holder's next acquire takes its key, if one
     /// was made, rather than queueing a second place.
     undelivered: Arc<Mutex<Vec<Undelivered>>>,
+    /// The leases this store's elections share.
+    pub(crate) sessions: Arc<Sessions>,
 }
 
 /// A lease an acquire granted and did not return.
@@ -298,6 +303,7 @@ impl EtcdStoreBuilder {
             request_timeout: self.request_timeout,
             tls,
             undelivered: Arc::new(Mutex::new(Vec::new())),
+            sessions: Arc::default(),
         })
     }
 }
@@ -402,7 +408,7 @@ impl EtcdStore {
 
     /// Runs one request for `election` with the request timeout; errors
     /// name `what`.
-    async fn call<T>(
+    pub(crate) async fn call<T>(
         &self,
         election: &ElectionName,
         what: impl FnOnce() -> String,
@@ -434,7 +440,7 @@ impl EtcdStore {
 
     /// One keep-alive round trip: `true` if the lease lives (its ttl now
     /// restarts), `false` if etcd no longer knows it.
-    async fn keep_alive_once(
+    pub(crate) async fn keep_alive_once(
         &self,
         election: &ElectionName,
         lease: i64,
@@ -667,27 +673,186 @@ impl EtcdStore {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Campaigns with the lease of `u`, which stays listed as undelivered
-    /// until the answer is returned: an acquire given up on meanwhile
-    /// leaves it for the holder's next acquire to take.
+    /// Campaigns with the lease of `u`, kept alive from `sent`, which stays
+    /// listed as undelivered until the answer is returned: an acquire given
+    /// up on meanwhile leaves it for the holder's next acquire to take.
     async fn campaign_delivered(
         &self,
         req: &AcquireRequest,
         u: Undelivered,
         expected: Expected,
+        sent: Instant,
     ) -> Result<Acquire, StoreError> {
         let id = u.lease;
         let ttl = u.ttl;
         self.undelivered().push(u);
         let result = self.campaign(req, id, ttl, expected).await;
         // Nothing awaits after this on success: the caller gets the lease.
-        self.undelivered().retain(|u| u.lease != id);
-        if result.is_err() {
-            // Don't leave a key queued that nobody will renew.
-            let mut client = self.client.clone();
-            let _ = tokio::time::timeout(self.request_timeout, client.lease_revoke(id)).await;
+        self.undelivered()
+            .retain(|u| u.lease != id || u.election != req.election);
+        match &result {
+            Ok(a) => self.note_placed(id, req, a, sent),
+            Err(_) => {
+                // Don't leave a key queued that nobody will renew: delete
+                // whatever this lease put under our key (other elections
+                // may share the lease).
+                let key = candidate_key(&self.election_prefix(&req.election), id);
+                let txn = Txn::new()
+                    .when([Compare::lease(key.clone(), CompareOp::Equal, id)])
+                    .and_then([TxnOp::delete(key, None)]);
+                let mut client = self.client.clone();
+                let what = || format!("acquire election '{}': take our key back", req.election);
+                if self
+                    .call(&req.election, what, client.txn(txn))
+                    .await
+                    .is_ok()
+                    && self
+                        .sessions
+                        .forget(id, &req.election, None, Some(&req.holder))
+                        == Forgot::Emptied
+                {
+                    self.revoke_in_background(id, &req.election);
+                }
+            }
         }
         result
+    }
+
+    /// Records in its session the key an acquire answered with.
+    fn note_placed(&self, id: i64, req: &AcquireRequest, acquired: &Acquire, sent: Instant) {
+        let lease = match acquired {
+            Acquire::Won(lease)
+            | Acquire::Held {
+                queued: Some(lease),
+                ..
+            } => lease,
+            Acquire::Held { queued: None, .. } => return,
+        };
+        if let Ok(token) = i64::try_from(lease.token.get()) {
+            self.sessions
+                .placed(id, &req.election, &req.holder, token, sent);
+        }
+    }
+
+    /// A session of `ttl_secs` with room for `req.election`, whose lease
+    /// was kept alive (or granted) at the instant returned: a shared one
+    /// when there is one, else a lease granted now.
+    async fn session_for(
+        &self,
+        req: &AcquireRequest,
+        ttl_secs: i64,
+    ) -> Result<(i64, Duration, Instant), StoreError> {
+        loop {
+            let reserved =
+                self.sessions
+                    .reserve(&req.election, &req.holder, ttl_secs, Instant::now());
+            let (id, ttl) = match reserved {
+                Some(r) => r,
+                None => {
+                    // One grant at a time: elections that start together
+                    // fill one session rather than granting one each.
+                    let _granting = self.sessions.granting.lock().await;
+                    let sent = Instant::now();
+                    match self
+                        .sessions
+                        .reserve(&req.election, &req.holder, ttl_secs, sent)
+                    {
+                        Some(r) => r,
+                        None => {
+                            let mut client = self.client.clone();
+                            let granted = self
+                                .call(
+                                    &req.election,
+                                    || {
+                                        format!(
+                                            "acquire election '{}': grant a lease",
+                                            req.election
+                                        )
+                                    },
+                                    client.lease_grant(ttl_secs, None),
+                                )
+                                .await?;
+                            let (id, granted_ttl) = (granted.id(), granted.ttl());
+                            let ttl = Duration::from_secs(
+                                u64::try_from(granted_ttl.max(ttl_secs)).unwrap_or(0),
+                            );
+                            self.sessions.open(
+                                self,
+                                id,
+                                ttl_secs,
+                                ttl,
+                                &req.election,
+                                &req.holder,
+                                sent,
+                            );
+                            return Ok((id, ttl, sent));
+                        }
+                    }
+                }
+            };
+            // A shared lease: restart its ttl, so that a `Won` holds a full
+            // ttl from this call.
+            let sent = Instant::now();
+            match self.keep_alive_once(&req.election, id, "acquire").await {
+                Ok(true) => return Ok((id, ttl, sent)),
+                // Gone (expired, revoked from outside): its session ends,
+                // and the next one is tried.
+                Ok(false) => self.sessions.end(id),
+                Err(e) => {
+                    if self
+                        .sessions
+                        .forget(id, &req.election, None, Some(&req.holder))
+                        == Forgot::Emptied
+                    {
+                        self.revoke_in_background(id, &req.election);
+                    }
+                    return Err(e);
+                }
+            }
+        }
+    }
+
+    /// Revokes lease `id`, whose keys are all gone, without making the
+    /// caller wait. Should the process exit first, or the revoke fail, the
+    /// lease, with no key left, expires by its ttl.
+    pub(crate) fn revoke_in_background(&self, id: i64, election: &ElectionName) {
+        self.revoke_later(id, election, false);
+    }
+
+    /// Revokes lease `id` in the background if no key is attached to it
+    /// any more: a lease this store did not grant may carry the keys of
+    /// other elections of the process that did.
+    fn revoke_if_keyless_in_background(&self, id: i64, election: &ElectionName) {
+        self.revoke_later(id, election, true);
+    }
+
+    fn revoke_later(&self, id: i64, election: &ElectionName, if_keyless: bool) {
+        let mut client = self.client.clone();
+        let bound = self.request_timeout;
+        let election = election.clone();
+        tokio::spawn(async move {
+            let r = tokio::time::timeout(bound, async {
+                if if_keyless {
+                    let options = etcd_client::LeaseTimeToLiveOptions::new().with_keys();
+                    let r = client.lease_time_to_live(id, Some(options)).await?;
+                    if r.ttl() < 0 || !r.keys().is_empty() {
+                        return Ok(());
+                    }
+                }
+                client.lease_revoke(id).await.map(drop)
+            })
+            .await;
+            match r {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) if is_lease_not_found(&e) => {}
+                Ok(Err(e)) => {
+                    tracing::debug!(%election, error = %e, "etcd: revoking a released lease failed");
+                }
+                Err(_) => {
+                    tracing::debug!(%election, "etcd: revoking a released lease: no answer");
+                }
+            }
+        });
     }
 
     async fn read_head(
@@ -952,6 +1117,7 @@ impl LeaseStore for EtcdStore {
             // left it needs no write.
             let prefix = self.election_prefix(&req.election);
             let token = i64::try_from(q.token.get()).ok();
+            let sent = Instant::now();
             let (alive, still) =
                 tokio::join!(self.keep_alive_once(&req.election, id, "acquire"), async {
                     match token {
@@ -960,12 +1126,19 @@ impl LeaseStore for EtcdStore {
                     }
                 });
             if alive? {
-                if let Some(placed) = still? {
-                    return self.answer(req, &prefix, id, q.ttl, placed);
+                let acquired = match still? {
+                    Some(placed) => self.answer(req, &prefix, id, q.ttl, placed),
+                    None => {
+                        let expected = token.map_or(Expected::Fresh, Expected::Queued);
+                        self.campaign(req, id, q.ttl, expected).await
+                    }
+                };
+                if let Ok(a) = &acquired {
+                    self.note_placed(id, req, a, sent);
                 }
-                let expected = token.map_or(Expected::Fresh, Expected::Queued);
-                return self.campaign(req, id, q.ttl, expected).await;
+                return acquired;
             }
+            self.sessions.end(id);
             // The lease expired while we waited in line (etcd#19597 is a
             // campaign that waits forever on such a key): queue afresh.
             tracing::debug!(
@@ -983,43 +1156,51 @@ impl LeaseStore for EtcdStore {
             at.map(|i| undelivered.remove(i))
         };
         if let Some(u) = lost {
+            let sent = Instant::now();
             match self
                 .keep_alive_once(&req.election, u.lease, "acquire")
                 .await
             {
-                Ok(true) => return self.campaign_delivered(req, u, Expected::Adopt).await,
-                Ok(false) => {}
+                Ok(true) => return self.campaign_delivered(req, u, Expected::Adopt, sent).await,
+                Ok(false) => self.sessions.end(u.lease),
                 Err(e) => {
                     self.undelivered().push(u);
                     return Err(e);
                 }
             }
         }
-        let mut client = self.client.clone();
-        let granted = self
-            .call(
-                &req.election,
-                || format!("acquire election '{}': grant a lease", req.election),
-                client.lease_grant(ttl_secs, None),
-            )
-            .await?;
-        let (id, granted_ttl) = (granted.id(), granted.ttl());
-        let ttl = Duration::from_secs(u64::try_from(granted_ttl.max(ttl_secs)).unwrap_or(0));
+        let (id, ttl, sent) = self.session_for(req, ttl_secs).await?;
         let u = Undelivered {
             election: req.election.clone(),
             holder: req.holder.clone(),
             lease: id,
             ttl,
         };
-        self.campaign_delivered(req, u, Expected::Fresh).await
+        self.campaign_delivered(req, u, Expected::Fresh, sent).await
     }
 
     async fn renew(&self, lease: &Lease) -> Result<Renewal, StoreError> {
         let Some(id) = parse_lease_hex(lease.handle.as_str()) else {
             return Ok(Renewal::Lost);
         };
-        // Check first, so that a renewal of someone else's record never
-        // extends it.
+        // A key on one of our sessions: the session's next round renews it
+        // with all the others.
+        let joined = i64::try_from(lease.token.get()).ok().and_then(|token| {
+            self.sessions
+                .join(id, &lease.election, &lease.holder, token)
+        });
+        if let Some(round) = joined
+            && let Ok(answer) = round.await
+        {
+            tracing::debug!(
+                election = %lease.election, holder = %lease.holder, token = lease.token.get(),
+                ?answer, "etcd: renewed with its session"
+            );
+            return answer;
+        }
+        // Not ours (a lease placed by another process or store): on its
+        // own. Check first, so that a renewal of someone else's record
+        // never extends it.
         if !self.own_key(lease, id, "renew").await? {
             return Ok(Renewal::Lost);
         }
@@ -1116,30 +1297,24 @@ impl LeaseStore for EtcdStore {
         };
         let mut client = self.client.clone();
         let resp = self.call(&lease.election, what, client.txn(txn)).await?;
+        let forgot = self
+            .sessions
+            .forget(id, &lease.election, Some(token), Some(&lease.holder));
         if !resp.succeeded() {
             // Not ours, or gone already. If our key was deleted from outside
             // the lease may live on without a key; it expires by its ttl.
+            if forgot == Forgot::Emptied {
+                self.revoke_in_background(id, &lease.election);
+            }
             return Ok(());
         }
-        // The lease has no other key (one lease per place in line): revoke
-        // it without making the caller wait for a second write. Should
-        // the process exit first, or the revoke fail, the lease, with no
-        // key left, expires by its ttl.
-        let mut client = self.client.clone();
-        let bound = self.request_timeout;
-        let election = lease.election.clone();
-        tokio::spawn(async move {
-            match tokio::time::timeout(bound, client.lease_revoke(id)).await {
-                Ok(Ok(_)) => {}
-                Ok(Err(e)) if is_lease_not_found(&e) => {}
-                Ok(Err(e)) => {
-                    tracing::debug!(%election, error = %e, "etcd: revoking a released lease failed");
-                }
-                Err(_) => {
-                    tracing::debug!(%election, "etcd: revoking a released lease: no answer");
-                }
-            }
-        });
+        // Revoke the lease once it carries no key, without making the
+        // caller wait for a second write.
+        match forgot {
+            Forgot::Emptied => self.revoke_in_background(id, &lease.election),
+            Forgot::Kept => {}
+            Forgot::Unknown => self.revoke_if_keyless_in_background(id, &lease.election),
+        }
         Ok(())
     }
 

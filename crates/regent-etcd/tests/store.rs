@@ -305,3 +305,93 @@ async fn follower_takes_over_when_a_dead_leaders_lease_expires() {
     leadership.resign().await.unwrap();
     c.shutdown().await;
 }
+
+/// Many elections of one process share one lease (issue 15, item 3): a
+/// renewal of each is one round of its session, which finds its key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn elections_of_one_store_share_one_lease_and_renew_together() {
+    let etcd = common::start_etcd().await;
+    let store = common::store(etcd.endpoints()).await;
+    let ttl = Duration::from_secs(1);
+    let elections: Vec<_> = (0..20)
+        .map(|i| common::election(&format!("shared-{i}")))
+        .collect();
+    let mut leases = Vec::new();
+    for e in &elections {
+        let Acquire::Won(l) = store.try_acquire(&req(e, "a", ttl), None).await.unwrap() else {
+            panic!("a wins {e}")
+        };
+        leases.push(l);
+    }
+    let handles: std::collections::BTreeSet<_> = leases
+        .iter()
+        .map(|l| l.handle.as_str().to_owned())
+        .collect();
+    assert_eq!(handles.len(), 1, "one lease for all: {handles:?}");
+    let out = etcd.etcdctl(["lease", "list"]);
+    let listed = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(listed.contains("found 1 leases"), "{listed}");
+
+    // Half a ttl later: etcd says the remaining ttl in whole seconds, so
+    // a live lease then shows 0 (regression: taken for one gone).
+    tokio::time::sleep(ttl / 2).await;
+    let renewals = futures_util::future::join_all(leases.iter().map(|l| store.renew(l))).await;
+    for (l, r) in leases.iter().zip(renewals) {
+        assert_eq!(r.unwrap(), Renewal::Renewed, "{}", l.election);
+    }
+    // One released: the lease stays for the others.
+    store.release(&leases[0]).await.unwrap();
+    assert_eq!(store.current_leader(&elections[0]).await.unwrap(), None);
+    assert_eq!(store.renew(&leases[0]).await.unwrap(), Renewal::Lost);
+    assert_eq!(store.renew(&leases[1]).await.unwrap(), Renewal::Renewed);
+    // One deleted from outside: lost at its next renewal, the others not.
+    let out = etcd.etcdctl(["del", "--prefix", &format!("{}/", elections[2])]);
+    assert!(out.status.success(), "etcdctl del: {out:?}");
+    assert_eq!(store.renew(&leases[2]).await.unwrap(), Renewal::Lost);
+    assert_eq!(store.renew(&leases[3]).await.unwrap(), Renewal::Renewed);
+    for l in &leases[1..] {
+        store.release(l).await.unwrap();
+    }
+}
+
+/// A shared lease must not keep alive the key of an election whose holder
+/// stopped renewing while others renew: the session deletes it when a
+/// lease of its own would have expired.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unrenewed_key_on_a_shared_lease_goes_at_its_ttl() {
+    let etcd = common::start_etcd().await;
+    let store = common::store(etcd.endpoints()).await;
+    let ttl = Duration::from_secs(1);
+    let idle = common::election("shared-idle");
+    let busy = common::election("shared-busy");
+    let Acquire::Won(i) = store
+        .try_acquire(&req(&idle, "a", ttl), None)
+        .await
+        .unwrap()
+    else {
+        panic!("a wins {idle}")
+    };
+    let Acquire::Won(b) = store
+        .try_acquire(&req(&busy, "a", ttl), None)
+        .await
+        .unwrap()
+    else {
+        panic!("a wins {busy}")
+    };
+    assert_eq!(i.handle, b.handle, "one lease");
+    // Only `busy` renews, three times a ttl, for three ttls.
+    let start = tokio::time::Instant::now();
+    let mut idle_gone = None;
+    while start.elapsed() < 3 * ttl {
+        tokio::time::sleep(ttl / 3).await;
+        assert_eq!(store.renew(&b).await.unwrap(), Renewal::Renewed);
+        if idle_gone.is_none() && store.current_leader(&idle).await.unwrap().is_none() {
+            idle_gone = Some(start.elapsed());
+        }
+    }
+    let gone = idle_gone.expect("the idle election's key went");
+    assert!(gone >= ttl, "gone after {gone:?}, before its ttl");
+    assert_eq!(store.renew(&i).await.unwrap(), Renewal::Lost);
+    assert!(store.current_leader(&busy).await.unwrap().is_some());
+    store.release(&b).await.unwrap();
+}

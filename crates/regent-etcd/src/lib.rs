@@ -68,13 +68,16 @@
 //!
 //! # Operations
 //!
-//! * **try_acquire** without a place in line: grant a lease of the ttl (whole
-//!   seconds, rounded up), then one transaction: *if*
+//! * **try_acquire** without a place in line: a lease of the ttl (whole
+//!   seconds, rounded up) from the store's [sessions](#one-lease-for-many-elections):
+//!   a shared one with room, kept alive once so that a win holds a full
+//!   ttl from the call, or one granted now; then one transaction: *if*
 //!   `create_revision(key) == 0` *then* put the key with the lease and read
 //!   the head, *else* read the key and the head. Our key at the head is
 //!   [`Won`](regent_core::Acquire::Won); otherwise
 //!   [`Held`](regent_core::Acquire::Held) with the head as leader and our
-//!   key as the place in line. A failed attempt revokes its new lease.
+//!   key as the place in line. A failed attempt deletes what it may have
+//!   put under its key (and revokes a lease left without keys).
 //! * **try_acquire** with a place: one keep-alive of its lease (so a `Won`
 //!   holds a full ttl from this call, as the contract requires) beside a
 //!   read-only transaction that finds our key as we left it and the head;
@@ -83,14 +86,18 @@
 //!   expired meanwhile, the candidate campaigns again with a new lease:
 //!   the bug reported as etcd#19597, a pending campaign waiting forever on
 //!   an expired session, cannot happen here.
-//! * **renew**: read our key (create revision = our token, our lease, our
-//!   holder), then one keep-alive. A missing or foreign key, or a lease etcd
-//!   no longer knows, is [`Renewal::Lost`](regent_core::Renewal::Lost): the
-//!   lease revoked from outside (`etcdctl lease revoke`) or the key deleted
-//!   (`etcdctl del`) end leadership at the next renewal. An unreachable
-//!   cluster is an [`Unavailable`](regent_core::ErrorKind::Unavailable)
-//!   error, and the [`Candidate`](regent_core::Candidate) steps down at its
-//!   renew deadline on its own clock.
+//! * **renew**: the next round of the key's session: one keep-alive of
+//!   the shared lease, then one `LeaseTimeToLive` that lists its keys
+//!   ([below](#one-lease-for-many-elections)). A key that is gone, or a
+//!   lease etcd no longer knows, is [`Renewal::Lost`](regent_core::Renewal::Lost):
+//!   the lease revoked from outside (`etcdctl lease revoke`) or the key
+//!   deleted (`etcdctl del`) end leadership at the next renewal. A lease
+//!   this store did not place (another process's) is renewed on its own:
+//!   a read of our key (create revision = our token, our lease, our
+//!   holder), then one keep-alive. An unreachable cluster is an
+//!   [`Unavailable`](regent_core::ErrorKind::Unavailable) error, and the
+//!   [`Candidate`](regent_core::Candidate) steps down at its renew
+//!   deadline on its own clock.
 //! * **update_metadata** (Go's `Proclaim`, two requests): read our key as
 //!   `renew` does (create revision = our token, our lease, our holder),
 //!   then one transaction: *if* its create and mod revisions are still the
@@ -104,10 +111,11 @@
 //!   create revision is our token, its lease ours and its value our
 //!   holder's (two value bounds: a compare cannot look into a value, but
 //!   every value regent writes for a holder starts with the same bytes).
-//!   The next in line is told by that deletion; the lease, which carried
-//!   only that key, is revoked afterwards in the background (should that
-//!   fail, it expires by its ttl with no key). Idempotent, and someone
-//!   else's key is never touched.
+//!   The next in line is told by that deletion; a lease left without
+//!   keys is revoked afterwards in the background (should that fail, it
+//!   expires by its ttl with no key). A lease of another process is
+//!   revoked only when etcd lists no key on it any more. Idempotent, and
+//!   someone else's key is never touched.
 //! * **current_leader**: the head (one range request, sorted by create
 //!   revision, limit 1).
 //! * **watch**: reads the first two keys of the line, then an etcd watch
@@ -126,6 +134,34 @@
 //! event, and the next leader's acquire (a keep-alive beside a read-only
 //! transaction): the same round trips as `etcdctl elect`'s, but for the
 //! keep-alive that makes the new term's lease good for a full ttl.
+//!
+//! # One lease for many elections
+//!
+//! Like Go's `concurrency.Session`, one lease carries the keys of many
+//! elections: an [`EtcdStore`] (and its clones) puts every election it
+//! holds with one ttl on a shared lease, up to 1,000 keys per lease, so
+//! that a process holding many elections keeps few leases alive. (Two
+//! candidates of one election in one process still have a lease each: the
+//! recipe names a key after its lease.) Renewals of all the elections on a
+//! lease are answered together by *rounds*: one keep-alive, then one
+//! `LeaseTimeToLive` with its keys, which says whose key is still there.
+//! A round answers every renewal waiting when it starts, only those that
+//! were called before its keep-alive was sent (so a renewal still holds a
+//! full ttl from its call, as the store contract asks), and rounds of one
+//! lease are at least a tenth of the ttl apart: renewing a lease's
+//! elections costs etcd at most twenty requests per ttl, however many they
+//! are and however often each renews, and a renewal waits at most a tenth
+//! of the ttl for its round. `regent bench --load scale` measures it
+//! (`docs/load.md`).
+//!
+//! A shared lease must not keep an election alive that its holder stopped
+//! renewing (a candidate dropped without resigning, a release that failed)
+//! just because others renew. The store keeps, for each key, the time it
+//! would have expired on a lease of its own (its last renewal plus the
+//! ttl) and deletes it then, guarded by its lease and create revision;
+//! until such a deletion succeeds, no round keeps the lease alive. A
+//! crashed process's keys all go with its lease, a ttl after its last
+//! round, as before. The lease is revoked once its last key is gone.
 //!
 //! # Ttl
 //!

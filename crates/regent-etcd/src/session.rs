@@ -375,7 +375,8 @@ async fn run(store: EtcdStore, id: i64, ttl: Duration, mut rx: mpsc::UnboundedRe
     }
 }
 
-async fn sleep_until_some(at: Option<Instant>) {
+/// Sleeps until `at`, or for ever.
+pub(crate) async fn sleep_until_some(at: Option<Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(at).await,
         None => std::future::pending().await,

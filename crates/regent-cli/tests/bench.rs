@@ -240,10 +240,19 @@ fn short_load_cases_on_etcd_count_store_operations() {
             renewals >= 3.0 * elections && renewals <= 7.0 * elections,
             "{row}"
         );
-        assert!(
-            row["engine_requests_per_ttl"].as_f64().unwrap() >= renewals,
-            "{row}"
-        );
+        let engine = row["engine_requests_per_ttl"].as_f64().unwrap();
+        if elections == 1.0 {
+            // One election's renewal is a keep-alive and a look at the
+            // lease's keys.
+            assert!(engine >= renewals, "{row}");
+        } else {
+            // The elections share one lease: its rounds (at most ten per
+            // ttl, two requests each) renew them all (issue 15, item 3).
+            assert!(
+                engine <= 30.0,
+                "one lease's rounds, not one per election: {row}"
+            );
+        }
         assert!(row["threads"].as_u64().unwrap() >= 1, "{row}");
     }
 }

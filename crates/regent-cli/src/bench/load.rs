@@ -670,8 +670,12 @@ pub(crate) fn markdown(results: &[LoadResult]) -> String {
         md.push_str(
             "The candidates run in the bench's process on one connection; the leader resigns, \
              and the store operations the whole crowd made from the resign until 0.1 s after \
-             the next leader's win are counted at the store's interface, less what the crowd \
-             makes idle in as long (its renewals and retries). Medians over the failovers.\n\n",
+             the next leader's win are counted at the store's interface, but for renewals \
+             (which go on whatever happens: the idle rate, last column), less what the crowd \
+             makes of the other kinds idle in as long (a follower's retries). The engine's own \
+             count (etcd: gRPC messages received; ZooKeeper: packets received) includes the \
+             renewals' requests, less their average idle rate: it is noisy. Medians over the \
+             failovers.\n\n",
         );
         md.push_str(
             "| store | candidates | failovers | hand-over p50 ms | requests per failover | per candidate | kinds (p50 failover) | engine's count per failover | idle requests/s (engine's) |\n\
@@ -728,9 +732,11 @@ pub(crate) fn markdown(results: &[LoadResult]) -> String {
         let _ = writeln!(md, "## Scale: many elections, one process\n");
         md.push_str(
             "One process leads every election, a candidate each, at a ttl of 10 s (renewed \
-             every 2 s); over one ttl: the store requests (counted at the store's interface), \
-             the CPU time of the whole process, the resident memory the candidates added, and \
-             its threads.\n\n",
+             every 2 s); over one ttl: the store requests (counted at the store's interface: a \
+             renewal is one whatever it costs the engine), the requests the engine itself \
+             counted (what a store that shares one lease or session among elections saves \
+             shows here), the CPU time of the whole process, the resident memory the \
+             candidates added, and its threads.\n\n",
         );
         md.push_str(
             "| store | elections | all led in s | requests per ttl | per election | engine's count per ttl | CPU ms per ttl | memory added MiB | threads | leaders lost |\n\

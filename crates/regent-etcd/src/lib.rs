@@ -270,7 +270,6 @@
 
 mod error;
 mod record;
-mod session;
 mod store;
 mod target;
 

@@ -11,6 +11,7 @@ use etcd_client::{
     Client, Compare, CompareOp, ConnectOptions, GetOptions, KeyValue, PutOptions, SortOrder,
     SortTarget, Txn, TxnOp, TxnOpResponse, WatchOptions,
 };
+use regent_core::store::shared::{Forgot, SessionBackend, SessionKey, SharedSessions};
 use regent_core::{
     Acquire, AcquireRequest, ElectionName, ErrorKind, FencingToken, LeaderInfo, LeaderStream,
     Lease, LeaseHandle, LeaseStore, MAX_TTL, Metadata, Renewal, SafetyClass, StoreError, StoreInfo,
@@ -22,7 +23,6 @@ use crate::record::{
     candidate_key, decode, election_prefix, encode, holder_bounds, leader_of, lease_hex,
     parse_lease_hex,
 };
-use crate::session::{Forgot, Sessions, sleep_until_some};
 
 /// The shortest ttl the store honours: etcd grants leases in whole seconds.
 ///
@@ -48,7 +48,7 @@ pub const EXPIRY_SLACK: Duration = Duration::from_secs(1);
 /// Cloning is cheap; clones share one connection.
 #[derive(Clone)]
 pub struct EtcdStore {
-    pub(crate) client: Client,
+    client: Client,
     namespace: Arc<str>,
     endpoints: Arc<str>,
     request_timeout: Duration,
@@ -59,7 +59,7 @@ pub struct EtcdStore {
     /// was made, rather than queueing a second place.
     undelivered: Arc<Mutex<Vec<Undelivered>>>,
     /// The leases this store's elections share.
-    pub(crate) sessions: Arc<Sessions>,
+    sessions: Arc<SharedSessions<EtcdStore>>,
 }
 
 /// A lease an acquire granted and did not return.
@@ -408,7 +408,7 @@ impl EtcdStore {
 
     /// Runs one request for `election` with the request timeout; errors
     /// name `what`.
-    pub(crate) async fn call<T>(
+    async fn call<T>(
         &self,
         election: &ElectionName,
         what: impl FnOnce() -> String,
@@ -438,9 +438,42 @@ impl EtcdStore {
         Ok(i64::try_from(secs).expect("at most a day"))
     }
 
+    /// Runs one request about a lease (no election to name) with the
+    /// request timeout.
+    async fn lease_call<T>(
+        &self,
+        what: impl FnOnce() -> String,
+        fut: impl Future<Output = Result<T, etcd_client::Error>>,
+    ) -> Result<T, LeaseCallError> {
+        match tokio::time::timeout(self.request_timeout, fut).await {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(e)) => {
+                let lease_not_found = is_lease_not_found(&e);
+                let scope = Scope {
+                    tls: self.tls,
+                    prefix: None,
+                };
+                let error = etcd_error(format!("{} at {}", what(), self.endpoints), e, scope);
+                Err(LeaseCallError {
+                    error,
+                    lease_not_found,
+                })
+            }
+            Err(_) => Err(LeaseCallError {
+                error: StoreError::unavailable(format!(
+                    "{} at {}: no answer within {:?}",
+                    what(),
+                    self.endpoints,
+                    self.request_timeout
+                )),
+                lease_not_found: false,
+            }),
+        }
+    }
+
     /// One keep-alive round trip: `true` if the lease lives (its ttl now
     /// restarts), `false` if etcd no longer knows it.
-    pub(crate) async fn keep_alive_once(
+    async fn keep_alive_once(
         &self,
         election: &ElectionName,
         lease: i64,
@@ -708,7 +741,7 @@ impl EtcdStore {
                     .is_ok()
                     && self
                         .sessions
-                        .forget(id, &req.election, None, Some(&req.holder))
+                        .forget(&id, &req.election, None, Some(&req.holder))
                         == Forgot::Emptied
                 {
                     self.revoke_in_background(id, &req.election);
@@ -728,10 +761,8 @@ impl EtcdStore {
             } => lease,
             Acquire::Held { queued: None, .. } => return,
         };
-        if let Ok(token) = i64::try_from(lease.token.get()) {
-            self.sessions
-                .placed(id, &req.election, &req.holder, token, sent);
-        }
+        self.sessions
+            .placed(&id, &req.election, &req.holder, lease.token, sent);
     }
 
     /// A session of `ttl_secs` with room for `req.election`, whose lease
@@ -742,10 +773,11 @@ impl EtcdStore {
         req: &AcquireRequest,
         ttl_secs: i64,
     ) -> Result<(i64, Duration, Instant), StoreError> {
+        let group = Duration::from_secs(u64::try_from(ttl_secs).unwrap_or(0));
         loop {
-            let reserved =
-                self.sessions
-                    .reserve(&req.election, &req.holder, ttl_secs, Instant::now());
+            let reserved = self
+                .sessions
+                .reserve(&req.election, &req.holder, group, Instant::now());
             let (id, ttl) = match reserved {
                 Some(r) => r,
                 None => {
@@ -753,14 +785,11 @@ impl EtcdStore {
                     // fill one session rather than granting one each. Not
                     // longer than a request may take: behind a grant that
                     // hangs (etcd unreachable), each grants on its own.
-                    let _granting =
-                        tokio::time::timeout(self.request_timeout, self.sessions.granting.lock())
-                            .await
-                            .ok();
+                    let _granting = self.sessions.granting(self.request_timeout).await;
                     let sent = Instant::now();
                     match self
                         .sessions
-                        .reserve(&req.election, &req.holder, ttl_secs, sent)
+                        .reserve(&req.election, &req.holder, group, sent)
                     {
                         Some(r) => r,
                         None => {
@@ -784,7 +813,7 @@ impl EtcdStore {
                             self.sessions.open(
                                 self,
                                 id,
-                                ttl_secs,
+                                group,
                                 ttl,
                                 &req.election,
                                 &req.holder,
@@ -802,11 +831,11 @@ impl EtcdStore {
                 Ok(true) => return Ok((id, ttl, sent)),
                 // Gone (expired, revoked from outside): its session ends,
                 // and the next one is tried.
-                Ok(false) => self.sessions.end(id),
+                Ok(false) => self.sessions.end(&id),
                 Err(e) => {
                     if self
                         .sessions
-                        .forget(id, &req.election, None, Some(&req.holder))
+                        .forget(&id, &req.election, None, Some(&req.holder))
                         == Forgot::Emptied
                     {
                         self.revoke_in_background(id, &req.election);
@@ -820,21 +849,21 @@ impl EtcdStore {
     /// Revokes lease `id`, whose keys are all gone, without making the
     /// caller wait. Should the process exit first, or the revoke fail, the
     /// lease, with no key left, expires by its ttl.
-    pub(crate) fn revoke_in_background(&self, id: i64, election: &ElectionName) {
-        self.revoke_later(id, election, false);
+    fn revoke_in_background(&self, id: i64, election: &ElectionName) {
+        self.revoke_later(id, Some(election), false);
     }
 
     /// Revokes lease `id` in the background if no key is attached to it
     /// any more: a lease this store did not grant may carry the keys of
     /// other elections of the process that did.
     fn revoke_if_keyless_in_background(&self, id: i64, election: &ElectionName) {
-        self.revoke_later(id, election, true);
+        self.revoke_later(id, Some(election), true);
     }
 
-    fn revoke_later(&self, id: i64, election: &ElectionName, if_keyless: bool) {
+    fn revoke_later(&self, id: i64, election: Option<&ElectionName>, if_keyless: bool) {
         let mut client = self.client.clone();
         let bound = self.request_timeout;
-        let election = election.clone();
+        let election = election.cloned();
         tokio::spawn(async move {
             let r = tokio::time::timeout(bound, async {
                 if if_keyless {
@@ -851,10 +880,10 @@ impl EtcdStore {
                 Ok(Ok(())) => {}
                 Ok(Err(e)) if is_lease_not_found(&e) => {}
                 Ok(Err(e)) => {
-                    tracing::debug!(%election, error = %e, "etcd: revoking a released lease failed");
+                    tracing::debug!(?election, error = %e, "etcd: revoking a released lease failed");
                 }
                 Err(_) => {
-                    tracing::debug!(%election, "etcd: revoking a released lease: no answer");
+                    tracing::debug!(?election, "etcd: revoking a released lease: no answer");
                 }
             }
         });
@@ -1103,12 +1132,101 @@ fn refill_delay() -> Duration {
     Duration::from_micros(r % spread.max(1))
 }
 
+/// Sleeps until `at`, or for ever.
+async fn sleep_until_some(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
 /// Over how long a crowd's watches spread their reads of the key behind a
 /// new head.
 const REFILL_SPREAD: Duration = Duration::from_millis(500);
 
 fn protocol(what: String, why: &str) -> StoreError {
     StoreError::new(ErrorKind::Protocol, format!("{what}: {why}"))
+}
+
+/// The store's shared leases ([`SharedSessions`]): a session is a lease,
+/// its records the keys attached to it.
+impl SessionBackend for EtcdStore {
+    type Id = i64;
+
+    async fn keep_alive(&self, id: &i64) -> Result<bool, StoreError> {
+        let mut client = self.client.clone();
+        let id = *id;
+        let what = || format!("renew: keep lease {} alive", lease_hex(id));
+        match self.lease_call(what, client.lease_keep_alive(id)).await {
+            Ok(_) => Ok(true),
+            Err(e) if e.lease_not_found => Ok(false),
+            Err(e) => Err(e.error),
+        }
+    }
+
+    async fn held(&self, id: &i64, keys: &[SessionKey]) -> Result<Vec<bool>, StoreError> {
+        let mut client = self.client.clone();
+        let id = *id;
+        let options = etcd_client::LeaseTimeToLiveOptions::new().with_keys();
+        let what = || format!("renew: list the keys of lease {}", lease_hex(id));
+        let r = self
+            .lease_call(what, client.lease_time_to_live(id, Some(options)))
+            .await
+            .map_err(|e| e.error)?;
+        // etcd says the remaining ttl in whole seconds, rounded down: 0 is
+        // a lease alive for less than a second; -1 one gone.
+        let attached: std::collections::HashSet<&[u8]> = if r.ttl() >= 0 {
+            r.keys().iter().map(Vec::as_slice).collect()
+        } else {
+            std::collections::HashSet::new()
+        };
+        Ok(keys
+            .iter()
+            .map(|k| {
+                let key = candidate_key(&self.election_prefix(&k.election), id);
+                attached.contains(key.as_bytes())
+            })
+            .collect())
+    }
+
+    async fn drop_key(&self, id: &i64, key: &SessionKey) -> Result<(), StoreError> {
+        let id = *id;
+        let name = candidate_key(&self.election_prefix(&key.election), id);
+        let mut when = vec![Compare::lease(name.clone(), CompareOp::Equal, id)];
+        if let Some(token) = key.token.and_then(|t| i64::try_from(t.get()).ok()) {
+            when.push(Compare::create_revision(
+                name.clone(),
+                CompareOp::Equal,
+                token,
+            ));
+        }
+        let txn = Txn::new().when(when).and_then([TxnOp::delete(name, None)]);
+        let what = || {
+            format!(
+                "delete the key of election '{}' by '{}', not renewed within its ttl",
+                key.election, key.holder
+            )
+        };
+        let mut client = self.client.clone();
+        self.call(&key.election, what, client.txn(txn))
+            .await
+            .map(drop)
+    }
+
+    fn end(&self, id: &i64) {
+        self.revoke_later(*id, None, false);
+    }
+
+    fn sessions(&self) -> &SharedSessions<Self> {
+        &self.sessions
+    }
+}
+
+/// A failed lease request, and whether etcd said it no longer knows the
+/// lease.
+struct LeaseCallError {
+    error: StoreError,
+    lease_not_found: bool,
 }
 
 impl LeaseStore for EtcdStore {
@@ -1161,7 +1279,7 @@ impl LeaseStore for EtcdStore {
                 }
                 return acquired;
             }
-            self.sessions.end(id);
+            self.sessions.end(&id);
             // The lease expired while we waited in line (etcd#19597 is a
             // campaign that waits forever on such a key): queue afresh.
             tracing::debug!(
@@ -1185,7 +1303,7 @@ impl LeaseStore for EtcdStore {
                 .await
             {
                 Ok(true) => return self.campaign_delivered(req, u, Expected::Adopt, sent).await,
-                Ok(false) => self.sessions.end(u.lease),
+                Ok(false) => self.sessions.end(&u.lease),
                 Err(e) => {
                     self.undelivered().push(u);
                     return Err(e);
@@ -1208,10 +1326,9 @@ impl LeaseStore for EtcdStore {
         };
         // A key on one of our sessions: the session's next round renews it
         // with all the others.
-        let joined = i64::try_from(lease.token.get()).ok().and_then(|token| {
-            self.sessions
-                .join(id, &lease.election, &lease.holder, token)
-        });
+        let joined = self
+            .sessions
+            .join(&id, &lease.election, &lease.holder, lease.token);
         if let Some(round) = joined
             && let Ok(answer) = round.await
         {
@@ -1320,9 +1437,9 @@ impl LeaseStore for EtcdStore {
         };
         let mut client = self.client.clone();
         let resp = self.call(&lease.election, what, client.txn(txn)).await?;
-        let forgot = self
-            .sessions
-            .forget(id, &lease.election, Some(token), Some(&lease.holder));
+        let forgot =
+            self.sessions
+                .forget(&id, &lease.election, Some(lease.token), Some(&lease.holder));
         if !resp.succeeded() {
             // Not ours, or gone already. If our key was deleted from outside
             // the lease may live on without a key; it expires by its ttl.

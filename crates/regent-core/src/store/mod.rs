@@ -126,6 +126,7 @@ use crate::types::{ElectionName, HolderId, LeaderInfo, Lease, Metadata};
 mod boxed;
 pub mod memory;
 mod poll;
+pub mod shared;
 
 pub use boxed::{BoxStore, DynLeaseStore};
 pub use poll::poll_watch;

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use regent_core::store::ExpirySlack;
+use regent_core::store::shared::SharedSessions;
 use regent_core::{
     Acquire, AcquireRequest, ElectionName, ErrorKind, FencingToken, LeaderInfo, LeaderStream,
     Lease, LeaseHandle, LeaseStore, Metadata, Renewal, SafetyClass, StoreError, StoreInfo,
@@ -83,6 +84,8 @@ struct Inner {
     /// `None`: each session's lock delay is its lease's ttl.
     lock_delay: Option<Duration>,
     has_token: bool,
+    /// The sessions this store's elections share.
+    sessions: SharedSessions<ConsulStore>,
 }
 
 impl fmt::Debug for ConsulStore {
@@ -318,6 +321,7 @@ impl ConsulStoreBuilder {
                 lock_delay: self.lock_delay,
                 has_token: self.token.is_some(),
                 proofs: self.restart_proofs.map(Proofs::new),
+                sessions: SharedSessions::default(),
             }),
         })
     }
@@ -1019,6 +1023,8 @@ fn granted_ttl(ttl: Duration) -> Duration {
     Duration::from_millis(ms)
 }
 
+mod shared;
+
 impl LeaseStore for ConsulStore {
     fn info(&self) -> StoreInfo {
         StoreInfo::new(
@@ -1094,7 +1100,7 @@ impl LeaseStore for ConsulStore {
             }
             None => json!({"KV": {"Verb": "check-not-exists", "Key": key}}),
         };
-        let session = self.create_session(&key, req.ttl, &what).await?;
+        let (session, sent, shared) = self.session_for(req, &key, &what).await?;
         let value = base64(&encode(&req.holder, &req.metadata));
         let ops = json!([
             check,
@@ -1104,8 +1110,12 @@ impl LeaseStore for ConsulStore {
             Ok(o) => o,
             Err(e) => {
                 // The lock may have been taken all the same: ending the
-                // session frees it (after the lock delay).
-                let _ = self.destroy_session(&session, &what).await;
+                // session frees it (after the lock delay); on a shared
+                // session, the lock goes when it is not renewed within
+                // the ttl.
+                if !shared {
+                    let _ = self.destroy_session(&session, &what).await;
+                }
                 return Err(e);
             }
         };
@@ -1125,7 +1135,7 @@ impl LeaseStore for ConsulStore {
                 match entry {
                     Some(e) if e.holder_session() == Some(session.as_str()) => Some(e.modify_index),
                     other => {
-                        let _ = self.destroy_session(&session, &what).await;
+                        self.give_back(&session, req, shared);
                         let leader = self.leader_of(other.as_ref(), &key, &what())?;
                         return Ok(Acquire::Held {
                             leader,
@@ -1136,7 +1146,9 @@ impl LeaseStore for ConsulStore {
             }
         };
         let Some(token) = won.filter(|&t| t > 0) else {
-            let _ = self.destroy_session(&session, &what).await;
+            if !shared {
+                let _ = self.destroy_session(&session, &what).await;
+            }
             return Err(StoreError::new(
                 ErrorKind::Protocol,
                 format!(
@@ -1146,9 +1158,18 @@ impl LeaseStore for ConsulStore {
             ));
         };
         tracing::debug!(
-            election = %req.election, holder = %req.holder, token,
+            election = %req.election, holder = %req.holder, token, shared,
             "consul: acquired"
         );
+        if shared {
+            self.inner.sessions.placed(
+                &session,
+                &req.election,
+                &req.holder,
+                FencingToken::new(token),
+                sent,
+            );
+        }
         if let Some(proofs) = &self.inner.proofs
             && let Err(e) = proofs.hold(&session)
         {
@@ -1171,6 +1192,23 @@ impl LeaseStore for ConsulStore {
         let what = || format!("renew election '{}' by '{}'", lease.election, lease.holder);
         let key = self.election_key(&lease.election);
         let session = lease.handle.as_str();
+        // A key on one of our shared sessions: the session's next round
+        // renews it with all the others.
+        let joined = self.inner.sessions.join(
+            &session.to_owned(),
+            &lease.election,
+            &lease.holder,
+            lease.token,
+        );
+        if let Some(round) = joined
+            && let Ok(answer) = round.await
+        {
+            tracing::debug!(
+                election = %lease.election, holder = %lease.holder, token = lease.token.get(),
+                ?answer, "consul: renewed with its session"
+            );
+            return answer;
+        }
         // Check first, so that a renewal never extends a session whose
         // key was deleted, overwritten or taken over.
         let (entry, _) = self.read_key(&key, &what).await?;
@@ -1178,7 +1216,9 @@ impl LeaseStore for ConsulStore {
             .as_ref()
             .is_some_and(|e| e.is_held_by(session, &lease.holder, lease.token))
         {
-            if entry.as_ref().and_then(KvEntry::holder_session) != Some(session) {
+            if entry.as_ref().and_then(KvEntry::holder_session) != Some(session)
+                && !self.locks_other_keys(session, &what).await.unwrap_or(true)
+            {
                 // The session holds nothing any more: end it.
                 let _ = self.destroy_session(session, &what).await;
             }
@@ -1282,7 +1322,7 @@ impl LeaseStore for ConsulStore {
             Some(e) if e.holder_session() == Some(session) => return Ok(()),
             _ => {}
         }
-        self.destroy_session(session, &what).await
+        self.after_release(session, lease, &what).await
     }
 
     async fn current_leader(

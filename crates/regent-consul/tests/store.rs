@@ -436,3 +436,112 @@ async fn a_metadata_update_moves_the_index_but_not_the_token() {
     assert_eq!(store.update_metadata(&b, &m).await.unwrap(), Renewal::Lost);
     delete_key(&agent, &key).await;
 }
+
+/// `GET` on the agent's API, from a blocking thread.
+async fn get(agent: &Arc<Consul>, path: String) -> (u16, String) {
+    let agent = agent.clone();
+    tokio::task::spawn_blocking(move || {
+        let r = agent
+            .http_get(&path)
+            .unwrap_or_else(|e| panic!("GET {path}: {e}"));
+        (r.status, r.body)
+    })
+    .await
+    .expect("the request task ran")
+}
+
+/// Whether Consul knows `session`.
+async fn session_exists(agent: &Arc<Consul>, session: &str) -> bool {
+    let (status, body) = get(agent, format!("/v1/session/info/{session}")).await;
+    assert_eq!(status, 200, "{body}");
+    body.contains(session)
+}
+
+/// Many elections of one store share one session (issue 15, item 3): each
+/// renews, the session ends only with its last key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn elections_of_one_store_share_one_session() {
+    let agent = agent().await;
+    let store = store(&agent);
+    let elections: Vec<_> = (0..5).map(|i| election(&format!("shared-{i}"))).collect();
+    let mut leases = Vec::new();
+    for e in &elections {
+        let Acquire::Won(l) = store.try_acquire(&req(e, "a", TTL), None).await.unwrap() else {
+            panic!("a wins {e}")
+        };
+        leases.push(l);
+    }
+    let session = leases[0].handle.as_str().to_owned();
+    assert!(
+        leases.iter().all(|l| l.handle.as_str() == session),
+        "one session for all"
+    );
+    let renewals = futures_util::future::join_all(leases.iter().map(|l| store.renew(l))).await;
+    for (l, r) in leases.iter().zip(renewals) {
+        assert_eq!(r.unwrap(), Renewal::Renewed, "{}", l.election);
+    }
+    // One deleted by an operator: lost at its next renewal, the others not.
+    delete_key(&agent, &store.election_key(&elections[1])).await;
+    assert_eq!(store.renew(&leases[1]).await.unwrap(), Renewal::Lost);
+    assert_eq!(store.renew(&leases[2]).await.unwrap(), Renewal::Renewed);
+    // Released one by one: the session lives until the last.
+    for l in [&leases[0], &leases[2], &leases[3]] {
+        store.release(l).await.unwrap();
+        assert_eq!(store.current_leader(&l.election).await.unwrap(), None);
+    }
+    assert!(session_exists(&agent, &session).await);
+    assert_eq!(store.renew(&leases[4]).await.unwrap(), Renewal::Renewed);
+    store.release(&leases[4]).await.unwrap();
+    assert!(
+        !session_exists(&agent, &session).await,
+        "ended with its last key"
+    );
+}
+
+/// A shared session must not keep the lock of an election whose holder
+/// stopped renewing while others renew: it is unlocked when a session of
+/// its own would have let it go.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unrenewed_lock_on_a_shared_session_goes_at_its_ttl() {
+    let agent = agent().await;
+    let store = store(&agent);
+    let idle = election("shared-idle");
+    let busy = election("shared-busy");
+    let Acquire::Won(i) = store
+        .try_acquire(&req(&idle, "a", TTL), None)
+        .await
+        .unwrap()
+    else {
+        panic!("a wins {idle}")
+    };
+    let Acquire::Won(b) = store
+        .try_acquire(&req(&busy, "a", TTL), None)
+        .await
+        .unwrap()
+    else {
+        panic!("a wins {busy}")
+    };
+    assert_eq!(i.handle, b.handle, "one session");
+    let start = tokio::time::Instant::now();
+    let mut idle_gone = None;
+    while start.elapsed() < TTL + TTL / 2 {
+        tokio::time::sleep(TTL / 5).await;
+        assert_eq!(store.renew(&b).await.unwrap(), Renewal::Renewed);
+        if idle_gone.is_none() && store.current_leader(&idle).await.unwrap().is_none() {
+            idle_gone = Some(start.elapsed());
+        }
+    }
+    let gone = idle_gone.expect("the idle election's lock went");
+    assert!(gone >= TTL, "gone after {gone:?}, before its ttl");
+    assert_eq!(store.renew(&i).await.unwrap(), Renewal::Lost);
+    // Unlocked, not ended: free at once, no lock delay.
+    let Acquire::Won(c) = store
+        .try_acquire(&req(&idle, "c", TTL), None)
+        .await
+        .unwrap()
+    else {
+        panic!("c wins {idle} at once")
+    };
+    store.release(&c).await.unwrap();
+    store.release(&b).await.unwrap();
+}

@@ -1,0 +1,279 @@
+//! Sessions shared by many elections: the store's side of
+//! [`SharedSessions`] (see the crate docs, "One session for many
+//! elections").
+
+use std::time::Duration;
+
+use regent_core::store::shared::{Forgot, SessionBackend, SessionKey, SharedSessions};
+use regent_core::{AcquireRequest, StoreError};
+use reqwest::Method;
+use serde_json::json;
+use tokio::time::Instant;
+
+use super::{ConsulStore, TxnOutcome};
+use crate::record::{KvEntry, RECORD_FLAGS};
+
+/// The name of a session that elections share (the key's name, for a
+/// session of one term).
+const SHARED_NAME: &str = "regent: elections of one process";
+
+impl ConsulStore {
+    /// Whether this store shares sessions: not with restart proofs, whose
+    /// proof is the lock of a file named after one term's session.
+    pub(super) fn shares_sessions(&self) -> bool {
+        self.inner.proofs.is_none()
+    }
+
+    /// A session for `req`'s lock, renewed (or created) at the instant
+    /// returned, and whether it is shared: a shared one with room when
+    /// this store shares sessions, else one created now.
+    pub(super) async fn session_for(
+        &self,
+        req: &AcquireRequest,
+        key: &str,
+        what: &(dyn Fn() -> String + Sync),
+    ) -> Result<(String, Instant, bool), StoreError> {
+        if !self.shares_sessions() {
+            let sent = Instant::now();
+            return Ok((self.create_session(key, req.ttl, what).await?, sent, false));
+        }
+        let sessions = &self.inner.sessions;
+        loop {
+            let reserved = sessions.reserve(&req.election, &req.holder, req.ttl, Instant::now());
+            let id = match reserved {
+                Some((id, _)) => id,
+                None => {
+                    let _granting = sessions.granting(self.inner.call_timeout).await;
+                    let sent = Instant::now();
+                    match sessions.reserve(&req.election, &req.holder, req.ttl, sent) {
+                        Some((id, _)) => id,
+                        None => {
+                            let id = self.create_session(SHARED_NAME, req.ttl, what).await?;
+                            let ttl = super::granted_ttl(req.ttl);
+                            sessions.open(
+                                self,
+                                id.clone(),
+                                req.ttl,
+                                ttl,
+                                &req.election,
+                                &req.holder,
+                                sent,
+                            );
+                            return Ok((id, sent, true));
+                        }
+                    }
+                }
+            };
+            // A shared session: renew it, so that a win holds a full ttl
+            // from this call.
+            let sent = Instant::now();
+            match self.keep_alive(&id).await {
+                Ok(true) => return Ok((id, sent, true)),
+                // Gone (expired, destroyed from outside): the next one.
+                Ok(false) => sessions.end(&id),
+                Err(e) => {
+                    self.give_back(&id, req, true);
+                    return Err(e);
+                }
+            }
+        }
+    }
+
+    /// An acquire did not take `session` after all: a session of its own
+    /// is destroyed; a shared one forgets the place, and is destroyed when
+    /// that was its last.
+    pub(super) fn give_back(&self, session: &str, req: &AcquireRequest, shared: bool) {
+        let emptied = !shared
+            || self.inner.sessions.forget(
+                &session.to_owned(),
+                &req.election,
+                None,
+                Some(&req.holder),
+            ) == Forgot::Emptied;
+        if emptied {
+            self.end(&session.to_owned());
+        }
+    }
+
+    /// Ends `session` once a release freed its key: a shared session of
+    /// this store when that was its last key; one this store does not
+    /// know (another process's) only when it locks no other key under
+    /// the prefix.
+    pub(super) async fn after_release(
+        &self,
+        session: &str,
+        lease: &regent_core::Lease,
+        what: &(dyn Fn() -> String + Sync),
+    ) -> Result<(), StoreError> {
+        let id = session.to_owned();
+        match self.inner.sessions.forget(
+            &id,
+            &lease.election,
+            Some(lease.token),
+            Some(&lease.holder),
+        ) {
+            Forgot::Emptied => self.destroy_session(session, what).await,
+            Forgot::Kept => Ok(()),
+            Forgot::Unknown => {
+                if self.locks_other_keys(session, what).await? {
+                    return Ok(());
+                }
+                self.destroy_session(session, what).await
+            }
+        }
+    }
+
+    /// Whether `session` locks any key under the store's prefix.
+    pub(super) async fn locks_other_keys(
+        &self,
+        session: &str,
+        what: &(dyn Fn() -> String + Sync),
+    ) -> Result<bool, StoreError> {
+        let entries = self.read_tree(&self.inner.prefix, what).await?;
+        Ok(entries.iter().any(|e| e.holder_session() == Some(session)))
+    }
+
+    /// Every key under `prefix` (`?recurse`, `?consistent`).
+    async fn read_tree(
+        &self,
+        prefix: &str,
+        what: &(dyn Fn() -> String + Sync),
+    ) -> Result<Vec<KvEntry>, StoreError> {
+        let url = self.url(&["kv", prefix], &[("recurse", ""), ("consistent", "")]);
+        let answer = self
+            .call(Method::GET, url, None, &[404], Duration::ZERO, what)
+            .await?;
+        if answer.status == 404 {
+            return Ok(Vec::new());
+        }
+        answer.json(&what())
+    }
+}
+
+/// The longest prefix of all `keys`, cut at a character boundary.
+fn common_prefix<'a>(keys: &[&'a str]) -> &'a str {
+    let Some((first, rest)) = keys.split_first() else {
+        return "";
+    };
+    let mut len = first.len();
+    for k in rest {
+        len = first
+            .bytes()
+            .zip(k.bytes())
+            .take(len)
+            .take_while(|(a, b)| a == b)
+            .count();
+    }
+    while !first.is_char_boundary(len) {
+        len -= 1;
+    }
+    &first[..len]
+}
+
+/// The store's shared sessions ([`SharedSessions`]): a session is a
+/// Consul session, its records the keys it locks.
+impl SessionBackend for ConsulStore {
+    type Id = String;
+
+    async fn keep_alive(&self, id: &String) -> Result<bool, StoreError> {
+        let what = || format!("renew session {id}");
+        let url = self.url(&["session", "renew", id], &[]);
+        let answer = self
+            .call(Method::PUT, url, None, &[404], Duration::ZERO, &what)
+            .await?;
+        Ok(answer.status != 404)
+    }
+
+    /// One read of the tree under the waiting keys' common prefix: one
+    /// request however many wait.
+    async fn held(&self, id: &String, keys: &[SessionKey]) -> Result<Vec<bool>, StoreError> {
+        let names: Vec<String> = keys
+            .iter()
+            .map(|k| self.election_key(&k.election))
+            .collect();
+        let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+        let what = || format!("renew: read the keys of session {id}");
+        let entries = self.read_tree(common_prefix(&refs), &what).await?;
+        let by_key: std::collections::HashMap<&str, &KvEntry> =
+            entries.iter().map(|e| (e.key.as_str(), e)).collect();
+        Ok(keys
+            .iter()
+            .zip(&names)
+            .map(|(k, name)| {
+                by_key.get(name.as_str()).is_some_and(|e| {
+                    k.token
+                        .is_some_and(|token| e.is_held_by(id, &k.holder, token))
+                })
+            })
+            .collect())
+    }
+
+    /// Unlocks the key if `id` still locks it for the holder (and term),
+    /// leaving its value: an explicit unlock has no lock delay.
+    async fn drop_key(&self, id: &String, key: &SessionKey) -> Result<(), StoreError> {
+        let what = || {
+            format!(
+                "unlock election '{}' by '{}', not renewed within its ttl",
+                key.election, key.holder
+            )
+        };
+        let name = self.election_key(&key.election);
+        let (entry, _) = self.read_key(&name, &what).await?;
+        let Some(e) = entry else {
+            return Ok(());
+        };
+        let ours = match key.token {
+            Some(token) => e.is_held_by(id, &key.holder, token),
+            None => e.holder_session() == Some(id.as_str()),
+        };
+        if !ours {
+            return Ok(());
+        }
+        let ops = json!([
+            {"KV": {"Verb": "check-index", "Key": name, "Index": e.modify_index}},
+            {"KV": {"Verb": "unlock", "Key": name, "Value": e.value.clone().unwrap_or_default(),
+                    "Flags": RECORD_FLAGS, "Session": id}},
+        ]);
+        match self.txn(ops, &what).await? {
+            TxnOutcome::Applied(_) => Ok(()),
+            // The key changed since it was read: look again next time.
+            TxnOutcome::RolledBack => Err(StoreError::unavailable(format!(
+                "{}: the key changed while it was being unlocked",
+                what()
+            ))),
+        }
+    }
+
+    fn end(&self, id: &String) {
+        let store = self.clone();
+        let id = id.clone();
+        tokio::spawn(async move {
+            let what = || format!("end the shared session {id}");
+            if let Err(e) = store.destroy_session(&id, &what).await {
+                tracing::debug!(error = %e, "consul: ending a shared session failed; it expires by its TTL");
+            }
+        });
+    }
+
+    fn sessions(&self) -> &SharedSessions<Self> {
+        &self.inner.sessions
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::common_prefix;
+
+    #[test]
+    fn the_common_prefix_of_keys() {
+        assert_eq!(common_prefix(&[]), "");
+        assert_eq!(common_prefix(&["regent/a"]), "regent/a");
+        assert_eq!(
+            common_prefix(&["regent/job-1", "regent/job-2"]),
+            "regent/job-"
+        );
+        assert_eq!(common_prefix(&["regent/a", "other/b"]), "");
+        // Never inside a character.
+        assert_eq!(common_prefix(&["r/é1", "r/è2"]), "r/");
+    }
+}

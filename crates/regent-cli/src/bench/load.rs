@@ -56,6 +56,8 @@ pub(crate) const SCALE_SHORT: [usize; 2] = [1, 100];
 const TTL: Duration = Duration::from_secs(10);
 /// How long after a failover's win its operations are still counted.
 const SETTLE: Duration = Duration::from_millis(100);
+/// The pause after a failover's count before the next failover.
+const BETWEEN_FAILOVERS: Duration = Duration::from_secs(1);
 
 /// A load case.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -512,6 +514,11 @@ async fn herd(
         });
         leader_at = next;
         leadership = next_leadership;
+        // Let the crowd settle before the next failover, as between real
+        // ones: etcd's watchers learn the key behind a new head up to half
+        // a second later; a failover 0.1 s after the last found most of
+        // them still reading, and every one of them read again at once.
+        tokio::time::sleep(BETWEEN_FAILOVERS).await;
     }
     // The crowd first, so that nobody is next in line when the leader goes.
     shut_down(

@@ -55,7 +55,7 @@
 //! | "the key holds our ClientID: we were restarted, we lead" | taken only when proven safe: [the restart shortcut](#the-restart-shortcut) |
 //! | a session | one for many elections of a store ([below](#one-session-for-many-elections)), or one per term with [restart proofs](#the-restart-shortcut) (the CLI): `TTL` = `max(10 s, ttl/2)`, `LockDelay` = the ttl ([below](#lock-delay)), `Behavior` = `release`, `Checks` = none ([below](#no-health-checks)); the session id is the [`Lease`](regent_core::Lease)'s handle |
 //! | acquire | **try_acquire**: a `?consistent` read of the key; locked → [`Held`](regent_core::Acquire::Held) by the holder it names; free → a new session, then one transaction `[check-index (or check-not-exists), lock]` so that the lock is taken only on the key exactly as read (never on a record that changed meanwhile); the lock's `ModifyIndex` is the fencing token |
-//! | renew the session at TTL/2 | **renew**, every `renew_every` of the candidate (regent's default: ttl/5, [below](#renew-interval)): on a shared session, its next round (`PUT /v1/session/renew/ID`, then one `?consistent` read of the keys under the waiting elections' common prefix); on a session of one term, a `?consistent` read of the key, then the renew. The key must still be locked by our session, with our value and our token: a key deleted, overwritten or taken over, or a session Consul no longer knows (404) is [`Renewal::Lost`](regent_core::Renewal::Lost) |
+//! | renew the session at TTL/2 | **renew**, every `renew_every` of the candidate (regent's default: ttl/5, [below](#renew-interval)): on a shared session, its next round (`PUT /v1/session/renew/ID`, then the waiting elections' keys in `?consistent` read-only transactions of up to 64 `get-tree` operations); on a session of one term, a `?consistent` read of the key, then the renew. The key must still be locked by our session, with our value and our token: a key deleted, overwritten or taken over, or a session Consul no longer knows (404) is [`Renewal::Lost`](regent_core::Renewal::Lost) |
 //! | (not in the recipe; etcd's `Proclaim`) | **update_metadata**, two requests: a `?consistent` read as renew's, then one transaction `[check-index, lock]` with the new value; a `lock` by the session that holds the key keeps the lock and sets the value. The new value carries the term's token ([below](#the-fencing-token)). A key not held as renew requires, or changed in between, is [`Renewal::Lost`](regent_core::Renewal::Lost); the session is neither renewed nor ended |
 //! | release | **release**: if the key is still ours, one transaction `[check-index, unlock]` (an explicit unlock has no lock delay, so a follower takes over at once), then `PUT /v1/session/destroy/ID` once the session locks no other key. Someone else's lock is never touched; twice is harmless |
 //! | watch the key | **watch**: blocking queries on the key ([`WatchMode::Notify`](regent_core::WatchMode::Notify)) |
@@ -70,14 +70,15 @@
 //! clones) locks their keys with few sessions, as one Consul session may
 //! lock any number of keys: up to 1,000 elections of one ttl share a
 //! session ([`regent_core::store::shared`]). Renewals of all of them are
-//! answered together by *rounds*: one `PUT /v1/session/renew/ID`, then one
-//! `?consistent` recursive read under the waiting keys' common prefix,
-//! which says whose lock still stands. A round answers only renewals
+//! answered together by *rounds*: one `PUT /v1/session/renew/ID`, then the
+//! waiting elections' keys, read in `?consistent` read-only transactions
+//! of up to 64 `get-tree` operations (Consul's most per transaction),
+//! which say whose lock still stands. A round answers only renewals
 //! called before its session renewal was sent, and rounds of one session
-//! are at least a tenth of the ttl apart: renewing a session's elections
-//! costs Consul at most twenty requests per ttl however many they are (a
-//! session per term: two requests per renewal, ten per ttl per election
-//! at the default timing). Two candidates of one election never share a
+//! are at least a tenth of the ttl apart: a session is renewed at most
+//! ten times per ttl however many elections it carries, and their keys
+//! cost a request per 64 renewals (a session per term: two requests per
+//! renewal, ten per ttl per election at the default timing). Two candidates of one election never share a
 //! session. A lock whose holder stopped renewing (a candidate dropped, a
 //! release that failed) is unlocked by the store when a session of its
 //! own would have let it go, so other elections' renewals never keep it;

@@ -340,9 +340,18 @@ pub(crate) fn run(
         .map_err(|e| BenchError::Failed(format!("a runtime: {e}")))?;
     let url = store.store_url();
     runtime.block_on(async {
-        let opened = regent::connect(&url, &[])
-            .await
-            .map_err(|e| BenchError::Failed(format!("cannot open {url}: {e}")))?;
+        let opened = match store.consul() {
+            // As a library that holds many elections builds it: without
+            // the CLI's restart proofs (one election per process, a
+            // session per term), so that its elections share sessions.
+            Some(consul) => regent::consul::ConsulStore::builder(consul.address())
+                .build()
+                .map(BoxStore::new)
+                .map_err(|e| BenchError::Failed(format!("cannot open {url}: {e}")))?,
+            None => regent::connect(&url, &[])
+                .await
+                .map_err(|e| BenchError::Failed(format!("cannot open {url}: {e}")))?,
+        };
         let counting = Counting {
             inner: opened,
             counts: Arc::new(Counts::default()),

@@ -180,25 +180,31 @@ impl SessionBackend for ConsulStore {
             .map(|k| self.election_key(&k.election))
             .collect();
         let what = || format!("renew: read the keys of session {id}");
-        let mut entries: std::collections::HashMap<String, KvEntry> =
-            std::collections::HashMap::new();
-        for chunk in names.chunks(TXN_OPS) {
+        // The transactions at once: a round's answer waits for the last.
+        let reads = names.chunks(TXN_OPS).map(|chunk| {
             let ops: Vec<serde_json::Value> = chunk
                 .iter()
                 .map(|k| json!({"KV": {"Verb": "get-tree", "Key": k}}))
                 .collect();
             let url = self.url(&["txn"], &[("consistent", "")]);
-            let answer = self
-                .call(
-                    Method::PUT,
-                    url,
-                    Some(serde_json::Value::Array(ops).to_string().into_bytes()),
-                    &[],
-                    Duration::ZERO,
-                    &what,
-                )
-                .await?;
-            let results: super::TxnResults = answer.json(&what())?;
+            let what = &what;
+            async move {
+                let answer = self
+                    .call(
+                        Method::PUT,
+                        url,
+                        Some(serde_json::Value::Array(ops).to_string().into_bytes()),
+                        &[],
+                        Duration::ZERO,
+                        what,
+                    )
+                    .await?;
+                answer.json::<super::TxnResults>(&what())
+            }
+        });
+        let mut entries: std::collections::HashMap<String, KvEntry> =
+            std::collections::HashMap::new();
+        for results in futures_util::future::try_join_all(reads).await? {
             for kv in results
                 .results
                 .unwrap_or_default()

@@ -86,10 +86,13 @@
 //! and all their locks go as before, after the session TTL and the lock
 //! delay. The session ends with its last key.
 //!
-//! With [restart proofs](ConsulStoreBuilder::restart_proofs) (the CLI, one
-//! election per process) every term has a session of its own: the proof
-//! is the lock of a file named after the term's session, held by the
-//! term's processes.
+//! With [restart proofs](ConsulStoreBuilder::restart_proofs) every term
+//! has a session of its own: the proof is the lock of a file named after
+//! the term's session, held by the term's processes. The CLI and
+//! [`ConsulTarget`] (so `regent::connect` with a `consul://` URL) turn
+//! them on, for one election per process; a process that holds many
+//! elections builds its store with [`ConsulStore::builder`], without
+//! them, and its elections share sessions.
 //!
 //! ## Renew interval
 //!

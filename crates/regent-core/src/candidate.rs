@@ -1030,7 +1030,8 @@ impl<S: LeaseStore> Candidate<S> {
     }
 }
 
-async fn sleep_until_some(at: Option<Instant>) {
+/// Sleeps until `at`, or for ever.
+pub(crate) async fn sleep_until_some(at: Option<Instant>) {
     match at {
         Some(at) => sleep_until(at).await,
         None => std::future::pending().await,

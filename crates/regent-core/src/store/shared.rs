@@ -450,70 +450,82 @@ impl<B: SessionBackend> SharedSessions<B> {
     }
 }
 
-/// A session's rounds, until the session leaves the pool.
+/// A session's rounds, until the session leaves the pool, or until the
+/// store must have let it go by itself (no keep-alive answered for a ttl
+/// while a stale record could not be dropped: nothing is left to drop).
 async fn run<B>(backend: B, id: B::Id, ttl: Duration, mut rx: mpsc::UnboundedReceiver<Waiter>)
 where
     B: SessionBackend,
 {
+    let sessions = backend.sessions();
     let spacing = ttl / ROUNDS_PER_TTL;
     let pause = spacing.min(Duration::from_millis(200));
     let mut pending: Vec<Waiter> = Vec::new();
     let mut last_round: Option<Instant> = None;
+    // The last keep-alive the store answered (the session was granted
+    // just before the task started).
+    let mut kept = Instant::now();
     // After a stale record could not be dropped: not before this again.
     let mut retry_stale: Option<Instant> = None;
+    // When to look for stale records. Looked up only after a round or a
+    // look, not at every renewal: a record's time only moves later, and a
+    // record placed meanwhile is due a ttl after it was placed, never
+    // before the time looked up (or a ttl from now, with none).
+    let mut check_at = sessions
+        .next_stale(&id)
+        .unwrap_or_else(|| Instant::now() + ttl);
     loop {
-        let sessions = backend.sessions();
         let round_at = (!pending.is_empty())
             .then(|| last_round.map_or_else(Instant::now, |l| l + spacing))
             .map(|at| retry_stale.map_or(at, |r| at.max(r)));
-        // Look again at least every spacing: records placed meanwhile are
-        // never due sooner than that.
-        let check_at = sessions
-            .next_stale(&id)
-            .map(|at| at.min(Instant::now() + spacing))
-            .map(|at| retry_stale.map_or(at, |r| at.max(r)));
-        tokio::select! {
-            w = rx.recv() => match w {
-                Some(w) => {
-                    pending.push(w);
-                    while let Ok(w) = rx.try_recv() {
-                        pending.push(w);
-                    }
-                }
-                None => {
+        let look_at = retry_stale.map_or(check_at, |r| check_at.max(r));
+        let looked = tokio::select! {
+            w = rx.recv() => {
+                let Some(w) = w else {
                     answer_all(pending, &Ok(Renewal::Lost));
                     return;
+                };
+                pending.push(w);
+                while let Ok(w) = rx.try_recv() {
+                    pending.push(w);
                 }
-            },
-            () = sleep_until_some(round_at) => {
+                None
+            }
+            () = crate::candidate::sleep_until_some(round_at) => {
                 while let Ok(w) = rx.try_recv() {
                     pending.push(w);
                 }
                 let waiters = std::mem::take(&mut pending);
-                match round(&backend, &id, waiters).await {
+                let outcome = round(&backend, &id, waiters).await;
+                match outcome {
                     Round::Done(sent) => {
                         last_round = Some(sent);
-                        retry_stale = None;
+                        kept = sent;
                     }
-                    Round::StaleKept => retry_stale = Some(Instant::now() + pause),
                     Round::Failed(sent) => last_round = Some(sent),
+                    Round::StaleKept => {}
                 }
+                Some(!matches!(outcome, Round::StaleKept))
             }
-            () = sleep_until_some(check_at) => {
+            () = tokio::time::sleep_until(look_at) => {
                 let waiting: HashSet<_> = pending.iter().map(|w| w.election.clone()).collect();
-                retry_stale = match drop_stale(&backend, &id, &waiting).await {
-                    Ok(()) => None,
-                    Err(_) => Some(Instant::now() + pause),
-                };
+                Some(drop_stale(&backend, &id, &waiting).await.is_ok())
             }
+        };
+        let Some(dropped) = looked else {
+            continue;
+        };
+        retry_stale = (!dropped).then(|| Instant::now() + pause);
+        if !dropped && Instant::now() >= kept + ttl {
+            // Not renewed for a ttl: the store has ended the session, or
+            // will before anyone can count on it.
+            tracing::debug!(session = ?id, "a shared session not renewed for a ttl is given up");
+            sessions.end(&id);
+            backend.end(&id);
         }
-    }
-}
-
-async fn sleep_until_some(at: Option<Instant>) {
-    match at {
-        Some(at) => tokio::time::sleep_until(at).await,
-        None => std::future::pending().await,
+        check_at = sessions
+            .next_stale(&id)
+            .unwrap_or_else(|| Instant::now() + ttl);
     }
 }
 

@@ -204,9 +204,12 @@ async fn a_record_not_renewed_is_dropped_when_its_own_lease_would_expire() {
 async fn while_a_stale_record_stays_nothing_is_renewed() {
     let f = Fake::with(&["idle", "busy"]);
     f.0.refuse_drops.store(true, Ordering::SeqCst);
-    tokio::time::sleep(TTL + Duration::from_millis(10)).await;
-    // `busy` was not renewed either; its renewal now is past its time, but
-    // waiting: it is not dropped, and the round fails for want of the drop.
+    // `busy` renews half a ttl in; `idle` never does.
+    tokio::time::sleep(TTL / 2).await;
+    assert_eq!(f.renew("busy", 2).await.unwrap(), Renewal::Renewed);
+    tokio::time::sleep(TTL / 2 + Duration::from_millis(10)).await;
+    // `idle` is past its time and cannot be dropped: `busy`'s renewal
+    // fails for want of the drop.
     let before = f.keep_alives();
     let err = f.renew("busy", 2).await.unwrap_err();
     assert!(err.is_transient(), "{err}");
@@ -272,4 +275,16 @@ async fn a_stale_record_an_acquire_renewed_meanwhile_is_not_forgotten() {
     s.placed(&7, &e("a"), &h("x"), t(1), t0 + TTL);
     assert_eq!(s.forget_stale(&7, a, t0 + TTL), Forgot::Kept);
     assert_eq!(s.counts(), (1, 2));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_session_not_renewed_for_a_ttl_is_given_up_rather_than_dropped_for_ever() {
+    let f = Fake::with(&["idle"]);
+    f.0.refuse_drops.store(true, Ordering::SeqCst);
+    // Nobody renews, and the store refuses the drop: the store has let the
+    // session go by itself a ttl after it was granted, and so does the
+    // session's task, instead of retrying the drop for ever.
+    tokio::time::sleep(TTL + Duration::from_millis(10)).await;
+    assert!(!f.sessions().knows(&7));
+    assert_eq!(f.0.ended.load(Ordering::SeqCst), 1);
 }

@@ -438,10 +438,11 @@ impl EtcdStore {
         Ok(i64::try_from(secs).expect("at most a day"))
     }
 
-    /// Runs one request about a lease (no election to name) with the
-    /// request timeout.
+    /// Runs one request about a lease with the request timeout; errors
+    /// name `election`'s prefix when given.
     async fn lease_call<T>(
         &self,
+        election: Option<&ElectionName>,
         what: impl FnOnce() -> String,
         fut: impl Future<Output = Result<T, etcd_client::Error>>,
     ) -> Result<T, LeaseCallError> {
@@ -449,9 +450,10 @@ impl EtcdStore {
             Ok(Ok(v)) => Ok(v),
             Ok(Err(e)) => {
                 let lease_not_found = is_lease_not_found(&e);
+                let prefix = election.map(|e| self.election_prefix(e));
                 let scope = Scope {
                     tls: self.tls,
-                    prefix: None,
+                    prefix: prefix.as_deref(),
                 };
                 let error = etcd_error(format!("{} at {}", what(), self.endpoints), e, scope);
                 Err(LeaseCallError {
@@ -472,34 +474,26 @@ impl EtcdStore {
     }
 
     /// One keep-alive round trip: `true` if the lease lives (its ttl now
-    /// restarts), `false` if etcd no longer knows it.
+    /// restarts), `false` if etcd no longer knows it. Errors name
+    /// `election`'s prefix when given (a lease shared by many elections
+    /// has none).
     async fn keep_alive_once(
         &self,
-        election: &ElectionName,
+        election: Option<&ElectionName>,
         lease: i64,
         what: &str,
     ) -> Result<bool, StoreError> {
         let mut client = self.client.clone();
-        let r = tokio::time::timeout(self.request_timeout, async move {
-            // etcd-client sends the first keep-alive and awaits its answer
-            // inside `lease_keep_alive`; dropping the pair ends the stream.
-            client.lease_keep_alive(lease).await.map(drop)
-        })
-        .await;
-        match r {
-            Ok(Ok(())) => Ok(true),
-            Ok(Err(e)) if is_lease_not_found(&e) => Ok(false),
-            Ok(Err(e)) => Err(self.error(
-                election,
-                &format!("{what}: keep lease {} alive", lease_hex(lease)),
-                e,
-            )),
-            Err(_) => Err(StoreError::unavailable(format!(
-                "{what}: keep lease {} alive at {}: no answer within {:?}",
-                lease_hex(lease),
-                self.endpoints,
-                self.request_timeout
-            ))),
+        let what = || format!("{what}: keep lease {} alive", lease_hex(lease));
+        // etcd-client sends the first keep-alive and awaits its answer
+        // inside `lease_keep_alive`; dropping the pair ends the stream.
+        match self
+            .lease_call(election, what, client.lease_keep_alive(lease))
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(e) if e.lease_not_found => Ok(false),
+            Err(e) => Err(e.error),
         }
     }
 
@@ -827,7 +821,10 @@ impl EtcdStore {
             // A shared lease: restart its ttl, so that a `Won` holds a full
             // ttl from this call.
             let sent = Instant::now();
-            match self.keep_alive_once(&req.election, id, "acquire").await {
+            match self
+                .keep_alive_once(Some(&req.election), id, "acquire")
+                .await
+            {
                 Ok(true) => return Ok((id, ttl, sent)),
                 // Gone (expired, revoked from outside): its session ends,
                 // and the next one is tried.
@@ -1154,14 +1151,7 @@ impl SessionBackend for EtcdStore {
     type Id = i64;
 
     async fn keep_alive(&self, id: &i64) -> Result<bool, StoreError> {
-        let mut client = self.client.clone();
-        let id = *id;
-        let what = || format!("renew: keep lease {} alive", lease_hex(id));
-        match self.lease_call(what, client.lease_keep_alive(id)).await {
-            Ok(_) => Ok(true),
-            Err(e) if e.lease_not_found => Ok(false),
-            Err(e) => Err(e.error),
-        }
+        self.keep_alive_once(None, *id, "renew").await
     }
 
     async fn held(&self, id: &i64, keys: &[SessionKey]) -> Result<Vec<bool>, StoreError> {
@@ -1170,7 +1160,7 @@ impl SessionBackend for EtcdStore {
         let options = etcd_client::LeaseTimeToLiveOptions::new().with_keys();
         let what = || format!("renew: list the keys of lease {}", lease_hex(id));
         let r = self
-            .lease_call(what, client.lease_time_to_live(id, Some(options)))
+            .lease_call(None, what, client.lease_time_to_live(id, Some(options)))
             .await
             .map_err(|e| e.error)?;
         // etcd says the remaining ttl in whole seconds, rounded down: 0 is
@@ -1259,13 +1249,15 @@ impl LeaseStore for EtcdStore {
             let prefix = self.election_prefix(&req.election);
             let token = i64::try_from(q.token.get()).ok();
             let sent = Instant::now();
-            let (alive, still) =
-                tokio::join!(self.keep_alive_once(&req.election, id, "acquire"), async {
+            let (alive, still) = tokio::join!(
+                self.keep_alive_once(Some(&req.election), id, "acquire"),
+                async {
                     match token {
                         Some(t) => self.still_placed(req, &prefix, id, t).await,
                         None => Ok(None),
                     }
-                });
+                }
+            );
             if alive? {
                 let acquired = match still? {
                     Some(placed) => self.answer(req, &prefix, id, q.ttl, placed),
@@ -1299,7 +1291,7 @@ impl LeaseStore for EtcdStore {
         if let Some(u) = lost {
             let sent = Instant::now();
             match self
-                .keep_alive_once(&req.election, u.lease, "acquire")
+                .keep_alive_once(Some(&req.election), u.lease, "acquire")
                 .await
             {
                 Ok(true) => return self.campaign_delivered(req, u, Expected::Adopt, sent).await,
@@ -1344,7 +1336,10 @@ impl LeaseStore for EtcdStore {
         if !self.own_key(lease, id, "renew").await? {
             return Ok(Renewal::Lost);
         }
-        if !self.keep_alive_once(&lease.election, id, "renew").await? {
+        if !self
+            .keep_alive_once(Some(&lease.election), id, "renew")
+            .await?
+        {
             return Ok(Renewal::Lost);
         }
         tracing::debug!(

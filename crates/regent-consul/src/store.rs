@@ -1217,7 +1217,7 @@ impl LeaseStore for ConsulStore {
             .is_some_and(|e| e.is_held_by(session, &lease.holder, lease.token))
         {
             if entry.as_ref().and_then(KvEntry::holder_session) != Some(session)
-                && !self.locks_other_keys(session, &what).await.unwrap_or(true)
+                && !self.is_shared(session, &what).await.unwrap_or(true)
             {
                 // The session holds nothing any more: end it.
                 let _ = self.destroy_session(session, &what).await;

@@ -97,8 +97,8 @@ impl ConsulStore {
 
     /// Ends `session` once a release freed its key: a shared session of
     /// this store when that was its last key; one this store does not
-    /// know (another process's) only when it locks no other key under
-    /// the prefix.
+    /// know only when it is a session of one term (not another process's
+    /// shared session, which its process ends, or its TTL).
     pub(super) async fn after_release(
         &self,
         session: &str,
@@ -114,39 +114,35 @@ impl ConsulStore {
         ) {
             Forgot::Emptied => self.destroy_session(session, what).await,
             Forgot::Kept => Ok(()),
-            Forgot::Unknown => {
-                if self.locks_other_keys(session, what).await? {
-                    return Ok(());
-                }
-                self.destroy_session(session, what).await
-            }
+            Forgot::Unknown if self.is_shared(session, what).await? => Ok(()),
+            Forgot::Unknown => self.destroy_session(session, what).await,
         }
     }
 
-    /// Whether `session` locks any key under the store's prefix.
-    pub(super) async fn locks_other_keys(
+    /// Whether `session` is one that elections share: told by its name,
+    /// one request (`false` for a session Consul no longer knows).
+    pub(super) async fn is_shared(
         &self,
         session: &str,
         what: &(dyn Fn() -> String + Sync),
     ) -> Result<bool, StoreError> {
-        let entries = self.read_tree(&self.inner.prefix, what).await?;
-        Ok(entries.iter().any(|e| e.holder_session() == Some(session)))
-    }
-
-    /// Every key under `prefix` (`?recurse`, `?consistent`).
-    async fn read_tree(
-        &self,
-        prefix: &str,
-        what: &(dyn Fn() -> String + Sync),
-    ) -> Result<Vec<KvEntry>, StoreError> {
-        let url = self.url(&["kv", prefix], &[("recurse", ""), ("consistent", "")]);
+        #[derive(serde::Deserialize)]
+        struct SessionName {
+            #[serde(rename = "Name", default)]
+            name: String,
+        }
+        let url = self.url(&["session", "info", session], &[]);
         let answer = self
             .call(Method::GET, url, None, &[404], Duration::ZERO, what)
             .await?;
         if answer.status == 404 {
-            return Ok(Vec::new());
+            return Ok(false);
         }
-        answer.json(&what())
+        let infos: Option<Vec<SessionName>> = answer.json(&what())?;
+        Ok(infos
+            .unwrap_or_default()
+            .first()
+            .is_some_and(|s| s.name == SHARED_NAME))
     }
 }
 

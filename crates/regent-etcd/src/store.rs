@@ -723,16 +723,12 @@ impl EtcdStore {
                 // Don't leave a key queued that nobody will renew: delete
                 // whatever this lease put under our key (other elections
                 // may share the lease).
-                let key = candidate_key(&self.election_prefix(&req.election), id);
-                let txn = Txn::new()
-                    .when([Compare::lease(key.clone(), CompareOp::Equal, id)])
-                    .and_then([TxnOp::delete(key, None)]);
-                let mut client = self.client.clone();
-                let what = || format!("acquire election '{}': take our key back", req.election);
-                if self
-                    .call(&req.election, what, client.txn(txn))
-                    .await
-                    .is_ok()
+                let ours = SessionKey {
+                    election: req.election.clone(),
+                    holder: req.holder.clone(),
+                    token: None,
+                };
+                if self.drop_key(&id, &ours).await.is_ok()
                     && self
                         .sessions
                         .forget(&id, &req.election, None, Some(&req.holder))

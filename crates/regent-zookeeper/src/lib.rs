@@ -55,9 +55,24 @@
 //! # The session is the unit of liveness
 //!
 //! One [`ZkStore`] (and its clones) keeps **one session** for all its
-//! elections: a renewal is a read of the candidate's own node, and the
-//! client keeps the session alive by itself, so a process pays for one
-//! session however many elections it holds. The server negotiates the
+//! elections, and the client keeps the session alive by itself (it pings
+//! when its connection has been idle for about a sixth of the timeout), so
+//! a process pays for one session however many elections it holds.
+//!
+//! A renewal is a read of the candidate's own node: is it still there, of
+//! this session, created at the term's token? Renewals go in **rounds**: a
+//! renewal waits for its session's next round, and a round reads the nodes
+//! of every renewal waiting in one `multiRead` request (more only past
+//! 512 KiB of answer). Rounds are at least a tenth of the session timeout
+//! apart, and the first after a quiet spell goes at once, so the server
+//! gets at most about ten reads per ttl from a process, however many
+//! elections it renews: 200 elections renewing at once cost 3 packets
+//! instead of 200 (`tests/rounds.rs`), and the load benchmark
+//! (`docs/load.md`) shows the count per ttl at 10,000 elections. Each
+//! renewal still gets its own answer, and its lease runs from the round's
+//! send, after the renewal was called.
+//!
+//! The server negotiates the
 //! session timeout (between 2 and 20 × its `tickTime`): the ttl the store
 //! grants is that timeout ([`TtlGrant::Negotiated`](regent_core::TtlGrant)),
 //! and the candidate times its lease and `explain()` by it. The session is

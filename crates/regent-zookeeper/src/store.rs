@@ -7,12 +7,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
+use regent_core::store::shared::ROUNDS_PER_TTL;
 use regent_core::{
     Acquire, AcquireRequest, ElectionName, ErrorKind, ExpirySlack, FencingToken, HolderId,
     LeaderInfo, LeaderStream, Lease, LeaseHandle, LeaseStore, MAX_TTL, Metadata, Renewal,
     SafetyClass, StoreError, StoreInfo, StoreStyle, TtlGrant, WatchMode,
 };
-use tokio::sync::Notify;
+use tokio::sync::{Notify, oneshot};
 use tokio::time::Instant;
 use zookeeper_client as zk;
 
@@ -79,7 +80,21 @@ struct Session {
     records: Mutex<Vec<Record>>,
     /// Wakes the reaper when a record is added.
     wake: Arc<Notify>,
-    reaper: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// Renewals waiting for the next round (see [`run_rounds`]).
+    waiting: Mutex<Vec<Waiting>>,
+    /// Wakes the rounds' task when a renewal joins.
+    round_wake: Arc<Notify>,
+    /// The reaper and the rounds' task: they end with the session.
+    tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+}
+
+/// A renewal waiting for its session's next round.
+struct Waiting {
+    dir: String,
+    name: String,
+    lease: Lease,
+    /// Whether the node is still the lease's (`false`: lost).
+    answer: oneshot::Sender<Result<bool, RoundError>>,
 }
 
 /// A node of ours and its lease.
@@ -99,6 +114,8 @@ struct Record {
     /// up on after its create was sent) the holder's next acquire takes it
     /// rather than queueing a second place.
     delivered: bool,
+    /// The length of its data: a round's read answers it.
+    size: usize,
     /// Its lease lapsed and the reaper's delete failed: only the reaper
     /// touches it (it is tried again), never a renewal.
     lapsed: bool,
@@ -131,12 +148,11 @@ impl Session {
 
 impl Drop for Session {
     fn drop(&mut self) {
-        let reaper = self
-            .reaper
+        let tasks = self
+            .tasks
             .get_mut()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .take();
-        if let Some(task) = reaper {
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        for task in tasks.drain(..) {
             task.abort();
         }
     }
@@ -232,6 +248,161 @@ async fn delete_protected(s: &Session, dir: &str, guid: &str, patience: Duration
         }
     }
     done
+}
+
+/// The most one round's read asks for: its answer stays well under
+/// ZooKeeper's default `jute.maxbuffer` (1 MiB), which servers and clients
+/// hold the packets they read to.
+const ROUND_BYTES: usize = 512 * 1024;
+
+/// What one node's read adds to an answer besides the node's data: its
+/// stat (68 bytes), the op's header and the data's length.
+const READ_OVERHEAD: usize = 96;
+
+/// Renews the session's nodes in rounds, so that a process holding many
+/// elections sends the server O(1) requests per ttl instead of one per
+/// renewal: a renewal waits for the next round, and a round is one read
+/// (ZooKeeper's `multiRead`; more than one only past [`ROUND_BYTES`]) of
+/// the nodes of every renewal waiting. Rounds are at least
+/// `granted / ROUNDS_PER_TTL` apart, so a renewal waits at most that long
+/// for its round; the first after a quiet spell goes at once. Ends with
+/// the session.
+async fn run_rounds(session: Weak<Session>, wake: Arc<Notify>, call_timeout: Duration) {
+    let mut last: Option<Instant> = None;
+    loop {
+        wake.notified().await;
+        if let Some(last) = last {
+            let Some(spacing) = session.upgrade().map(|s| s.granted / ROUNDS_PER_TTL) else {
+                return;
+            };
+            tokio::time::sleep_until(last + spacing).await;
+        }
+        let Some(s) = session.upgrade() else { return };
+        let sent = Instant::now();
+        if s.round(sent, call_timeout).await {
+            last = Some(sent);
+        }
+    }
+}
+
+/// Why a round could not tell a renewal whether its node stands.
+enum RoundError {
+    Zk(zk::Error),
+    NoAnswer,
+    Garbled(String),
+}
+
+impl Session {
+    /// One round, sent at `sent`: reads the nodes of the renewals waiting
+    /// and answers each. Whether there were any.
+    async fn round(&self, sent: Instant, call_timeout: Duration) -> bool {
+        let batch = std::mem::take(&mut *lock(&self.waiting));
+        if batch.is_empty() {
+            return false;
+        }
+        let mut reads = Vec::new();
+        {
+            // Sent while the records are locked, as a single renewal's read
+            // is: the reaper's deletes are ordered against it.
+            let mut records = self.records();
+            let mut reader = self.client.new_multi_reader();
+            let mut chunk: Vec<Waiting> = Vec::new();
+            let mut bytes = 0;
+            for w in batch {
+                let Some(r) = records.iter_mut().find(|r| r.is(&w.dir, &w.name, &w.lease)) else {
+                    let _ = w.answer.send(Ok(false));
+                    continue;
+                };
+                // A lapsed lease is never revived: the reaper deletes its
+                // node.
+                if r.until <= sent {
+                    let _ = w.answer.send(Ok(false));
+                    continue;
+                }
+                let size = r.size + READ_OVERHEAD;
+                if !chunk.is_empty() && bytes + size > ROUND_BYTES {
+                    reads.push((std::mem::take(&mut chunk), reader.commit()));
+                    reader = self.client.new_multi_reader();
+                    bytes = 0;
+                }
+                if let Err(e) = reader.add_get_data(&format!("{}/{}", w.dir, w.name)) {
+                    let _ = w.answer.send(Err(RoundError::Zk(e)));
+                    continue;
+                }
+                r.until = sent + self.granted;
+                bytes += size;
+                chunk.push(w);
+            }
+            if !chunk.is_empty() {
+                reads.push((chunk, reader.commit()));
+            }
+        }
+        let answers =
+            futures_util::future::join_all(reads.into_iter().map(|(chunk, read)| async move {
+                (chunk, tokio::time::timeout(call_timeout, read).await)
+            }))
+            .await;
+        let mut lost = Vec::new();
+        for (chunk, answer) in answers {
+            let results = match answer {
+                Ok(Ok(results)) if results.len() == chunk.len() => results,
+                Ok(Ok(results)) => {
+                    let why = format!(
+                        "ZooKeeper answered a read of {} nodes with {} results",
+                        chunk.len(),
+                        results.len()
+                    );
+                    for w in chunk {
+                        let _ = w.answer.send(Err(RoundError::Garbled(why.clone())));
+                    }
+                    continue;
+                }
+                Ok(Err(e)) => {
+                    for w in chunk {
+                        let _ = w.answer.send(Err(RoundError::Zk(e.clone())));
+                    }
+                    continue;
+                }
+                Err(_) => {
+                    for w in chunk {
+                        let _ = w.answer.send(Err(RoundError::NoAnswer));
+                    }
+                    continue;
+                }
+            };
+            for (w, result) in chunk.into_iter().zip(results) {
+                let answer = match result {
+                    zk::MultiReadResult::Data { stat, .. }
+                        if stat.ephemeral_owner == self.id
+                            && token_of(stat.czxid) == w.lease.token =>
+                    {
+                        Ok(true)
+                    }
+                    zk::MultiReadResult::Data { .. }
+                    | zk::MultiReadResult::Error {
+                        err: zk::Error::NoNode,
+                    } => Ok(false),
+                    zk::MultiReadResult::Error { err } => Err(RoundError::Zk(err)),
+                    other => Err(RoundError::Garbled(format!(
+                        "ZooKeeper answered a read of a node with {other:?}"
+                    ))),
+                };
+                if matches!(answer, Ok(false)) {
+                    lost.push((w.dir.clone(), w.name.clone(), w.lease.clone()));
+                }
+                let _ = w.answer.send(answer);
+            }
+        }
+        if !lost.is_empty() {
+            self.records()
+                .retain(|r| !lost.iter().any(|(dir, name, lease)| r.is(dir, name, lease)));
+        }
+        true
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 impl fmt::Debug for ZkStore {
@@ -470,13 +641,23 @@ impl ZkStore {
             used: AtomicBool::new(false),
             records: Mutex::new(Vec::new()),
             wake: Arc::new(Notify::new()),
-            reaper: Mutex::new(None),
+            waiting: Mutex::new(Vec::new()),
+            round_wake: Arc::new(Notify::new()),
+            tasks: Mutex::new(Vec::new()),
         });
-        let task = tokio::spawn(reap(Arc::downgrade(&session), session.wake.clone()));
-        *session
-            .reaper
+        let tasks = [
+            tokio::spawn(reap(Arc::downgrade(&session), session.wake.clone())),
+            tokio::spawn(run_rounds(
+                Arc::downgrade(&session),
+                session.round_wake.clone(),
+                self.inner.call_timeout,
+            )),
+        ];
+        session
+            .tasks
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(task);
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .extend(tasks);
         tracing::debug!(
             servers = %self.inner.servers, session = format_args!("{:x}", session.id),
             asked = ?asked, granted = ?session.granted, "zookeeper: session opened"
@@ -561,6 +742,7 @@ impl ZkStore {
         dir: &str,
     ) -> Result<(String, i64), StoreError> {
         let what = || self.what("campaign in", &req.election);
+        let data = encode(&req.holder, &req.metadata);
         // A place an acquire of this holder made but never returned.
         let earlier = s
             .records()
@@ -596,6 +778,7 @@ impl ZkStore {
                     token: Some(token_of(czxid)),
                     until: sent + s.granted,
                     delivered: false,
+                    size: data.len(),
                     lapsed: false,
                 });
                 return Ok((name, czxid));
@@ -605,7 +788,6 @@ impl ZkStore {
         // two share it, and the next look finds the one to keep.
         let guid = earlier.unwrap_or_else(new_guid);
         let prefix = format!("{dir}/{}", node_prefix(&guid));
-        let data = encode(&req.holder, &req.metadata);
         let acls = self.acls();
         let options = zk::CreateMode::EphemeralSequential.with_acls(acls);
         for attempt in 0..2 {
@@ -621,6 +803,7 @@ impl ZkStore {
                     token: None,
                     until: sent + s.granted,
                     delivered: false,
+                    size: data.len(),
                     lapsed: false,
                 });
                 s.client.create(&prefix, &data, &options)
@@ -764,6 +947,47 @@ impl ZkStore {
                 s.records().retain(|r| !r.is(dir, name, lease));
                 Ok(None)
             }
+        }
+    }
+
+    /// Renews our node named in `lease` in the session's next round (see
+    /// [`run_rounds`]): whether it is still ours, its lease then running
+    /// from the round's send. A lapsed lease is never revived.
+    async fn renew_in_round(
+        &self,
+        s: &Session,
+        lease: &Lease,
+        dir: &str,
+    ) -> Result<bool, StoreError> {
+        let Some((sid, name)) = parse_handle(&lease.handle) else {
+            return Ok(false);
+        };
+        if sid != s.id {
+            return Ok(false);
+        }
+        let (answer, answered) = oneshot::channel();
+        lock(&s.waiting).push(Waiting {
+            dir: dir.to_owned(),
+            name: name.to_owned(),
+            lease: lease.clone(),
+            answer,
+        });
+        s.round_wake.notify_one();
+        let what = || self.what("renew in", &lease.election);
+        match answered.await {
+            Ok(Ok(held)) => Ok(held),
+            Ok(Err(RoundError::Zk(e))) => Err(zk_error(what(), e)),
+            Ok(Err(RoundError::NoAnswer)) => Err(StoreError::unavailable(format!(
+                "{}: no answer within {:?}",
+                what(),
+                self.inner.call_timeout
+            ))),
+            Ok(Err(RoundError::Garbled(why))) => Err(StoreError::new(
+                ErrorKind::Protocol,
+                format!("{}: {why}", what()),
+            )),
+            // The session's task ended with the session.
+            Err(_) => Ok(false),
         }
     }
 
@@ -967,9 +1191,9 @@ impl LeaseStore for ZkStore {
             return Ok(Renewal::Lost);
         };
         let dir = self.election_path(&lease.election);
-        match self.refresh(&s, lease, &dir).await {
-            Ok(Some(_)) => Ok(Renewal::Renewed),
-            Ok(None) => Ok(Renewal::Lost),
+        match self.renew_in_round(&s, lease, &dir).await {
+            Ok(true) => Ok(Renewal::Renewed),
+            Ok(false) => Ok(Renewal::Lost),
             // The session ended: ZooKeeper deleted its nodes.
             Err(_) if !s.is_alive() => Ok(Renewal::Lost),
             Err(e) => Err(e),

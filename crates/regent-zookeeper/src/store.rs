@@ -1,6 +1,7 @@
 //! [`ZkStore`]: the store contract over ZooKeeper's ephemeral sequential
 //! nodes, with one session for every election of the store.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -305,11 +306,30 @@ impl Session {
             // Sent while the records are locked, as a single renewal's read
             // is: the reaper's deletes are ordered against it.
             let mut records = self.records();
+            // Looked up once a round, not once a renewal: a session may
+            // carry thousands of records.
+            let found: Vec<Option<usize>> = {
+                let index: HashMap<(&str, &str), usize> = records
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, r)| !r.lapsed)
+                    .filter_map(|(i, r)| Some(((r.dir.as_str(), r.name.as_deref()?), i)))
+                    .collect();
+                batch
+                    .iter()
+                    .map(|w| {
+                        index
+                            .get(&(w.dir.as_str(), w.name.as_str()))
+                            .copied()
+                            .filter(|&i| records[i].is(&w.dir, &w.name, &w.lease))
+                    })
+                    .collect()
+            };
             let mut reader = self.client.new_multi_reader();
             let mut chunk: Vec<Waiting> = Vec::new();
             let mut bytes = 0;
-            for w in batch {
-                let Some(r) = records.iter_mut().find(|r| r.is(&w.dir, &w.name, &w.lease)) else {
+            for (w, i) in batch.into_iter().zip(found) {
+                let Some(r) = i.map(|i| &mut records[i]) else {
                     let _ = w.answer.send(Ok(false));
                     continue;
                 };

@@ -397,7 +397,7 @@ mod tls;
 pub use record::RECORD_FLAGS;
 pub use store::{
     ConsulStore, ConsulStoreBuilder, DEFAULT_ADDRESS, DEFAULT_CALL_TIMEOUT, DEFAULT_PREFIX,
-    MAX_TTL, MIN_TTL, WATCH_MIN_INTERVAL, WATCH_WAIT, default_restart_proofs_dir,
+    MAX_IN_FLIGHT, MAX_TTL, MIN_TTL, WATCH_MIN_INTERVAL, WATCH_WAIT, default_restart_proofs_dir,
 };
 pub use target::{ConsulTarget, DEFAULT_PORT, DEFAULT_TLS_PORT, KIND};
 

@@ -53,6 +53,15 @@ pub const WATCH_WAIT: Duration = Duration::from_secs(30);
 /// watch: Consul's documentation asks clients to rate-limit the loop.
 pub const WATCH_MIN_INTERVAL: Duration = Duration::from_millis(100);
 
+/// The most requests one store (and its clones) has in flight to the
+/// agent at once, blocking queries aside; more wait for one to finish
+/// (within the call timeout). An agent serves at most
+/// `limits.http_max_conns_per_client` (200 by default) connections from
+/// one address and resets the rest: 10,000 elections renewing from one
+/// process lost a tenth of their terms to those resets. Each watch's
+/// blocking query holds a connection of its own besides these.
+pub const MAX_IN_FLIGHT: usize = 64;
+
 /// Where the CLI keeps the restart shortcut's proofs
 /// ([`ConsulStoreBuilder::restart_proofs`]): `$XDG_RUNTIME_DIR/regent/consul`,
 /// else `TMPDIR/regent-UID/consul`.
@@ -74,6 +83,9 @@ pub struct ConsulStore {
 
 struct Inner {
     client: reqwest::Client,
+    /// Bounds the requests in flight other than blocking queries to
+    /// [`MAX_IN_FLIGHT`].
+    in_flight: tokio::sync::Semaphore,
     /// The restart shortcut's proofs, if enabled.
     proofs: Option<Proofs>,
     /// `http(s)://HOST:PORT/`.
@@ -314,6 +326,7 @@ impl ConsulStoreBuilder {
         Ok(ConsulStore {
             inner: Arc::new(Inner {
                 client,
+                in_flight: tokio::sync::Semaphore::new(MAX_IN_FLIGHT),
                 base,
                 prefix,
                 datacenter: self.datacenter,
@@ -597,6 +610,14 @@ impl ConsulStore {
                 request = request.body(body.clone());
             }
             let attempt = async {
+                // A blocking query waits on a connection of its own; every
+                // other request waits for a permit (never closed: `None`
+                // would only mean no bound).
+                let _permit = if extra.is_zero() {
+                    self.inner.in_flight.acquire().await.ok()
+                } else {
+                    None
+                };
                 let response = request.send().await?;
                 let status = response.status().as_u16();
                 let index = response

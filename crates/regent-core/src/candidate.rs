@@ -806,7 +806,7 @@ impl<S: LeaseStore> Candidate<S> {
                     let delay = backoff.next_delay();
                     tracing::warn!(
                         election = %c.req.election, holder = %c.req.holder,
-                        error = %e, retry_in = ?delay, "acquire failed"
+                        error = %crate::report(&e), retry_in = ?delay, "acquire failed"
                     );
                     // Keep our place in line alive while backing off.
                     let wake = Instant::now() + delay;

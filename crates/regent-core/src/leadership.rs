@@ -745,14 +745,14 @@ impl<S: LeaseStore> TermKeeper for LeaseKeeper<S> {
                 Err(e) if e.is_transient() => {
                     tracing::warn!(
                         election = %lease.election, holder = %lease.holder, token = lease.token.get(),
-                        error = %e, "renewal failed; retrying"
+                        error = %crate::report(&e), "renewal failed; retrying"
                     );
                     next_attempt = Instant::now() + retry_delay;
                 }
                 Err(e) => {
                     tracing::warn!(
                         election = %lease.election, holder = %lease.holder, token = lease.token.get(),
-                        error = %e, "renewal failed permanently"
+                        error = %crate::report(&e), "renewal failed permanently"
                     );
                     return EndReason::StoreFailed(e.kind());
                 }

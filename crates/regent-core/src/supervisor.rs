@@ -475,7 +475,7 @@ impl<C: Election> Supervisor<C> {
             _ => EndReason::Resigned,
         };
         if let Err(e) = leadership.finish(reason).await {
-            tracing::warn!(token = token.get(), error = %e, "release failed; the lease expires by its ttl");
+            tracing::warn!(token = token.get(), error = %crate::report(&e), "release failed; the lease expires by its ttl");
         }
         Term {
             token,

@@ -58,7 +58,7 @@
 //! | renew the session at TTL/2 | **renew**, every `renew_every` of the candidate (regent's default: ttl/5, [below](#renew-interval)): on a shared session, its next round (`PUT /v1/session/renew/ID`, then the waiting elections' keys in `?consistent` read-only transactions of up to 64 `get-tree` operations); on a session of one term, a `?consistent` read of the key, then the renew. The key must still be locked by our session, with our value and our token: a key deleted, overwritten or taken over, or a session Consul no longer knows (404) is [`Renewal::Lost`](regent_core::Renewal::Lost) |
 //! | (not in the recipe; etcd's `Proclaim`) | **update_metadata**, two requests: a `?consistent` read as renew's, then one transaction `[check-index, lock]` with the new value; a `lock` by the session that holds the key keeps the lock and sets the value. The new value carries the term's token ([below](#the-fencing-token)). A key not held as renew requires, or changed in between, is [`Renewal::Lost`](regent_core::Renewal::Lost); the session is neither renewed nor ended |
 //! | release | **release**: if the key is still ours, one transaction `[check-index, unlock]` (an explicit unlock has no lock delay, so a follower takes over at once), then `PUT /v1/session/destroy/ID` for a session of one term, or for a shared session with its last key (another process's shared session, told by its name, is left to that process or its TTL). Someone else's lock is never touched; twice is harmless |
-//! | watch the key | **watch**: blocking queries on the key ([`WatchMode::Notify`](regent_core::WatchMode::Notify)) |
+//! | watch the key | **watch**: blocking queries on the key ([`WatchMode::Notify`](regent_core::WatchMode::Notify)), one per election and store, shared by every watch of it (see "Connections") |
 //!
 //! It is a race: when a leader's session ends, every waiting candidate's
 //! blocking query returns and each tries to acquire; Consul's lock lets
@@ -78,8 +78,8 @@
 //! are at least a tenth of the ttl apart: a session is renewed at most
 //! ten times per ttl however many elections it carries, and their keys
 //! cost a request per 64 renewals (a session per term: two requests per
-//! renewal, ten per ttl per election at the default timing). Two candidates of one election never share a
-//! session. A lock whose holder stopped renewing (a candidate dropped, a
+//! renewal, ten per ttl per election at the default timing). Two
+//! candidates of one election never share a session. A lock whose holder stopped renewing (a candidate dropped, a
 //! release that failed) is unlocked by the store when a session of its
 //! own would have let it go, so other elections' renewals never keep it;
 //! an explicit unlock has no lock delay. When a process dies, its sessions
@@ -93,6 +93,21 @@
 //! them on, for one election per process; a process that holds many
 //! elections builds its store with [`ConsulStore::builder`], without
 //! them, and its elections share sessions.
+//!
+//! ## Connections
+//!
+//! An agent serves at most `limits.http_max_conns_per_client` (200 by
+//! default) connections from one address, and resets the others. So one
+//! store (and its clones) keeps at most [`MAX_IN_FLIGHT`] (64) requests in
+//! flight at once, besides blocking queries; the others wait their turn
+//! within the call timeout. A blocking query holds a connection for up to
+//! [`WATCH_WAIT`], so the watches of one election through one store share
+//! one query: 1,000 candidates of one election in one process wait on one
+//! connection, not 1,000. Without these, 10,000 elections led by one
+//! process lost a tenth of their terms to resets, and a herd of 1,000
+//! candidates never settled. Many processes on one host, each with its own
+//! connections to one agent, add up against that limit: give each host
+//! its agent, as Consul intends, or raise the limit.
 //!
 //! ## Renew interval
 //!

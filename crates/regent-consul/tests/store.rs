@@ -545,3 +545,39 @@ async fn an_unrenewed_lock_on_a_shared_session_goes_at_its_ttl() {
     store.release(&c).await.unwrap();
     store.release(&b).await.unwrap();
 }
+
+/// The watches of one election through one store share one blocking
+/// query: 300 of them waiting at once, more connections than the agent
+/// serves one client (200), all see the leader come.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watches_of_one_election_share_one_blocking_query() {
+    use futures_util::StreamExt as _;
+    let agent = agent().await;
+    let store = store(&agent);
+    let e = election("watched-by-many");
+    let mut waiting = tokio::task::JoinSet::new();
+    for _ in 0..300 {
+        let mut watch = store.watch(&e).await.expect("watch");
+        let first = watch.next().await.expect("a first item").expect("no error");
+        assert_eq!(first, None, "no leader yet");
+        waiting.spawn(async move { watch.next().await });
+    }
+    let Acquire::Won(lease) = store.try_acquire(&req(&e, "a", TTL), None).await.unwrap() else {
+        panic!("a wins {e}")
+    };
+    let mut seen = 0;
+    while let Some(next) = tokio::time::timeout(TTL, waiting.join_next())
+        .await
+        .expect("every watch sees the change within a ttl")
+    {
+        let leader = next
+            .expect("the task ran")
+            .expect("an item")
+            .expect("no error")
+            .expect("a leader");
+        assert_eq!(leader.holder, holder("a"));
+        seen += 1;
+    }
+    assert_eq!(seen, 300);
+    store.release(&lease).await.unwrap();
+}

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use regent_core::store::ExpirySlack;
 use regent_core::store::shared::SharedSessions;
+use regent_core::store::shared_watch::SharedWatches;
 use regent_core::{
     Acquire, AcquireRequest, ElectionName, ErrorKind, FencingToken, LeaderInfo, LeaderStream,
     Lease, LeaseHandle, LeaseStore, Metadata, Renewal, SafetyClass, StoreError, StoreInfo,
@@ -98,8 +99,8 @@ struct Inner {
     has_token: bool,
     /// The sessions this store's elections share.
     sessions: SharedSessions<ConsulStore>,
-    /// The polls of the elections watched through this store.
-    watches: watches::Watches,
+    /// The watches of the elections watched through this store.
+    watches: SharedWatches,
 }
 
 impl fmt::Debug for ConsulStore {
@@ -337,7 +338,7 @@ impl ConsulStoreBuilder {
                 has_token: self.token.is_some(),
                 proofs: self.restart_proofs.map(Proofs::new),
                 sessions: SharedSessions::default(),
-                watches: watches::Watches::default(),
+                watches: SharedWatches::default(),
             }),
         })
     }
@@ -939,6 +940,93 @@ impl ConsulStore {
             Some(e) => e.leader().map_err(|why| self.corrupt(what, key, why)),
         }
     }
+
+    /// The store's own watch of `election`: a `?consistent` read of its
+    /// key, then blocking queries on it, at most one per
+    /// [`WATCH_MIN_INTERVAL`].
+    async fn watch_stream(&self, election: &ElectionName) -> Result<LeaderStream, StoreError> {
+        let key = self.election_key(election);
+        let what = || format!("watch election '{election}'");
+        let (entry, index) = self.read_key(&key, &what).await?;
+        let first = self.leader_of(entry.as_ref(), &key, &what())?;
+        struct State {
+            store: ConsulStore,
+            election: ElectionName,
+            key: String,
+            index: u64,
+            last: Option<LeaderInfo>,
+            first: bool,
+            last_start: Option<Instant>,
+            done: bool,
+        }
+        let state = State {
+            store: self.clone(),
+            election: election.clone(),
+            key,
+            index: next_index(0, index.unwrap_or(0)),
+            last: first,
+            first: true,
+            last_start: None,
+            done: false,
+        };
+        let stream = futures_util::stream::unfold(state, |mut s| async move {
+            if s.done {
+                return None;
+            }
+            if s.first {
+                s.first = false;
+                let item = Ok(s.last.clone());
+                return Some((item, s));
+            }
+            loop {
+                if let Some(t) = s.last_start {
+                    tokio::time::sleep_until(t + WATCH_MIN_INTERVAL).await;
+                }
+                s.last_start = Some(Instant::now());
+                let what = || format!("watch election '{}'", s.election);
+                let wait = format!("{}s", WATCH_WAIT.as_secs());
+                let index = s.index.to_string();
+                let url = s
+                    .store
+                    .url(&["kv", &s.key], &[("index", &index), ("wait", &wait)]);
+                let answer = s
+                    .store
+                    .call(
+                        Method::GET,
+                        url,
+                        None,
+                        &[404],
+                        WATCH_WAIT + WATCH_WAIT / 16,
+                        &what,
+                    )
+                    .await;
+                let answer = match answer {
+                    Ok(a) => a,
+                    Err(e) => {
+                        s.done = true;
+                        return Some((Err(e), s));
+                    }
+                };
+                s.index = next_index(s.index, answer.index.unwrap_or(0));
+                let leader = s
+                    .store
+                    .entry_of(&s.key, &answer, &what)
+                    .and_then(|e| s.store.leader_of(e.as_ref(), &s.key, &what()));
+                match leader {
+                    Err(e) => {
+                        s.done = true;
+                        return Some((Err(e), s));
+                    }
+                    Ok(l) if l != s.last => {
+                        s.last = l.clone();
+                        return Some((Ok(l), s));
+                    }
+                    Ok(_) => continue,
+                }
+            }
+        });
+        Ok(Box::pin(stream))
+    }
 }
 
 /// The index of the next blocking query after one that answered `new`
@@ -964,7 +1052,6 @@ fn granted_ttl(ttl: Duration) -> Duration {
 }
 
 mod shared;
-mod watches;
 
 impl LeaseStore for ConsulStore {
     fn info(&self) -> StoreInfo {
@@ -1276,8 +1363,12 @@ impl LeaseStore for ConsulStore {
         self.leader_of(entry.as_ref(), &key, &what())
     }
 
+    /// One blocking query per election and store, shared by every watch
+    /// of it (see the crate docs, "Connections").
     async fn watch(&self, election: &ElectionName) -> Result<LeaderStream, StoreError> {
-        self.watch_stream(election).await
+        let (store, e) = (self.clone(), election.clone());
+        let open = async move { store.watch_stream(&e).await };
+        self.inner.watches.watch(election, open).await
     }
 }
 

@@ -70,7 +70,15 @@
 //! instead of 200 (`tests/rounds.rs`), and the load benchmark
 //! (`docs/load.md`) shows the count per ttl at 10,000 elections. Each
 //! renewal still gets its own answer, and its lease runs from the round's
-//! send, after the renewal was called.
+//! send, after the renewal was called. `multiRead` needs ZooKeeper 3.6 or
+//! later; a 3.5 server fails every renewal with a
+//! [`Config`](regent_core::ErrorKind::Config) error that says so.
+//!
+//! The watchers of one election through one store (a crowd of candidates
+//! in one process, an observer beside them) share one ZooKeeper watch
+//! ([`regent_core::store::shared_watch`]): each watcher's own would list
+//! every candidate again at each change, a million names per change for
+//! 1,000 candidates.
 //!
 //! The server negotiates the
 //! session timeout (between 2 and 20 × its `tickTime`): the ttl the store

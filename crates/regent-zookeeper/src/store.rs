@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use regent_core::store::shared::ROUNDS_PER_TTL;
+use regent_core::store::shared_watch::SharedWatches;
 use regent_core::{
     Acquire, AcquireRequest, ElectionName, ErrorKind, ExpirySlack, FencingToken, HolderId,
     LeaderInfo, LeaderStream, Lease, LeaseHandle, LeaseStore, MAX_TTL, Metadata, Renewal,
@@ -64,6 +65,8 @@ struct Inner {
     call_timeout: Duration,
     session_timeout: Duration,
     session: tokio::sync::Mutex<Option<Arc<Session>>>,
+    /// The watches of the elections watched through this store.
+    watches: SharedWatches,
 }
 
 /// One ZooKeeper session and what this store did with it.
@@ -279,12 +282,19 @@ async fn run_rounds(session: Weak<Session>, wake: Arc<Notify>, call_timeout: Dur
             tokio::time::sleep_until(last + spacing).await;
         }
         let Some(s) = session.upgrade() else { return };
-        let sent = Instant::now();
-        if s.round(sent, call_timeout).await {
+        // Each round in a task of its own, so that a slow answer does not
+        // hold back the next round; this one waits only for the send.
+        let (sent_at, sent) = oneshot::channel();
+        tokio::spawn(async move { s.round(call_timeout, sent_at).await });
+        if let Ok(Some(sent)) = sent.await {
             last = Some(sent);
         }
     }
 }
+
+/// What one read of a round got: its results, ZooKeeper's error, or
+/// nothing within the call timeout.
+type ReadAnswer = Result<Result<Vec<zk::MultiReadResult>, zk::Error>, tokio::time::error::Elapsed>;
 
 /// Why a round could not tell a renewal whether its node stands.
 enum RoundError {
@@ -294,13 +304,17 @@ enum RoundError {
 }
 
 impl Session {
-    /// One round, sent at `sent`: reads the nodes of the renewals waiting
-    /// and answers each. Whether there were any.
-    async fn round(&self, sent: Instant, call_timeout: Duration) -> bool {
+    /// One round: sends the reads of the nodes of the renewals waiting,
+    /// tells `sent_at` when (`None`: none waited), and answers each
+    /// renewal when the reads' answers come. The send instant is taken
+    /// after the renewals were taken: each was called before it.
+    async fn round(&self, call_timeout: Duration, sent_at: oneshot::Sender<Option<Instant>>) {
         let batch = std::mem::take(&mut *lock(&self.waiting));
         if batch.is_empty() {
-            return false;
+            let _ = sent_at.send(None);
+            return;
         }
+        let sent = Instant::now();
         let mut reads = Vec::new();
         {
             // Sent while the records are locked, as a single renewal's read
@@ -327,8 +341,12 @@ impl Session {
             };
             let mut reader = self.client.new_multi_reader();
             let mut chunk: Vec<Waiting> = Vec::new();
-            let mut bytes = 0;
+            let (mut asked, mut answered) = (0, 0);
             for (w, i) in batch.into_iter().zip(found) {
+                // Its caller gave up (a timeout): no renewal for nobody.
+                if w.answer.is_closed() {
+                    continue;
+                }
                 let Some(r) = i.map(|i| &mut records[i]) else {
                     let _ = w.answer.send(Ok(false));
                     continue;
@@ -339,29 +357,40 @@ impl Session {
                     let _ = w.answer.send(Ok(false));
                     continue;
                 }
-                let size = r.size + READ_OVERHEAD;
-                if !chunk.is_empty() && bytes + size > ROUND_BYTES {
+                let path = format!("{}/{}", w.dir, w.name);
+                let (ask, answer) = (path.len() + READ_OVERHEAD, r.size + READ_OVERHEAD);
+                if !chunk.is_empty()
+                    && (asked + ask > ROUND_BYTES || answered + answer > ROUND_BYTES)
+                {
                     reads.push((std::mem::take(&mut chunk), reader.commit()));
                     reader = self.client.new_multi_reader();
-                    bytes = 0;
+                    (asked, answered) = (0, 0);
                 }
-                if let Err(e) = reader.add_get_data(&format!("{}/{}", w.dir, w.name)) {
+                if let Err(e) = reader.add_get_data(&path) {
                     let _ = w.answer.send(Err(RoundError::Zk(e)));
                     continue;
                 }
                 r.until = sent + self.granted;
-                bytes += size;
+                asked += ask;
+                answered += answer;
                 chunk.push(w);
             }
             if !chunk.is_empty() {
                 reads.push((chunk, reader.commit()));
             }
         }
+        let _ = sent_at.send(Some(sent));
         let answers =
             futures_util::future::join_all(reads.into_iter().map(|(chunk, read)| async move {
                 (chunk, tokio::time::timeout(call_timeout, read).await)
             }))
             .await;
+        self.answer(answers);
+    }
+
+    /// Answers each renewal of a round by its read's result, and forgets
+    /// the records found lost.
+    fn answer(&self, answers: Vec<(Vec<Waiting>, ReadAnswer)>) {
         let mut lost = Vec::new();
         for (chunk, answer) in answers {
             let results = match answer {
@@ -417,7 +446,6 @@ impl Session {
             self.records()
                 .retain(|r| !lost.iter().any(|(dir, name, lease)| r.is(dir, name, lease)));
         }
-        true
     }
 }
 
@@ -541,6 +569,7 @@ impl ZkStoreBuilder {
                 call_timeout: self.call_timeout,
                 session_timeout: self.session_timeout,
                 session: tokio::sync::Mutex::new(None),
+                watches: SharedWatches::default(),
             }),
         };
         Ok(store)
@@ -996,6 +1025,14 @@ impl ZkStore {
         let what = || self.what("renew in", &lease.election);
         match answered.await {
             Ok(Ok(held)) => Ok(held),
+            Ok(Err(RoundError::Zk(e @ zk::Error::Unimplemented))) => Err(zk_error(
+                format!(
+                    "{}: the server does not implement multiRead (ZooKeeper 3.6 or later is \
+                     needed)",
+                    what()
+                ),
+                e,
+            )),
             Ok(Err(RoundError::Zk(e))) => Err(zk_error(what(), e)),
             Ok(Err(RoundError::NoAnswer)) => Err(StoreError::unavailable(format!(
                 "{}: no answer within {:?}",
@@ -1334,7 +1371,20 @@ impl LeaseStore for ZkStore {
             .await
     }
 
+    /// One ZooKeeper watch per election and store, shared by every watch
+    /// of it: each watcher's own would list every candidate again at every
+    /// change.
     async fn watch(&self, election: &ElectionName) -> Result<LeaderStream, StoreError> {
+        let (store, e) = (self.clone(), election.clone());
+        let open = async move { store.watch_stream(&e).await };
+        self.inner.watches.watch(election, open).await
+    }
+}
+
+impl ZkStore {
+    /// The store's own watch of `election`: the children and the leader's
+    /// node, watched again after each change.
+    async fn watch_stream(&self, election: &ElectionName) -> Result<LeaderStream, StoreError> {
         let s = self.session(None).await?;
         struct State {
             store: ZkStore,

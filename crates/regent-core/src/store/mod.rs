@@ -127,6 +127,7 @@ mod boxed;
 pub mod memory;
 mod poll;
 pub mod shared;
+pub mod shared_watch;
 
 pub use boxed::{BoxStore, DynLeaseStore};
 pub use poll::poll_watch;

@@ -139,27 +139,17 @@ impl SharedWatches {
             /// Held, not read: the shared watch runs while a watcher holds it.
             _shared: Arc<Shared>,
             seen: watch::Receiver<Seen>,
-            first: bool,
             last: Option<LeaderInfo>,
             done: bool,
         }
         let state = State {
             _shared: shared,
             seen,
-            first: true,
-            last: first,
+            last: first.clone(),
             done: false,
         };
-        let stream = futures_util::stream::unfold(state, |mut s| async move {
-            if s.done {
-                return None;
-            }
-            if s.first {
-                s.first = false;
-                let item = Ok(s.last.clone());
-                return Some((item, s));
-            }
-            loop {
+        let changes = futures_util::stream::unfold(state, |mut s| async move {
+            while !s.done {
                 if s.seen.changed().await.is_err() {
                     return None;
                 }
@@ -178,7 +168,9 @@ impl SharedWatches {
                     Seen::Ended => return None,
                 }
             }
+            None
         });
+        let stream = futures_util::stream::iter([Ok(first)]).chain(changes);
         Ok(Box::pin(stream))
     }
 

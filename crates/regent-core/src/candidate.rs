@@ -940,45 +940,84 @@ impl<S: LeaseStore> Candidate<S> {
             tokio::select! {
                 biased;
                 () = c.shutdown.cancelled() => return Wake::Shutdown,
-                item = next_some(watch) => match item {
-                    Some(Ok(leader)) => {
-                        let changed = leader != known;
-                        // On a queue store another holder at the head means
-                        // our place is still behind it: an acquire would
-                        // only say so again (with 1,000 candidates in line,
-                        // 1,000 acquires per failover).
-                        let behind = queue
-                            && queued.is_some()
-                            && leader.as_ref().is_some_and(|l| l.holder != c.req.holder);
-                        crate::status::publish(
-                            &c.status,
-                            Status::Follower {
-                                leader: leader.clone(),
-                            },
-                        );
-                        if changed && !behind {
-                            return Wake::Retry;
-                        }
-                        known = leader;
-                    }
-                    Some(Err(e)) => {
-                        tracing::debug!(election = %c.req.election, error = %e, "watch failed; polling");
-                        *watch = None;
-                        watch_broken = true;
-                    }
-                    None => {
-                        *watch = None;
-                        watch_broken = true;
-                    }
-                },
-                () = sleep_until_some(renew_at) => {
-                    if !self.keep_queued(queued).await {
+                item = next_some(watch) => {
+                    let in_line = queue && queued.is_some();
+                    if self.seen(item, in_line, &mut known, watch, &mut watch_broken) {
                         return Wake::Retry;
+                    }
+                }
+                () = sleep_until_some(renew_at) => {
+                    // The renewal races the watch too: a store may answer
+                    // renewals in rounds (a tenth of the ttl apart), and
+                    // the next in line must not hear of its turn a round
+                    // late. A renewal given up for an acquire is harmless:
+                    // the acquire renews the place.
+                    let in_line = queue;
+                    let renewal = self.keep_queued(queued);
+                    tokio::pin!(renewal);
+                    loop {
+                        tokio::select! {
+                            biased;
+                            () = c.shutdown.cancelled() => return Wake::Shutdown,
+                            item = next_some(watch) => {
+                                if self.seen(item, in_line, &mut known, watch, &mut watch_broken) {
+                                    return Wake::Retry;
+                                }
+                            }
+                            kept = &mut renewal => {
+                                if !kept {
+                                    return Wake::Retry;
+                                }
+                                break;
+                            }
+                        }
                     }
                 }
                 () = sleep_until(retry_at) => return Wake::Retry,
             }
         }
+    }
+
+    /// Takes in one item of the watch; whether it is a reason to try now:
+    /// a leader other than `known`, unless we are `in_line` on a queue
+    /// store behind another holder (an acquire would only say so again:
+    /// with 1,000 candidates in line, 1,000 acquires per failover). An
+    /// error or the end of the watch closes it: polling goes on.
+    fn seen(
+        &self,
+        item: Option<Result<Option<LeaderInfo>, StoreError>>,
+        in_line: bool,
+        known: &mut Option<LeaderInfo>,
+        watch: &mut Option<LeaderStream>,
+        watch_broken: &mut bool,
+    ) -> bool {
+        let c = &*self.core;
+        match item {
+            Some(Ok(leader)) => {
+                let changed = leader != *known;
+                let behind = in_line && leader.as_ref().is_some_and(|l| l.holder != c.req.holder);
+                crate::status::publish(
+                    &c.status,
+                    Status::Follower {
+                        leader: leader.clone(),
+                    },
+                );
+                if changed && !behind {
+                    return true;
+                }
+                *known = leader;
+            }
+            Some(Err(e)) => {
+                tracing::debug!(election = %c.req.election, error = %e, "watch failed; polling");
+                *watch = None;
+                *watch_broken = true;
+            }
+            None => {
+                *watch = None;
+                *watch_broken = true;
+            }
+        }
+        false
     }
 
     /// Returns once the store's watch shows a holder other than us leading:

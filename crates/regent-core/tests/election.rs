@@ -183,6 +183,7 @@ async fn a_term_given_back_goes_to_a_follower_whose_acquire_is_slow() {
     let slow = slow::Acquire {
         inner: store.clone(),
         delay: Duration::from_millis(700),
+        renew_delay: Duration::ZERO,
         refuse_until: None,
         refused: std::sync::Arc::default(),
     };
@@ -260,6 +261,8 @@ mod slow {
     pub(crate) struct Acquire {
         pub(crate) inner: MemoryStore,
         pub(crate) delay: Duration,
+        /// How long each renewal takes.
+        pub(crate) renew_delay: Duration,
         /// Every acquire before this instant is refused.
         pub(crate) refuse_until: Option<Instant>,
         /// Acquires refused.
@@ -286,6 +289,7 @@ mod slow {
             self.inner.try_acquire(req, queued).await
         }
         async fn renew(&self, lease: &Lease) -> Result<Renewal, StoreError> {
+            tokio::time::sleep(self.renew_delay).await;
             self.inner.renew(lease).await
         }
         async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
@@ -320,6 +324,7 @@ async fn with_no_leader_and_an_acquire_refused_a_follower_retries_at_the_renew_i
     let delayed = slow::Acquire {
         inner: store,
         delay: Duration::ZERO,
+        renew_delay: Duration::ZERO,
         refuse_until: Some(delay_ends),
         refused: std::sync::Arc::clone(&refused),
     };
@@ -513,6 +518,45 @@ async fn a_queue_failover_is_one_acquire_not_one_per_follower() {
     for f in followers {
         f.abort();
     }
+}
+
+/// The next in line hears of its turn while a renewal of its place is
+/// still out: a store may answer renewals in rounds a tenth of the ttl
+/// apart (etcd's shared lease, ZooKeeper's multiRead), and a follower that
+/// waited for its renewal before it looked at its watch led up to a round
+/// late (regression: ZooKeeper's herd failovers took 0.6 to 0.9 s).
+#[tokio::test(start_paused = true)]
+async fn the_next_in_line_does_not_wait_for_its_renewal_to_lead() {
+    let store = MemoryStore::queue();
+    let la = candidate(&store, "a").campaign().await.unwrap();
+    let slow = slow::Acquire {
+        inner: store.clone(),
+        delay: Duration::ZERO,
+        renew_delay: secs(5),
+        refuse_until: None,
+        refused: std::sync::Arc::default(),
+    };
+    let b = Candidate::builder(slow, jobs(), id("b"))
+        .ttl(secs(10))
+        .build()
+        .unwrap();
+    let renew_every = b.timing().renew_every;
+    let fb = tokio::spawn(async move {
+        let l = b.campaign().await.unwrap();
+        (Instant::now(), l)
+    });
+    // b queued at once; its first renewal goes out a renew interval later
+    // and takes 5 s: resign while it is out.
+    sleep(renew_every + secs(2)).await;
+    let resigned = Instant::now();
+    la.resign().await.unwrap();
+    let (won, lb) = fb.await.unwrap();
+    assert!(
+        won - resigned < Duration::from_millis(50),
+        "b led {:?} after the resign",
+        won - resigned
+    );
+    lb.resign().await.unwrap();
 }
 
 #[tokio::test(start_paused = true)]

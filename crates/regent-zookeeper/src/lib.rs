@@ -67,7 +67,7 @@
 //! apart, and the first after a quiet spell goes at once, so the server
 //! gets at most about ten reads per ttl from a process, however many
 //! elections it renews: 200 elections renewing at once cost 3 packets
-//! instead of 200 (`tests/rounds.rs`), and the load benchmark
+//! instead of 200 (`tests/shared.rs`), and the load benchmark
 //! (`docs/load.md`) shows the count per ttl at 10,000 elections. Each
 //! renewal still gets its own answer, and its lease runs from the round's
 //! send, after the renewal was called. `multiRead` needs ZooKeeper 3.6 or

@@ -63,7 +63,7 @@
 //! this session, created at the term's token? Renewals go in **rounds**: a
 //! renewal waits for its session's next round, and a round reads the nodes
 //! of every renewal waiting in one `multiRead` request (more only past
-//! 512 KiB of answer). Rounds are at least a tenth of the session timeout
+//! 512 KiB of request or answer). Rounds are at least a tenth of the session timeout
 //! apart, and the first after a quiet spell goes at once, so the server
 //! gets at most about ten reads per ttl from a process, however many
 //! elections it renews: 200 elections renewing at once cost 3 packets

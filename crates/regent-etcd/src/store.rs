@@ -764,79 +764,30 @@ impl EtcdStore {
         ttl_secs: i64,
     ) -> Result<(i64, Duration, Instant), StoreError> {
         let group = Duration::from_secs(u64::try_from(ttl_secs).unwrap_or(0));
-        loop {
-            let reserved = self
-                .sessions
-                .reserve(&req.election, &req.holder, group, Instant::now());
-            let (id, ttl) = match reserved {
-                Some(r) => r,
-                None => {
-                    // One grant at a time: elections that start together
-                    // fill one session rather than granting one each. Not
-                    // longer than a request may take: behind a grant that
-                    // hangs (etcd unreachable), each grants on its own.
-                    let _granting = self.sessions.granting(self.request_timeout).await;
-                    let sent = Instant::now();
-                    match self
-                        .sessions
-                        .reserve(&req.election, &req.holder, group, sent)
-                    {
-                        Some(r) => r,
-                        None => {
-                            let mut client = self.client.clone();
-                            let granted = self
-                                .call(
-                                    &req.election,
-                                    || {
-                                        format!(
-                                            "acquire election '{}': grant a lease",
-                                            req.election
-                                        )
-                                    },
-                                    client.lease_grant(ttl_secs, None),
-                                )
-                                .await?;
-                            let (id, granted_ttl) = (granted.id(), granted.ttl());
-                            let ttl = Duration::from_secs(
-                                u64::try_from(granted_ttl.max(ttl_secs)).unwrap_or(0),
-                            );
-                            self.sessions.open(
-                                self,
-                                id,
-                                group,
-                                ttl,
-                                &req.election,
-                                &req.holder,
-                                sent,
-                            );
-                            return Ok((id, ttl, sent));
-                        }
-                    }
-                }
-            };
-            // A shared lease: restart its ttl, so that a `Won` holds a full
-            // ttl from this call.
-            let sent = Instant::now();
-            match self
-                .keep_alive_once(Some(&req.election), id, "acquire")
-                .await
-            {
-                Ok(true) => return Ok((id, ttl, sent)),
-                // Gone (expired, revoked from outside): its session ends,
-                // and the next one is tried.
-                Ok(false) => self.sessions.end(&id),
-                Err(e) => {
-                    if self
-                        .sessions
-                        .forget(&id, &req.election, None, Some(&req.holder))
-                        == Forgot::Emptied
-                    {
-                        self.revoke_in_background(id, &req.election);
-                    }
-                    return Err(e);
-                }
-            }
-        }
+        let grant = || async {
+            let mut client = self.client.clone();
+            let granted = self
+                .call(
+                    &req.election,
+                    || format!("acquire election '{}': grant a lease", req.election),
+                    client.lease_grant(ttl_secs, None),
+                )
+                .await?;
+            let ttl = Duration::from_secs(u64::try_from(granted.ttl().max(ttl_secs)).unwrap_or(0));
+            Ok((granted.id(), ttl))
+        };
+        let keep_alive = |id| self.keep_alive_once(Some(&req.election), id, "acquire");
+        self.sessions
+            .session_for(
+                self,
+                &req.election,
+                &req.holder,
+                group,
+                self.request_timeout,
+                grant,
+                keep_alive,
+            )
+            .await
     }
 
     /// Revokes lease `id`, whose keys are all gone, without making the

@@ -37,46 +37,25 @@ impl ConsulStore {
             let sent = Instant::now();
             return Ok((self.create_session(key, req.ttl, what).await?, sent, false));
         }
-        let sessions = &self.inner.sessions;
-        loop {
-            let reserved = sessions.reserve(&req.election, &req.holder, req.ttl, Instant::now());
-            let id = match reserved {
-                Some((id, _)) => id,
-                None => {
-                    let _granting = sessions.granting(self.inner.call_timeout).await;
-                    let sent = Instant::now();
-                    match sessions.reserve(&req.election, &req.holder, req.ttl, sent) {
-                        Some((id, _)) => id,
-                        None => {
-                            let id = self.create_session(SHARED_NAME, req.ttl, what).await?;
-                            let ttl = super::granted_ttl(req.ttl);
-                            sessions.open(
-                                self,
-                                id.clone(),
-                                req.ttl,
-                                ttl,
-                                &req.election,
-                                &req.holder,
-                                sent,
-                            );
-                            return Ok((id, sent, true));
-                        }
-                    }
-                }
-            };
-            // A shared session: renew it, so that a win holds a full ttl
-            // from this call.
-            let sent = Instant::now();
-            match self.keep_alive(&id).await {
-                Ok(true) => return Ok((id, sent, true)),
-                // Gone (expired, destroyed from outside): the next one.
-                Ok(false) => sessions.end(&id),
-                Err(e) => {
-                    self.give_back(&id, req, true);
-                    return Err(e);
-                }
-            }
-        }
+        let grant = || async {
+            let id = self.create_session(SHARED_NAME, req.ttl, what).await?;
+            Ok((id, super::granted_ttl(req.ttl)))
+        };
+        let keep_alive = |id: String| async move { self.keep_alive(&id).await };
+        let (id, _, sent) = self
+            .inner
+            .sessions
+            .session_for(
+                self,
+                &req.election,
+                &req.holder,
+                req.ttl,
+                self.inner.call_timeout,
+                grant,
+                keep_alive,
+            )
+            .await?;
+        Ok((id, sent, true))
     }
 
     /// An acquire did not take `session` after all: a session of its own

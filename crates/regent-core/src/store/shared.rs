@@ -229,8 +229,71 @@ impl<B: SessionBackend> SharedSessions<B> {
     /// session, so that elections that start together fill one session
     /// rather than granting one each; reserve again once it returns. The
     /// guard is `None` when `bound` ran out (a grant that hangs).
-    pub async fn granting(&self, bound: Duration) -> Option<tokio::sync::MutexGuard<'_, ()>> {
+    async fn granting(&self, bound: Duration) -> Option<tokio::sync::MutexGuard<'_, ()>> {
         tokio::time::timeout(bound, self.granting.lock()).await.ok()
+    }
+
+    /// The session for an acquire of `holder` in `election` asking a ttl
+    /// of `group`, its granted ttl, and the instant from which the record
+    /// the acquire places lives:
+    ///
+    /// * a place on a shared session with room, which `keep_alive` (the
+    ///   store's keep-alive, with the acquire's context in its errors)
+    ///   renewed after this call began, so that a win holds a full ttl
+    ///   from the call; a session found gone is ended, and the next tried;
+    /// * else a session `grant` makes (id and granted ttl), opened with the
+    ///   place. One grant at a time, waited for at most `bound` (a grant
+    ///   that hangs), so that elections that start together fill one
+    ///   session rather than granting one each.
+    ///
+    /// # Errors
+    ///
+    /// `grant`'s or `keep_alive`'s; the place is given back then (and a
+    /// session it emptied [ended](SessionBackend::end)).
+    #[allow(clippy::too_many_arguments)]
+    pub async fn session_for<G, K>(
+        &self,
+        backend: &B,
+        election: &ElectionName,
+        holder: &HolderId,
+        group: Duration,
+        bound: Duration,
+        mut grant: impl FnMut() -> G,
+        mut keep_alive: impl FnMut(B::Id) -> K,
+    ) -> Result<(B::Id, Duration, Instant), StoreError>
+    where
+        G: Future<Output = Result<(B::Id, Duration), StoreError>>,
+        K: Future<Output = Result<bool, StoreError>>,
+    {
+        loop {
+            let (id, ttl) = match self.reserve(election, holder, group, Instant::now()) {
+                Some(reserved) => reserved,
+                None => {
+                    let _granting = self.granting(bound).await;
+                    let sent = Instant::now();
+                    match self.reserve(election, holder, group, sent) {
+                        Some(reserved) => reserved,
+                        None => {
+                            let (id, ttl) = grant().await?;
+                            self.open(backend, id.clone(), group, ttl, election, holder, sent);
+                            return Ok((id, ttl, sent));
+                        }
+                    }
+                }
+            };
+            let sent = Instant::now();
+            match keep_alive(id.clone()).await {
+                Ok(true) => return Ok((id, ttl, sent)),
+                // Gone (expired, ended from outside): the next one.
+                Ok(false) => self.end(&id),
+                Err(e) => {
+                    if self.forget(&id, election, None, Some(holder)) == Forgot::Emptied {
+                        backend.end(&id);
+                    }
+                    return Err(e);
+                }
+            }
+        }
     }
 
     /// Reserves a place for `election` on a session shared by acquires of

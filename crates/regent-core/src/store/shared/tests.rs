@@ -288,3 +288,62 @@ async fn a_session_not_renewed_for_a_ttl_is_given_up_rather_than_dropped_for_eve
     assert!(!f.sessions().knows(&7));
     assert_eq!(f.0.ended.load(Ordering::SeqCst), 1);
 }
+
+/// `session_for`: the first acquire grants a session, the next of
+/// another election takes a place on it and keeps it alive, one of the
+/// same election gets a session of its own; a session found gone is
+/// ended and replaced; a failed keep-alive gives the place back.
+#[tokio::test(start_paused = true)]
+async fn session_for_grants_once_then_shares_and_gives_back_on_failure() {
+    let f = Fake::default();
+    let s = f.sessions();
+    let grants = AtomicUsize::new(0);
+    let grant = || async {
+        let n = grants.fetch_add(1, Ordering::SeqCst) as u64;
+        Ok((10 + n, TTL))
+    };
+    let alive = |id: u64| {
+        let f = f.clone();
+        async move { f.keep_alive(&id).await }
+    };
+    let first = s
+        .session_for(&f, &e("a"), &h("x"), TTL, TTL, grant, alive)
+        .await
+        .unwrap();
+    assert_eq!((first.0, first.1), (10, TTL));
+    assert_eq!(f.keep_alives(), 0, "a granted session needs no keep-alive");
+    let before = Instant::now();
+    let second = s
+        .session_for(&f, &e("b"), &h("x"), TTL, TTL, grant, alive)
+        .await
+        .unwrap();
+    assert_eq!(second.0, 10, "shared");
+    assert!(second.2 >= before, "its record lives from after the call");
+    assert_eq!(f.keep_alives(), 1, "kept alive for the acquire");
+    let other = s
+        .session_for(&f, &e("a"), &h("y"), TTL, TTL, grant, alive)
+        .await
+        .unwrap();
+    assert_eq!(other.0, 11, "one election never twice on a session");
+
+    // Session 10 gone: ended, and the next acquire that would share it
+    // takes session 11 (room for c there).
+    f.0.gone.store(true, Ordering::SeqCst);
+    let third = s
+        .session_for(&f, &e("c"), &h("x"), TTL, TTL, grant, |_| async {
+            Ok(false)
+        })
+        .await
+        .unwrap();
+    assert_eq!(third.0, 12, "10 and 11 both found gone: a new grant");
+    assert!(!s.knows(&10));
+
+    // A keep-alive that fails: the place is given back.
+    let failing = |_| async { Err(StoreError::unavailable("the store is away")) };
+    let e1 = s
+        .session_for(&f, &e("d"), &h("x"), TTL, TTL, grant, failing)
+        .await
+        .unwrap_err();
+    assert!(e1.is_transient());
+    assert_eq!(s.counts(), (1, 1), "only session 12, with c");
+}

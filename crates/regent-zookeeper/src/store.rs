@@ -144,9 +144,7 @@ impl Session {
     }
 
     fn records(&self) -> std::sync::MutexGuard<'_, Vec<Record>> {
-        self.records
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        lock(&self.records)
     }
 }
 
@@ -702,11 +700,7 @@ impl ZkStore {
                 self.inner.call_timeout,
             )),
         ];
-        session
-            .tasks
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .extend(tasks);
+        lock(&session.tasks).extend(tasks);
         tracing::debug!(
             servers = %self.inner.servers, session = format_args!("{:x}", session.id),
             asked = ?asked, granted = ?session.granted, "zookeeper: session opened"
@@ -999,24 +993,19 @@ impl ZkStore {
         }
     }
 
-    /// Renews our node named in `lease` in the session's next round (see
-    /// [`run_rounds`]): whether it is still ours, its lease then running
-    /// from the round's send. A lapsed lease is never revived.
+    /// Renews `lease`'s node `dir/name` of session `s` in the session's
+    /// next round (see [`run_rounds`]): whether it is still ours, its lease
+    /// then running from the round's send. A lapsed lease is never revived.
     async fn renew_in_round(
         &self,
         s: &Session,
         lease: &Lease,
-        dir: &str,
+        dir: String,
+        name: &str,
     ) -> Result<bool, StoreError> {
-        let Some((sid, name)) = parse_handle(&lease.handle) else {
-            return Ok(false);
-        };
-        if sid != s.id {
-            return Ok(false);
-        }
         let (answer, answered) = oneshot::channel();
         lock(&s.waiting).push(Waiting {
-            dir: dir.to_owned(),
+            dir,
             name: name.to_owned(),
             lease: lease.clone(),
             answer,
@@ -1241,14 +1230,14 @@ impl LeaseStore for ZkStore {
     }
 
     async fn renew(&self, lease: &Lease) -> Result<Renewal, StoreError> {
-        let Some((sid, _)) = parse_handle(&lease.handle) else {
+        let Some((sid, name)) = parse_handle(&lease.handle) else {
             return Ok(Renewal::Lost);
         };
         let Some(s) = self.session_of(sid).await else {
             return Ok(Renewal::Lost);
         };
         let dir = self.election_path(&lease.election);
-        match self.renew_in_round(&s, lease, &dir).await {
+        match self.renew_in_round(&s, lease, dir, name).await {
             Ok(true) => Ok(Renewal::Renewed),
             Ok(false) => Ok(Renewal::Lost),
             // The session ended: ZooKeeper deleted its nodes.

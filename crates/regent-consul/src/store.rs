@@ -122,6 +122,17 @@ impl fmt::Debug for ConsulStore {
     }
 }
 
+/// A session as `GET /v1/session/info/ID` shows it: what the store reads.
+#[derive(Deserialize)]
+struct SessionInfo {
+    #[serde(rename = "Name", default)]
+    name: String,
+    #[serde(rename = "TTL")]
+    ttl: String,
+    #[serde(rename = "LockDelay")]
+    lock_delay: u64,
+}
+
 /// Bytes that must not be printed (an ACL token, a private key).
 #[derive(Clone, PartialEq, Eq)]
 struct Secret(Vec<u8>);
@@ -855,6 +866,25 @@ impl ConsulStore {
         })
     }
 
+    /// What Consul says of `session` (`query`: `?consistent`, say);
+    /// `None` when it no longer knows it.
+    async fn session_info(
+        &self,
+        session: &str,
+        query: &[(&str, &str)],
+        what: &(dyn Fn() -> String + Sync),
+    ) -> Result<Option<SessionInfo>, StoreError> {
+        let url = self.url(&["session", "info", session], query);
+        let answer = self
+            .call(Method::GET, url, None, &[404], Duration::ZERO, what)
+            .await?;
+        if answer.status == 404 {
+            return Ok(None);
+        }
+        let infos: Option<Vec<SessionInfo>> = answer.json(&what())?;
+        Ok(infos.unwrap_or_default().into_iter().next())
+    }
+
     /// Takes over `session`, which holds `key` as `entry` under `req`'s
     /// holder id and whose process is proven gone: if Consul still knows it
     /// with the TTL and lock delay this store would give `req`'s lease,
@@ -870,22 +900,10 @@ impl ConsulStore {
         req: &AcquireRequest,
         what: &(dyn Fn() -> String + Sync),
     ) -> Result<Option<u64>, StoreError> {
-        #[derive(Deserialize)]
-        struct SessionInfo {
-            #[serde(rename = "TTL")]
-            ttl: String,
-            #[serde(rename = "LockDelay")]
-            lock_delay: u64,
-        }
-        let url = self.url(&["session", "info", session], &[("consistent", "")]);
-        let answer = self
-            .call(Method::GET, url, None, &[404], Duration::ZERO, what)
+        let info = self
+            .session_info(session, &[("consistent", "")], what)
             .await?;
-        if answer.status == 404 {
-            return Ok(None);
-        }
-        let infos: Option<Vec<SessionInfo>> = answer.json(&what())?;
-        let Some(info) = infos.unwrap_or_default().into_iter().next() else {
+        let Some(info) = info else {
             return Ok(None);
         };
         let delay_ns = u64::try_from(self.lock_delay(req.ttl).as_nanos()).unwrap_or(u64::MAX);

@@ -105,23 +105,8 @@ impl ConsulStore {
         session: &str,
         what: &(dyn Fn() -> String + Sync),
     ) -> Result<bool, StoreError> {
-        #[derive(serde::Deserialize)]
-        struct SessionName {
-            #[serde(rename = "Name", default)]
-            name: String,
-        }
-        let url = self.url(&["session", "info", session], &[]);
-        let answer = self
-            .call(Method::GET, url, None, &[404], Duration::ZERO, what)
-            .await?;
-        if answer.status == 404 {
-            return Ok(false);
-        }
-        let infos: Option<Vec<SessionName>> = answer.json(&what())?;
-        Ok(infos
-            .unwrap_or_default()
-            .first()
-            .is_some_and(|s| s.name == SHARED_NAME))
+        let info = self.session_info(session, &[], what).await?;
+        Ok(info.is_some_and(|s| s.name == SHARED_NAME))
     }
 }
 

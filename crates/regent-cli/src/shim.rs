@@ -452,23 +452,29 @@ fn supervise(args: &ShimArgs, guard: Guard) -> std::io::Result<u8> {
     // orphans), so std's handle is not used to wait.
     drop(child);
 
-    let mut deadline = go.deadline_ns;
-    // The term's release ticket, if regent sent one.
-    let mut ticket: Option<String> = None;
-    // What came with the go line.
+    let mut term = Heeded {
+        deadline: go.deadline_ns,
+        ticket: None,
+    };
+    // What came with the go line: the ticket, in practice. Heeded before
+    // anything else can happen, so that a crash of regent at CMD's very
+    // start still finds the ticket taken.
     let mut said = std::mem::take(&mut control.pending);
     let stop = 'wait: loop {
+        if term.heed(said.drain(..)) {
+            break 'wait Stop::Asked;
+        }
         if let Some(status) = tree::reap(Some(pgid)) {
             // CMD ended by itself; its background jobs go with it.
             stop_all(pgid);
             return Ok(status);
         }
         let now = mono_ns();
-        if now >= deadline {
+        if now >= term.deadline {
             break 'wait Stop::Deadline;
         }
         // Wake at least every 50 ms to reap children.
-        let wait = Duration::from_nanos(deadline - now).min(Duration::from_millis(50));
+        let wait = Duration::from_nanos(term.deadline - now).min(Duration::from_millis(50));
         let timeout = Timespec {
             tv_sec: 0,
             tv_nsec: i64::from(wait.subsec_nanos()),
@@ -491,48 +497,55 @@ fn supervise(args: &ShimArgs, guard: Guard) -> std::io::Result<u8> {
         let stdin_ready = !fds[1].revents().is_empty();
         // A child exited: reaped at the top of the loop.
         exits.drain();
-        if signalled {
-            break 'wait Stop::Signal;
-        }
+        // What regent said is heeded before its end is: its last lines
+        // and its end (or its death signal) can come in one wake-up.
+        let mut closed = false;
         if stdin_ready {
             match control.read(&mut stdin) {
                 Some(more) => said.extend(more),
-                None => break 'wait Stop::ParentGone,
+                None => closed = true,
             }
         }
-        for word in said.drain(..) {
-            match word {
-                Control::Deadline(ns) => deadline = ns,
-                Control::Stop => break 'wait Stop::Asked,
-                Control::Ticket(t) => {
-                    // It may hold a store's secret: keep this process's
-                    // memory from CMD (same user).
-                    let _ = rustix::process::set_dumpable_behavior(
-                        rustix::process::DumpableBehavior::NotDumpable,
-                    );
-                    ticket = Some(t);
-                }
-                // One term per supervisor: a second go means nothing.
-                Control::Go(_) => {}
-            }
+        if term.heed(said.drain(..)) {
+            break 'wait Stop::Asked;
+        }
+        if signalled {
+            break 'wait Stop::Signal;
+        }
+        if closed {
+            break 'wait Stop::ParentGone;
         }
     };
     // Stop first, talk after: a closed stderr must not keep CMD alive.
     let all_gone = stop_all(pgid);
     let _ = tree::reap(Some(pgid));
     report("X");
-    // regent died (its end of the control socket is closed; it did not
-    // ask for this stop), and nothing of the term runs any more: give the
-    // lease back, so that the next leader need not wait out the ttl. A
-    // frozen regent (the deadline passed) or a dead shim (regent lives on
-    // and resigns itself) is not a reason.
-    if matches!(stop, Stop::ParentGone | Stop::Signal)
+    // regent died (its end of the control socket is closed), and nothing
+    // of the term runs any more: give the lease back, so that the next
+    // leader need not wait out the ttl. A frozen regent (the deadline
+    // passed) or a dead shim (regent lives on and resigns itself) is not a
+    // reason. A stop regent asked for is regent's to end, unless regent
+    // died meanwhile: its end is then already closed (alive, it holds the
+    // socket open until this process has exited), so that stop waits for
+    // nothing here.
+    //
+    // What regent wrote before it died and this process had not read yet
+    // (the ticket, when the death signal came first) is read on the way to
+    // the socket's end, and heeded.
+    let wait_for_close = match stop {
+        Stop::ParentGone | Stop::Signal => Some(CLOSE_WAIT),
+        Stop::Asked => Some(Duration::ZERO),
+        Stop::Deadline => None,
+    };
+    if let Some(wait) = wait_for_close
         && all_gone
-        && let Some(ticket) = ticket
         && std::env::var_os(KEEP_LEASE_ENV).is_none()
-        && control_closed(&mut stdin, CLOSE_WAIT)
+        && control_closed(&mut stdin, &mut control, wait)
     {
-        hand_back(&ticket);
+        term.heed(control.pending.drain(..));
+        if let Some(ticket) = term.ticket.take() {
+            hand_back(&ticket);
+        }
     }
     match stop {
         Stop::Deadline => warn_user!(
@@ -634,6 +647,37 @@ fn parse_control(line: &[u8]) -> Option<Control> {
     Some(Control::Deadline(ns))
 }
 
+/// What the supervisor holds of its term from regent's lines.
+struct Heeded {
+    /// The step-down instant (CLOCK_MONOTONIC nanoseconds).
+    deadline: u64,
+    /// The term's release ticket, if regent sent one.
+    ticket: Option<String>,
+}
+
+impl Heeded {
+    /// Takes regent's lines in order; whether one asked for the stop.
+    fn heed(&mut self, words: impl IntoIterator<Item = Control>) -> bool {
+        for word in words {
+            match word {
+                Control::Deadline(ns) => self.deadline = ns,
+                Control::Stop => return true,
+                Control::Ticket(t) => {
+                    // It may hold a store's secret: keep this process's
+                    // memory from CMD (same user).
+                    let _ = rustix::process::set_dumpable_behavior(
+                        rustix::process::DumpableBehavior::NotDumpable,
+                    );
+                    self.ticket = Some(t);
+                }
+                // One term per supervisor: a second go means nothing.
+                Control::Go(_) => {}
+            }
+        }
+        false
+    }
+}
+
 /// The control socket (the supervisor's stdin), read straight from its
 /// descriptor. std's `StdinLock` buffers: what a read leaves in its buffer
 /// (the rest of a long ticket line, the line after the go) is data that
@@ -671,16 +715,19 @@ impl ControlReader {
             Ok(0) => None,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => Some(Vec::new()),
             Err(_) => None,
-            Ok(n) => {
-                self.partial.extend_from_slice(&buf[..n]);
-                let mut lines = Vec::new();
-                while let Some(pos) = self.partial.iter().position(|b| *b == b'\n') {
-                    let line: Vec<u8> = self.partial.drain(..=pos).collect();
-                    lines.extend(parse_control(&line));
-                }
-                Some(lines)
-            }
+            Ok(n) => Some(self.feed(&buf[..n])),
         }
+    }
+
+    /// Bytes read from the socket: the lines they complete.
+    fn feed(&mut self, bytes: &[u8]) -> Vec<Control> {
+        self.partial.extend_from_slice(bytes);
+        let mut lines = Vec::new();
+        while let Some(pos) = self.partial.iter().position(|b| *b == b'\n') {
+            let line: Vec<u8> = self.partial.drain(..=pos).collect();
+            lines.extend(parse_control(&line));
+        }
+        lines
     }
 }
 
@@ -728,15 +775,20 @@ fn wait_for_go<S: Read + std::os::fd::AsFd>(
 }
 
 /// Whether regent's end of the control socket is closed: what is left to
-/// read is read (and ignored) up to the end of the stream, or the reset
-/// a socket closed with unread data gives. regent's death closes it;
-/// regent itself closes it only after the supervisor has exited.
+/// read is read up to the end of the stream, or the reset a socket closed
+/// with unread data gives, and its lines are left in `control.pending`.
+/// regent's death closes it; regent itself closes it only after the
+/// supervisor has exited.
 ///
 /// It waits for the end up to `wait`: the death signal and the socket's
 /// end need not come in that order (the signal comes when the thread
 /// that started the shim exits, the files close when regent's last thread
 /// does).
-fn control_closed<S: Read + std::os::fd::AsFd>(stdin: &mut S, wait: Duration) -> bool {
+fn control_closed<S: Read + std::os::fd::AsFd>(
+    stdin: &mut S,
+    control: &mut ControlReader,
+    wait: Duration,
+) -> bool {
     let mut buf = [0u8; 4096];
     let until = std::time::Instant::now() + wait;
     loop {
@@ -754,7 +806,10 @@ fn control_closed<S: Read + std::os::fd::AsFd>(stdin: &mut S, wait: Duration) ->
         }
         match stdin.read(&mut buf) {
             Ok(0) => return true,
-            Ok(_) => {}
+            Ok(n) => {
+                let lines = control.feed(&buf[..n]);
+                control.pending.extend(lines);
+            }
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             // A stream socket whose peer closed with data it never read
             // (the supervisor's own reports, with regent dead) answers
@@ -918,7 +973,11 @@ mod tests {
         let (regent, mut supervisor) = UnixStream::pair().expect("pair");
         supervisor.write_all(b"X\n").expect("report");
         drop(regent);
-        assert!(control_closed(&mut supervisor, Duration::ZERO));
+        assert!(control_closed(
+            &mut supervisor,
+            &mut ControlReader::default(),
+            Duration::ZERO
+        ));
     }
 
     #[test]
@@ -926,9 +985,17 @@ mod tests {
         let (regent, mut supervisor) = UnixStream::pair().expect("pair");
         let (live, mut watched) = UnixStream::pair().expect("pair");
         (&live).write_all(b"D 1\n").expect("deadline");
-        assert!(!control_closed(&mut watched, Duration::from_millis(20)));
+        assert!(!control_closed(
+            &mut watched,
+            &mut ControlReader::default(),
+            Duration::from_millis(20)
+        ));
         drop(regent);
-        assert!(control_closed(&mut supervisor, Duration::ZERO));
+        assert!(control_closed(
+            &mut supervisor,
+            &mut ControlReader::default(),
+            Duration::ZERO
+        ));
         drop(live);
     }
 

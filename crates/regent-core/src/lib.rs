@@ -106,7 +106,7 @@ pub use store::{
     Renewal, SafetyClass, StoreInfo, StoreStyle, TtlGrant, WatchMode, poll_watch,
 };
 pub use supervisor::{
-    Heartbeat, LeaderContext, Restart, Supervisor, SupervisorExit, Term, TermOutcome,
+    Heartbeat, LeaderContext, Restart, Supervisor, SupervisorExit, TaskPanic, Term, TermOutcome,
 };
 pub use target::{
     OptionKind, OptionValue, Options, Source, StoreKind, StoreOption, Target, TargetError,
@@ -138,5 +138,7 @@ mod send_sync {
         is_send_sync::<StoreError>();
         is_send_sync::<CampaignError>();
         is_send_sync::<Status>();
+        is_send_sync::<Term>();
+        is_send_sync::<TaskPanic>();
     }
 }

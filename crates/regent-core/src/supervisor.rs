@@ -2,9 +2,13 @@
 //! is on [`Supervisor`] and [`Restart`] (private modules' docs do not reach
 //! rustdoc).
 
+use std::any::Any;
+use std::fmt;
 use std::future::Future;
+use std::panic::AssertUnwindSafe;
 use std::time::Duration;
 
+use futures_util::FutureExt as _;
 use tokio::sync::watch;
 use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
@@ -137,7 +141,64 @@ pub enum TermOutcome {
     /// Leadership ended first (lost, deadline, shutdown, unhealthy task); the
     /// task was cancelled.
     LeadershipEnded(EndReason),
+    /// The task panicked; the supervisor caught the panic (see
+    /// [Panics](Supervisor#panics)), the term's cancellation token fired and
+    /// the lease was resigned at once, unless leadership had already ended
+    /// ([`TaskPanic::ended_first`]). A failure for the [`Restart`] policy.
+    TaskPanicked(TaskPanic),
 }
+
+/// A leader task's panic, caught by the [`Supervisor`]: what ended the term
+/// ([`TermOutcome::TaskPanicked`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TaskPanic {
+    message: String,
+    ended_first: Option<EndReason>,
+}
+
+impl TaskPanic {
+    fn new(payload: &(dyn Any + Send), ended_first: Option<EndReason>) -> Self {
+        let message = if let Some(s) = payload.downcast_ref::<&'static str>() {
+            (*s).to_owned()
+        } else if let Some(s) = payload.downcast_ref::<String>() {
+            s.clone()
+        } else {
+            "non-string panic payload".to_owned()
+        };
+        Self {
+            message,
+            ended_first,
+        }
+    }
+
+    /// The panic's message (what `panic!` was given), or `non-string panic
+    /// payload` when the payload was neither a `&str` nor a `String`.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// Why leadership had already ended when the task panicked (the task
+    /// was in its grace after cancellation); `None` when the task panicked
+    /// while leading.
+    pub fn ended_first(&self) -> Option<EndReason> {
+        self.ended_first
+    }
+}
+
+impl fmt::Display for TaskPanic {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.ended_first {
+            None => write!(f, "leader task panicked: {}", self.message),
+            Some(reason) => write!(
+                f,
+                "leader task panicked in its grace after leadership ended ({reason}): {}",
+                self.message
+            ),
+        }
+    }
+}
+
+impl std::error::Error for TaskPanic {}
 
 /// One leadership term.
 #[derive(Debug)]
@@ -146,14 +207,23 @@ pub struct Term {
     pub token: FencingToken,
     /// How it ended.
     pub outcome: TermOutcome,
-    /// Whether the task stopped within `grace` after cancellation (always
-    /// true when the task ended first).
+    /// Whether the task stopped (returned or panicked) within `grace` after
+    /// cancellation (always true when the task ended first).
     pub stopped_in_grace: bool,
 }
 
 impl Term {
     fn is_failure(&self) -> bool {
         !matches!(self.outcome, TermOutcome::TaskSucceeded)
+    }
+
+    /// Why leadership ended before the task did, if it did.
+    fn ended_first(&self) -> Option<EndReason> {
+        match &self.outcome {
+            TermOutcome::LeadershipEnded(reason) => Some(*reason),
+            TermOutcome::TaskPanicked(panic) => panic.ended_first,
+            _ => None,
+        }
     }
 }
 
@@ -181,11 +251,12 @@ pub enum SupervisorExit {
 ///   the task has [`Timing::grace`](crate::Timing::grace) to return; then
 ///   it is dropped. The lease is released only after the task has stopped
 ///   or been dropped, never while it may still write.
-/// * **The task ends first** (`Ok` or `Err`): the lease is resigned at
-///   once. This candidate's next campaign first leaves the election to the
-///   followers that are waiting, so a finished task hands over to one of
-///   them instead of winning again ([`Candidate::campaign`](crate::Candidate::campaign) says for how
-///   long).
+/// * **The task ends first** (`Ok`, `Err`, or a panic: see
+///   [Panics](#panics)): the lease is resigned at once. This candidate's
+///   next campaign first leaves the election to the followers that are
+///   waiting, so a finished task hands over to one of them instead of
+///   winning again ([`Candidate::campaign`](crate::Candidate::campaign)
+///   says for how long).
 ///
 /// With a [health timeout](Self::health_timeout), a task that stops calling
 /// [`Heartbeat::beat`] for that long makes its leader step down instead of
@@ -221,6 +292,69 @@ pub enum SupervisorExit {
 ///     })
 ///     .await?;
 /// assert!(matches!(exit, SupervisorExit::Finished(_)));
+/// # Ok(()) }
+/// ```
+///
+/// # Panics
+///
+/// The task is not spawned: the supervisor calls it and polls its future
+/// inline, on the task that awaits [`run`](Self::run) (which is why the
+/// task needs neither `Send` nor `'static`). A panic in the task (in the
+/// call, while it leads, in its grace after cancellation, or when it is
+/// dropped) does not unwind into the caller: the supervisor catches it at
+/// the poll boundary, as tokio does for a spawned task, and the term ends
+/// like a failed one:
+///
+/// * the context's cancellation token fires and the lease is resigned at
+///   once, so a follower leads a few round trips later, not a ttl later
+///   (if leadership had already ended, the lease goes as that end allows);
+/// * the term's outcome is [`TermOutcome::TaskPanicked`], carrying the
+///   panic's message, and an `error` event with the election, holder and
+///   token is logged (the panic hook runs first, as for any panic: the
+///   default one prints the message to stderr);
+/// * the [`Restart`] policy counts it as a failure: `Always` and
+///   `OnFailure` campaign again after the failure backoff, `Never` returns
+///   [`SupervisorExit::Finished`] with that term.
+///
+/// The process, and everything else in it, runs on. Rust's own limits
+/// remain: with `panic = "abort"` in the build profile nothing can be
+/// caught, the process dies and the lease expires by its ttl; a panic in a
+/// `Drop` while the task's state unwinds from a first panic aborts the
+/// process.
+///
+/// Do not wrap the work in `tokio::spawn` to isolate its panics: the
+/// supervisor does that already, and a spawned task is cut off from the
+/// term (dropping its `JoinHandle` does not stop it), so it would go on
+/// writing after leadership ended and the lease went to another leader. If
+/// you spawn work anyway, abort it when the context is cancelled and wait
+/// for it before returning:
+///
+/// ```
+/// # use std::time::Duration;
+/// # use regent_core::{BoxError, Candidate, ElectionName, HolderId, Restart, Supervisor, memory::MemoryStore};
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let candidate = Candidate::builder(MemoryStore::race(), ElectionName::new("billing")?, HolderId::new("a")?).build()?;
+/// Supervisor::new(candidate)
+///     .restart(Restart::Never)
+///     .run(|leader| async move {
+///         let token = leader.token();
+///         let mut work = tokio::spawn(async move {
+///             # let _ = token;
+///             tokio::time::sleep(Duration::from_secs(1)).await; // the work, with `token`
+///         });
+///         tokio::select! {
+///             () = leader.cancelled() => {
+///                 // Leadership ended: the work must stop before the lease goes.
+///                 work.abort();
+///                 let _ = (&mut work).await;
+///                 Ok(())
+///             }
+///             // A panic in the work comes back as a `JoinError`: a failed term.
+///             done = &mut work => done.map_err(BoxError::from),
+///         }
+///     })
+///     .await?;
 /// # Ok(()) }
 /// ```
 #[derive(Debug, Clone)]
@@ -279,6 +413,13 @@ impl<C: Election> Supervisor<C> {
     /// Campaigns and runs `task` on every term, by the restart policy, until
     /// the candidate shuts down.
     ///
+    /// # Panics
+    ///
+    /// Not from the task: `task` runs inline, on the task that awaits this
+    /// call, and a panic in it is caught and ends its term
+    /// ([`TermOutcome::TaskPanicked`]; see [Panics](Supervisor#panics)).
+    /// Built with `panic = "abort"`, the process dies instead.
+    ///
     /// # Errors
     ///
     /// A [`CampaignError`] other than shutdown ends supervision.
@@ -314,10 +455,8 @@ impl<C: Election> Supervisor<C> {
                 Err(CampaignError::Shutdown) => return Ok(SupervisorExit::Shutdown),
                 Err(e) => return Err(e),
             };
-            if matches!(
-                term.outcome,
-                TermOutcome::LeadershipEnded(EndReason::Shutdown)
-            ) || self.candidate.shutdown_token().is_cancelled()
+            if term.ended_first() == Some(EndReason::Shutdown)
+                || self.candidate.shutdown_token().is_cancelled()
             {
                 return Ok(SupervisorExit::Shutdown);
             }
@@ -367,6 +506,11 @@ impl<C: Election> Supervisor<C> {
     ///     .await?;
     /// # Ok(()) }
     /// ```
+    ///
+    /// # Panics
+    ///
+    /// As [`run`](Self::run): a panic in the task ends its term and does
+    /// not reach the caller.
     ///
     /// # Errors
     ///
@@ -419,10 +563,21 @@ impl<C: Election> Supervisor<C> {
             herald: leadership.herald(),
         };
         let token = ctx.token();
-        // Boxed so that it can be dropped before the lease is released.
-        let mut fut = Box::pin(task(ctx));
+        // The task runs inline, on the caller's task; its panics are caught
+        // here, at the poll boundary, as tokio catches a spawned task's.
+        // The call is inside the future so that a panic of the call itself
+        // is caught too. Boxed so that it can be dropped before the lease
+        // is released.
+        let mut fut = Box::pin(AssertUnwindSafe(async move { task(ctx).await }).catch_unwind());
+        let caught = |payload: &(dyn Any + Send), leadership: &crate::Leadership| {
+            TermOutcome::TaskPanicked(TaskPanic::new(
+                payload,
+                leadership.ended().map(|ended| ended.reason),
+            ))
+        };
         enum First<E> {
             Task(Result<(), E>),
+            Panicked(TermOutcome),
             Lease(EndReason),
             EndedWithTask(EndReason),
             Unhealthy,
@@ -433,12 +588,13 @@ impl<C: Election> Supervisor<C> {
             biased;
             ended = leadership.until_ended() => First::Lease(ended.reason),
             () = watchdog(&heartbeat, self.health_timeout) => First::Unhealthy,
-            r = &mut fut => match leadership.ended() {
-                Some(ended) => First::EndedWithTask(ended.reason),
-                None => First::Task(r),
+            r = &mut fut => match (r, leadership.ended()) {
+                (Err(payload), _) => First::Panicked(caught(&*payload, &leadership)),
+                (Ok(_), Some(ended)) => First::EndedWithTask(ended.reason),
+                (Ok(r), None) => First::Task(r),
             },
         };
-        let (outcome, stopped_in_grace) = match first {
+        let (mut outcome, stopped_in_grace) = match first {
             First::Task(r) => {
                 let outcome = match r {
                     Ok(()) => TermOutcome::TaskSucceeded,
@@ -446,6 +602,7 @@ impl<C: Election> Supervisor<C> {
                 };
                 (outcome, true)
             }
+            First::Panicked(outcome) => (outcome, true),
             First::Lease(reason) => (TermOutcome::LeadershipEnded(reason), false),
             First::EndedWithTask(reason) => (TermOutcome::LeadershipEnded(reason), true),
             First::Unhealthy => {
@@ -459,7 +616,11 @@ impl<C: Election> Supervisor<C> {
         };
         let stopped_in_grace = stopped_in_grace
             || match tokio::time::timeout(grace, &mut fut).await {
-                Ok(_) => true,
+                Ok(Ok(_)) => true,
+                Ok(Err(payload)) => {
+                    outcome = caught(&*payload, &leadership);
+                    true
+                }
                 Err(_) => {
                     tracing::warn!(
                         election = %leadership.election(), holder = %leadership.holder(),
@@ -468,20 +629,33 @@ impl<C: Election> Supervisor<C> {
                     false
                 }
             };
-        // Only now, with the task stopped or dropped, may the lease go.
-        drop(fut);
-        let reason = match &outcome {
-            TermOutcome::LeadershipEnded(r) => *r,
-            _ => EndReason::Resigned,
-        };
-        if let Err(e) = leadership.finish(reason).await {
-            tracing::warn!(token = token.get(), error = %crate::report(&e), "release failed; the lease expires by its ttl");
+        // Only now, with the task stopped or dropped, may the lease go. A
+        // panic in the task's drop (not during an unwind: that aborts) is
+        // caught too, as tokio catches it when it drops an aborted task.
+        if let Err(payload) = std::panic::catch_unwind(AssertUnwindSafe(move || drop(fut)))
+            && !matches!(outcome, TermOutcome::TaskPanicked(_))
+        {
+            outcome = caught(&*payload, &leadership);
         }
-        Term {
+        if let TermOutcome::TaskPanicked(panic) = &outcome {
+            tracing::error!(
+                election = %leadership.election(), holder = %leadership.holder(),
+                token = token.get(), panic = %panic.message(), ended_first = ?panic.ended_first(),
+                "leader task panicked; ending its term"
+            );
+        }
+        let term = Term {
             token,
             outcome,
             stopped_in_grace,
+        };
+        if let Err(e) = leadership
+            .finish(term.ended_first().unwrap_or(EndReason::Resigned))
+            .await
+        {
+            tracing::warn!(token = token.get(), error = %crate::report(&e), "release failed; the lease expires by its ttl");
         }
+        term
     }
 }
 

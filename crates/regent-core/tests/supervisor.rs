@@ -1,5 +1,6 @@
 //! The supervisor: the leader task runs only while leading; task and lease
-//! end each other; the restart policy; the health watchdog.
+//! end each other; the restart policy; the health watchdog; a panicking
+//! task ends its term like a failed one (issue 25).
 
 mod common;
 
@@ -11,7 +12,7 @@ use common::{candidate, id, secs, spawn_follower};
 use regent_core::memory::MemoryStore;
 use regent_core::{
     BoxError, EndReason, HolderId, LeaderContext, Restart, Status, Supervisor, SupervisorExit,
-    Term, TermOutcome,
+    TaskPanic, Term, TermOutcome,
 };
 use regent_testkit::History;
 use tokio::time::{Instant, sleep};
@@ -379,4 +380,213 @@ async fn the_leader_task_proclaims_through_its_context() {
         .await
         .unwrap();
     assert!(matches!(finished(exit).outcome, TermOutcome::TaskSucceeded));
+}
+
+/// The panic a supervisor caught in the term it finished with; panics on
+/// any other exit or outcome.
+fn panicked(exit: SupervisorExit) -> (TaskPanic, bool) {
+    let term = finished(exit);
+    let TermOutcome::TaskPanicked(panic) = term.outcome else {
+        panic!("{term:?}")
+    };
+    (panic, term.stopped_in_grace)
+}
+
+/// Issue 25: a leader task that panicked unwound through `run` into the
+/// caller (a service lost its process) and left its lease to expire by its
+/// ttl. Now the term ends like a failed one: its cancellation fires, the
+/// lease is resigned at once and the panic is the term's outcome.
+#[tokio::test(start_paused = true)]
+async fn a_panicking_task_ends_its_term_and_resigns_at_once() {
+    let store = MemoryStore::race();
+    let sup = Supervisor::new(candidate(&store, "a")).restart(Restart::Never);
+    let follower = spawn_follower(candidate(&store, "b"));
+    let seen = Arc::new(std::sync::Mutex::new(None));
+    let s = seen.clone();
+    let exit = sup
+        .run(|ctx| {
+            let s = s.clone();
+            async move {
+                sleep(secs(4)).await;
+                *s.lock().unwrap() = Some((Instant::now(), ctx.cancellation().clone()));
+                panic!("the third write failed");
+                #[allow(unreachable_code)]
+                Ok::<_, BoxError>(())
+            }
+        })
+        .await
+        .unwrap();
+    let (panic, stopped_in_grace) = panicked(exit);
+    assert_eq!(panic.message(), "the third write failed");
+    assert_eq!(panic.ended_first(), None, "it panicked while leading");
+    assert!(stopped_in_grace);
+    let (panicked_at, cancellation) = seen.lock().unwrap().take().unwrap();
+    assert!(cancellation.is_cancelled(), "the term's token fired");
+    assert_eq!(store.stats().releases, 1, "the lease was given back");
+    let (won_at, lb) = follower.await.unwrap();
+    assert_eq!(lb.token().get(), 2);
+    assert!(
+        won_at - panicked_at < Duration::from_millis(100),
+        "b led {:?} after the panic; a released lease costs no ttl",
+        won_at - panicked_at
+    );
+}
+
+/// Issue 25: a panic is a failure for the restart policy: `Always` and
+/// `OnFailure` campaign again after the failure backoff, and the
+/// supervisor runs on until shutdown.
+#[tokio::test(start_paused = true)]
+async fn after_a_panic_the_supervisor_campaigns_again() {
+    for restart in [Restart::Always, Restart::OnFailure] {
+        let store = MemoryStore::race();
+        let a = candidate(&store, "a");
+        let sup = Supervisor::new(a.clone()).restart(restart);
+        let tokens = std::sync::Mutex::new(Vec::new());
+        let stopper = tokio::spawn(async move {
+            sleep(secs(60)).await;
+            a.shutdown().await;
+        });
+        let exit = sup
+            .run(|ctx| {
+                let first = {
+                    let mut tokens = tokens.lock().unwrap();
+                    tokens.push(ctx.token());
+                    tokens.len() == 1
+                };
+                async move {
+                    if first {
+                        sleep(secs(1)).await;
+                        panic!("first term");
+                    }
+                    ctx.cancelled().await;
+                    Ok::<_, BoxError>(())
+                }
+            })
+            .await
+            .unwrap();
+        stopper.await.unwrap();
+        assert!(
+            matches!(exit, SupervisorExit::Shutdown),
+            "{restart:?}: {exit:?}"
+        );
+        let tokens = tokens.into_inner().unwrap();
+        assert_eq!(tokens.len(), 2, "{restart:?}: one term after the panic");
+        assert!(tokens[0] < tokens[1], "{restart:?}: {tokens:?}");
+    }
+}
+
+/// Issue 25: the panic of the call that makes the task's future, and the
+/// message of every kind of payload.
+#[tokio::test(start_paused = true)]
+async fn a_panic_in_the_call_is_caught_and_its_payload_read() {
+    let store = MemoryStore::race();
+    let exit = Supervisor::new(candidate(&store, "a"))
+        .restart(Restart::Never)
+        .run(|ctx| -> std::future::Ready<Result<(), BoxError>> {
+            panic!("no future for token {}", ctx.token());
+        })
+        .await
+        .unwrap();
+    assert_eq!(panicked(exit).0.message(), "no future for token 1");
+    assert_eq!(store.stats().releases, 1);
+
+    let store = MemoryStore::race();
+    let exit = Supervisor::new(candidate(&store, "a"))
+        .restart(Restart::Never)
+        .run(|_ctx| async {
+            std::panic::panic_any(7_u32);
+            #[allow(unreachable_code)]
+            Ok::<_, BoxError>(())
+        })
+        .await
+        .unwrap();
+    let (panic, _) = panicked(exit);
+    assert_eq!(panic.message(), "non-string panic payload");
+    assert_eq!(
+        panic.to_string(),
+        "leader task panicked: non-string panic payload"
+    );
+}
+
+/// Issue 25: a task that panics in its grace, after leadership ended (here
+/// by the health watchdog), is caught too; the lease is released as that
+/// end allows, at once.
+#[tokio::test(start_paused = true)]
+async fn a_panic_in_the_grace_after_cancellation_is_caught() {
+    let store = MemoryStore::race();
+    let sup = Supervisor::new(candidate(&store, "a"))
+        .restart(Restart::Never)
+        .health_timeout(secs(3))
+        .unwrap();
+    let start = Instant::now();
+    let follower = spawn_follower(candidate(&store, "b"));
+    let exit = sup
+        .run(|ctx| async move {
+            ctx.cancelled().await;
+            panic!("cancelled mid-write");
+            #[allow(unreachable_code)]
+            Ok::<_, BoxError>(())
+        })
+        .await
+        .unwrap();
+    let (panic, stopped_in_grace) = panicked(exit);
+    assert_eq!(panic.message(), "cancelled mid-write");
+    assert_eq!(panic.ended_first(), Some(EndReason::Unhealthy));
+    assert!(stopped_in_grace, "a panic stops the task");
+    let (won_at, _) = follower.await.unwrap();
+    assert_eq!(won_at - start, secs(3), "released when the watchdog fired");
+}
+
+/// Issue 25: a task that panics in its grace after `run_until`'s signal
+/// still gives the lease back, and the supervisor returns `Shutdown`.
+#[tokio::test(start_paused = true)]
+async fn a_panic_in_the_grace_of_a_shutdown_still_hands_over() {
+    let store = MemoryStore::race();
+    let follower = spawn_follower(candidate(&store, "b"));
+    let exit = Supervisor::new(candidate(&store, "a"))
+        .run_until(sleep(secs(30)), |ctx| async move {
+            ctx.cancelled().await;
+            panic!("cancelled mid-write");
+            #[allow(unreachable_code)]
+            Ok::<_, BoxError>(())
+        })
+        .await
+        .unwrap();
+    assert!(matches!(exit, SupervisorExit::Shutdown), "{exit:?}");
+    let stopped_at = Instant::now();
+    let (won_at, _) = follower.await.unwrap();
+    assert!(won_at - stopped_at < Duration::from_millis(100));
+    assert_eq!(store.stats().releases, 1);
+}
+
+/// Issue 25: a task dropped after its grace whose drop panics (not during
+/// an unwind) is caught as well, and the lease is still released.
+#[tokio::test(start_paused = true)]
+async fn a_panic_when_the_task_is_dropped_is_caught() {
+    struct PanicsOnDrop;
+    impl Drop for PanicsOnDrop {
+        fn drop(&mut self) {
+            if !std::thread::panicking() {
+                panic!("dropped mid-write");
+            }
+        }
+    }
+    let store = MemoryStore::race();
+    let sup = Supervisor::new(candidate(&store, "a"))
+        .restart(Restart::Never)
+        .health_timeout(secs(3))
+        .unwrap();
+    let exit = sup
+        .run(|_ctx| async move {
+            let _guard = PanicsOnDrop;
+            std::future::pending::<()>().await; // ignores cancellation
+            Ok::<_, BoxError>(())
+        })
+        .await
+        .unwrap();
+    let (panic, stopped_in_grace) = panicked(exit);
+    assert_eq!(panic.message(), "dropped mid-write");
+    assert_eq!(panic.ended_first(), Some(EndReason::Unhealthy));
+    assert!(!stopped_in_grace);
+    assert_eq!(store.stats().releases, 1);
 }

@@ -19,6 +19,8 @@
 //! * [`pki`]: test certificates for engines with TLS, made at test time.
 //! * [`ports`]: free ports outside the kernel's ephemeral range, for
 //!   servers that start (or start again) a moment after the port is found.
+//! * [`supervisor`]: scenarios of the core's supervisor that each store
+//!   crate's tests run on its real engine.
 //!
 //! # Why a history, not assertions inside each candidate
 //!
@@ -40,6 +42,7 @@ pub mod fixtures;
 pub mod history;
 pub mod pki;
 pub mod ports;
+pub mod supervisor;
 
 /// The stack of [`block_on_big_stack`]'s threads: 16 MiB.
 pub const BIG_STACK: usize = 16 << 20;

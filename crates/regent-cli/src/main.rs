@@ -84,6 +84,7 @@ mod cli;
 mod clock;
 mod demo;
 mod error;
+mod failpoint;
 #[cfg(feature = "peer")]
 mod peer;
 mod run;

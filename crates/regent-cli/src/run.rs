@@ -194,6 +194,7 @@ pub(crate) async fn supervise<E: Election>(
                 return Ok(shut_down(election, stops).await);
             }
         };
+        crate::failpoint::hold("regent-acquired", Some(leadership.token().get()));
         let started = Instant::now();
         match lead(election, leadership, next, child, stops, handoff).await? {
             TermEnd::Lost => {}
@@ -439,6 +440,7 @@ async fn lead(
                         warn_user!("regent: leadership ended ({reason}); stopping the command");
                         break TermEnd::Lost;
                     }
+                    crate::failpoint::hold("regent-renewed", Some(leadership.token().get()));
                     if !send(&mut control, &format!("D {}\n", to_mono_ns(state.step_down_at))) {
                         // The shim does not read its control socket (stopped,
                         // hung): it cannot be trusted with the deadline.
@@ -503,6 +505,7 @@ async fn lead(
     // is regent's child now, and must be gone before the lease may go.
     sweep(grace).await;
     // The command has stopped: now the lease may go.
+    crate::failpoint::hold("regent-release", Some(leadership.token().get()));
     if let Err(e) = leadership.resign().await {
         tracing::warn!(error = %e, "release failed; the lease expires by its ttl");
     }

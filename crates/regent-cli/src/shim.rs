@@ -130,10 +130,9 @@
 //! killed by a signal, the shim kills itself with SIGKILL so that `regent`
 //! sees a supervisor that died, as it was.
 //!
-//! Test hook: `REGENT_SHIM_FAILPOINT=STAGE:FILE` makes the shim
-//! (`shim-before-init`, after `unshare`) or the init (`init-before-cmd`)
-//! create FILE and wait there for good, once (not if FILE exists), so that
-//! tests can kill it at that point of a term.
+//! Test hook: `REGENT_FAILPOINT` holds the shim, the init or the release
+//! process at a named point of a term, so that tests and `regent torture
+//! --sweep` can kill a process there (see `failpoint.rs`).
 
 use std::io::Read;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -309,7 +308,7 @@ fn shim(args: &ShimArgs) -> std::io::Result<u8> {
 fn hold(args: &ShimArgs) -> std::io::Result<u8> {
     let signals = SignalPipe::new()?;
     let exits = SignalPipe::children()?;
-    failpoint("shim-before-init");
+    crate::failpoint::hold("shim-before-init", None);
     let me = rustix::process::getpid().as_raw_nonzero().get();
     let mut command = Command::new(crate::run::own_exe_path());
     command
@@ -421,7 +420,7 @@ fn supervise(args: &ShimArgs, guard: Guard) -> std::io::Result<u8> {
         );
         return Ok(STOPPED_BY_SHIM);
     }
-    failpoint("init-before-cmd");
+    crate::failpoint::hold("init-before-cmd", Some(go.token));
     let stop_all = |pgid| match guard {
         Guard::Group => tree::stop_children(Some(pgid), grace, Some(&exits.read)),
         Guard::Namespace => tree::stop_namespace(grace, Some(&exits.read)),
@@ -434,7 +433,7 @@ fn supervise(args: &ShimArgs, guard: Guard) -> std::io::Result<u8> {
         .process_group(0)
         .stdin(Stdio::null())
         .env("REGENT_FENCING_TOKEN", go.token.to_string())
-        .env_remove("REGENT_SHIM_FAILPOINT")
+        .env_remove(crate::failpoint::ENV)
         .env_remove(KEEP_LEASE_ENV);
     if let Some(fd) = &heartbeat {
         command.env("REGENT_HEARTBEAT_FD", fd.as_raw_fd().to_string());
@@ -516,6 +515,9 @@ fn supervise(args: &ShimArgs, guard: Guard) -> std::io::Result<u8> {
             break 'wait Stop::ParentGone;
         }
     };
+    if stop == Stop::Asked {
+        crate::failpoint::hold("supervisor-stopping", Some(go.token));
+    }
     // Stop first, talk after: a closed stderr must not keep CMD alive.
     let all_gone = stop_all(pgid);
     let _ = tree::reap(Some(pgid));
@@ -559,27 +561,6 @@ fn supervise(args: &ShimArgs, guard: Guard) -> std::io::Result<u8> {
         Stop::Asked => {}
     }
     Ok(STOPPED_BY_SHIM)
-}
-
-/// The test hook (see the module docs): wait here for good, once.
-fn failpoint(stage: &str) {
-    let Ok(spec) = std::env::var("REGENT_SHIM_FAILPOINT") else {
-        return;
-    };
-    let Some((at, file)) = spec.split_once(':') else {
-        return;
-    };
-    if at == stage
-        && std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(file)
-            .is_ok()
-    {
-        loop {
-            std::thread::sleep(Duration::from_secs(3600));
-        }
-    }
 }
 
 /// The heartbeat pipe's write end (`$REGENT_HEARTBEAT_FD`, inherited from
@@ -823,9 +804,27 @@ fn control_closed<S: Read + std::os::fd::AsFd>(
 /// Gives the term's lease back by its ticket, in a process of its own
 /// (`__shim --release`: it needs a runtime and the store's client, which
 /// the supervisor does without), and waits for it, at most
-/// [`RELEASE_BOUND`]. The ticket goes on the child's stdin, never in its
-/// arguments or environment.
+/// [`RELEASE_BOUND`] in all. The ticket goes on the child's stdin, never in
+/// its arguments or environment. A release process killed by a signal
+/// (the OOM killer, a stray kill) is started once more: a release frees
+/// only this term's lease, so a second one is harmless.
 fn hand_back(ticket: &str) {
+    let started = std::time::Instant::now();
+    for attempt in 0..2 {
+        match release_once(ticket, started) {
+            Some(status) if status.signal().is_some() && attempt == 0 => {
+                warn_user!(
+                    "regent: the release of the lease was killed ({status}); trying once more"
+                );
+            }
+            _ => return,
+        }
+    }
+}
+
+/// One `__shim --release` process; its exit status, or `None` when it
+/// could not start or did not end within [`RELEASE_BOUND`] of `started`.
+fn release_once(ticket: &str, started: std::time::Instant) -> Option<std::process::ExitStatus> {
     use std::io::Write as _;
     let spawned = Command::new(crate::run::own_exe_path())
         .args(["__shim", "--release"])
@@ -838,25 +837,25 @@ fn hand_back(ticket: &str) {
             warn_user!(
                 "regent: cannot start the release of the lease ({e}); it expires by its ttl"
             );
-            return;
+            return None;
         }
     };
     if let Some(mut input) = child.stdin.take() {
         // Dropped at the end of this block: the child reads EOF.
         let _ = input.write_all(ticket.as_bytes());
     }
-    let started = std::time::Instant::now();
     let mut pause = Duration::from_micros(500);
     loop {
         match child.try_wait() {
-            Ok(Some(_)) | Err(_) => return,
+            Ok(Some(status)) => return Some(status),
+            Err(_) => return None,
             Ok(None) if started.elapsed() >= RELEASE_BOUND => {
                 warn_user!(
                     "regent: the release of the lease took longer than {RELEASE_BOUND:?}; it expires by its ttl"
                 );
                 let _ = child.kill();
                 let _ = child.wait();
-                return;
+                return None;
             }
             Ok(None) => {
                 std::thread::sleep(pause);
@@ -885,6 +884,7 @@ fn release_by_ticket() -> ExitCode {
         let _ =
             rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable);
     }
+    crate::failpoint::hold("release-by-ticket", None);
     let what = format!("{ticket:?}");
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()

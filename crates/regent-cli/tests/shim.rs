@@ -388,7 +388,7 @@ fn killed_during_start_up(stage: &str, victim: Victim) {
         "c1",
         std::path::Path::new(REGENT),
         &args,
-        &[("REGENT_SHIM_FAILPOINT", &spec)],
+        &[("REGENT_FAILPOINT", &spec)],
     );
     wait_for(
         Duration::from_secs(10),

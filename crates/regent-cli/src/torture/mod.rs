@@ -74,6 +74,7 @@ mod fence;
 mod nemesis;
 mod procfs;
 mod proxy;
+mod sweep;
 pub(crate) mod writer;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -223,6 +224,14 @@ pub(crate) struct TortureArgs {
     /// With --peer: the members run with --quorum.
     #[arg(long, requires = "peer")]
     pub(crate) quorum: bool,
+    /// Instead of random faults, a kill -9 at every point of a term's life
+    /// (see below), --sweep-runs times each, two fresh candidates a run.
+    #[arg(long, conflicts_with_all = ["peer", "faults", "duration"])]
+    pub(crate) sweep: bool,
+    /// With --sweep: runs per crash point and process.
+    #[arg(long, value_name = "N", default_value_t = 3, requires = "sweep",
+          value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub(crate) sweep_runs: u32,
 }
 
 /// `--ttl`'s default, unless the store's shortest ttl is longer.
@@ -562,6 +571,8 @@ struct Campaign {
     fence_addr: std::net::SocketAddr,
     /// Unique to this campaign: its writers carry it in their arguments.
     campaign_id: String,
+    /// Variables the next candidates started get (the sweep's failpoint).
+    env: Vec<(String, String)>,
     candidates: Vec<Candidate>,
     /// The number in the last candidate id given.
     last_number: usize,
@@ -692,6 +703,7 @@ impl Campaign {
                 .env("LD_PRELOAD", lib)
                 .env("FAKETIME", format!("+0 x{rate}"));
         }
+        command.envs(self.env.iter().map(|(k, v)| (k, v)));
         let child = command
             .args(args)
             .arg("--lifeline-stdin")
@@ -1006,6 +1018,7 @@ pub(crate) async fn torture(args: TortureArgs) -> Result<u8, CliError> {
         fence: server.fence.clone(),
         fence_addr: server.addr,
         campaign_id: format!("{}-{}", std::process::id(), server.addr.port()),
+        env: Vec::new(),
         candidates: Vec::new(),
         last_number: 0,
         store_processes,
@@ -1042,6 +1055,9 @@ pub(crate) async fn torture(args: TortureArgs) -> Result<u8, CliError> {
         server.addr,
         tmp.path().display()
     );
+    if args.sweep {
+        return run_sweep(campaign, server, &args, tmp).await;
+    }
     let n = usize::from(args.candidates);
     let mut faults = Vec::new();
     let run = async {
@@ -1143,6 +1159,72 @@ pub(crate) async fn torture(args: TortureArgs) -> Result<u8, CliError> {
             "cannot write the report {}: {e}",
             args.report.display()
         ))),
+    }
+}
+
+/// `--sweep`: the crash-point sweep instead of the nemesis; its table on
+/// stdout and its cells in the report.
+async fn run_sweep(
+    mut campaign: Campaign,
+    server: fence::Server,
+    args: &TortureArgs,
+    tmp: tempfile::TempDir,
+) -> Result<u8, CliError> {
+    say!(
+        "regent torture --sweep: {} runs per crash point and process, ttl {:?}",
+        args.sweep_runs,
+        campaign.ttl
+    );
+    let outcome = tokio::select! {
+        r = sweep::sweep(&mut campaign, args.sweep_runs) => r,
+        () = interrupted()? => Err(CliError::failure("interrupted")),
+    };
+    campaign
+        .stop_all(campaign.ttl * 3 + Duration::from_secs(5))
+        .await;
+    stop_stores(std::mem::take(&mut campaign.store_processes)).await;
+    server.stop().await;
+    let cells = match outcome {
+        Ok(cells) => cells,
+        Err(e) => {
+            let kept = tmp.keep();
+            say!("candidate logs kept in {}", kept.display());
+            return Err(e);
+        }
+    };
+    sweep::print_table(&cells);
+    let ok = cells.iter().all(sweep::Cell::ok);
+    #[derive(Serialize)]
+    struct SweepReport<'a> {
+        stores: &'a [String],
+        election: &'a str,
+        ttl_ms: u128,
+        runs: u32,
+        ok: bool,
+        cells: &'a [sweep::Cell],
+    }
+    let json = serde_json::to_vec_pretty(&SweepReport {
+        stores: &campaign.urls,
+        election: &campaign.election,
+        ttl_ms: campaign.ttl.as_millis(),
+        runs: args.sweep_runs,
+        ok,
+        cells: &cells,
+    })
+    .map_err(|e| CliError::failure(format!("the report: {e}")))?;
+    std::fs::write(&args.report, json).map_err(|e| {
+        CliError::failure(format!(
+            "cannot write the report {}: {e}",
+            args.report.display()
+        ))
+    })?;
+    say!("report: {}", args.report.display());
+    if ok {
+        Ok(0)
+    } else {
+        let kept = tmp.keep();
+        say!("candidate logs kept in {}", kept.display());
+        Ok(EXIT_VIOLATION)
     }
 }
 

@@ -1031,6 +1031,14 @@ pub(crate) async fn torture(args: TortureArgs) -> Result<u8, CliError> {
         started: Instant::now(),
         started_ns: mono_ns(),
     };
+    if args.sweep {
+        say!(
+            "fence on {}; candidate logs in {}",
+            server.addr,
+            tmp.path().display()
+        );
+        return run_sweep(campaign, server, &args, tmp).await;
+    }
     let started_ns = campaign.started_ns;
     let names: Vec<&str> = kinds.iter().map(|k| k.name()).collect();
     say!(
@@ -1055,9 +1063,6 @@ pub(crate) async fn torture(args: TortureArgs) -> Result<u8, CliError> {
         server.addr,
         tmp.path().display()
     );
-    if args.sweep {
-        return run_sweep(campaign, server, &args, tmp).await;
-    }
     let n = usize::from(args.candidates);
     let mut faults = Vec::new();
     let run = async {
@@ -1171,9 +1176,11 @@ async fn run_sweep(
     tmp: tempfile::TempDir,
 ) -> Result<u8, CliError> {
     say!(
-        "regent torture --sweep: {} runs per crash point and process, ttl {:?}",
+        "regent torture --sweep: two candidates a run on {}, election '{}', ttl {:?}, {} runs per crash point and process",
+        campaign.urls.join(" "),
+        campaign.election,
+        campaign.ttl,
         args.sweep_runs,
-        campaign.ttl
     );
     let outcome = tokio::select! {
         r = sweep::sweep(&mut campaign, args.sweep_runs) => r,

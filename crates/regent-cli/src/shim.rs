@@ -105,24 +105,35 @@
 //! milliseconds instead of after a ttl.
 //!
 //! * At the start of every term `regent run` writes `T TICKET` on the
-//!   control socket: one line of JSON with the store as `--store`, its
-//!   flags and the variables it read, and the term's lease (see
-//!   `store::Ticket`). It may hold a store's secret, so it travels only on
-//!   the socket, and the supervisor that holds it makes itself
-//!   non-dumpable (CMD, of the same user, cannot read its memory).
+//!   control socket, in the same write as the go: one line of JSON with
+//!   the store as `--store`, its flags and the variables it read, and the
+//!   term's lease (see `store::Ticket`). It may hold a store's secret, so
+//!   it travels only on the socket, and the supervisor that holds it makes
+//!   itself non-dumpable (CMD, of the same user, cannot read its memory).
+//! * The supervisor heeds every line regent wrote before it acts on
+//!   regent's end or its death signal, and reads what is left in the
+//!   socket on its way to the end. (It used to heed the lines that came
+//!   with the go only after its first wake-up; regent's death in CMD's
+//!   first ~50 ms woke it first, and the lease ran out: issue 25.)
 //! * The supervisor releases only when regent is gone (its end of the
-//!   socket is closed) without having asked for the stop, and the tree is
-//!   gone. A frozen `regent` (the dead-man's switch fired) or a killed
-//!   shim (regent lives and resigns itself) is not a reason.
+//!   socket is closed) and the tree is gone: after regent died, or after
+//!   a stop regent asked for when regent died before it could release. A
+//!   frozen `regent` (the dead-man's switch fired) or a killed shim
+//!   (regent lives and resigns itself) is not a reason.
 //! * The release runs in a process of its own (`__shim --release`, the
 //!   ticket on its stdin), bounded; the store's own `release` frees only
 //!   that lease, never a later holder's (the conformance suite checks it
-//!   through a second connection). If it fails, the lease expires by its
-//!   ttl, as before.
+//!   through a second connection). A release process killed by a signal
+//!   is started once more. If it fails, the lease expires by its ttl, as
+//!   before.
 //!
 //! `regent peer` sends no ticket: a peer's term is not a store's lease.
 //! A crash of the whole instance (the host, or regent with its supervisor)
-//! still costs the ttl. `REGENT_SHIM_KEEP_LEASE` (a test hook) plays a
+//! still costs the ttl, and so do the two instants where regent alone
+//! holds the lease with no live supervisor holding its ticket: between
+//! the acquire's answer and the go, and between the supervisor's exit and
+//! regent's own release at the end of a term (`regent torture --sweep`
+//! measures every point). `REGENT_SHIM_KEEP_LEASE` (a test hook) plays a
 //! release that fails.
 //!
 //! Exit status: CMD's own (128+signal if killed) when it ended by itself;

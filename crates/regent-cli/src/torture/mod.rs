@@ -60,6 +60,9 @@
 //! fault caused (a fault the leader's term outlived causes none). A table
 //! goes to stdout and a JSON report to `--report`.
 //!
+//! `--sweep` replaces the nemesis by a crash-point sweep (see
+//! [`sweep`]): every process of a term killed at every point of its life.
+//!
 //! The seed is printed at the start and kept in the report. `--seed`
 //! replays the same choices (kinds, pauses, targets among followers and
 //! store processes), but not the same timing: which candidate leads when
@@ -154,8 +157,21 @@ takes the URL the fewest live candidates use. The report's fault log names the
 store process hit by its index: the --store-commands in order, then the
 --store-pids.
 
+The crash-point sweep (--sweep): instead of random faults, a kill -9 of each
+process of a term (regent, its shim, the namespace's init, CMD, the release
+process of a hand-back) at every point of the term's life: the acquire
+answered, the go taken, CMD started +0/5/20/50 ms, around a renewal, during a
+graceful stop, before the release, during the hand-back by ticket. Each run
+starts two fresh candidates. A table gives, per point and process, the
+failover (kill to the next term's first write) p50/max against the best the
+point allows (ms where a live process holds the lease: judged under half a
+ttl; ttl where none does), and the crashed term's writes after the next
+term's first (overlaps) and processes left running (survivors); any of these
+is a violation. --sweep-runs sets the runs per cell (default 3).
+
 Examples:
   regent torture --duration 5m
+  regent torture --sweep --store etcd://127.0.0.1:2379 --ttl 2s
   regent torture --candidates 3 --ttl 1s --faults kill-leader,stop-tree --seed 42
   regent torture --peer bully --quorum --candidates 5 --duration 5m
   regent torture --store consul://127.0.0.1:8500 --store consul://127.0.0.1:8510 \\
@@ -166,7 +182,7 @@ Examples:
       --store-command '…a1…'
 
 Exit codes:
-  0  the campaign ended with no violation
+  0  the campaign (or sweep) ended with no violation
   1  runtime failure (no candidate ever led, the fence could not listen, the
      report could not be written)
   2  usage or configuration error; the message names the flag and the rule

@@ -622,7 +622,7 @@ impl<S: LeaseStore> Candidate<S> {
             core: self.core.clone(),
             queued: None,
         };
-        let mut watch: Option<LeaderStream> = None;
+        let mut watch: Option<Watching> = None;
         let mut backoff = Backoff::new(
             (t.retry_every / 20).clamp(Duration::from_millis(1), Duration::from_millis(100)),
             t.retry_every,
@@ -790,6 +790,21 @@ impl<S: LeaseStore> Candidate<S> {
                             leader: leader.clone(),
                         },
                     );
+                    // A watch tells of changes from what it told last.
+                    // An acquire that learned of a leader the watch has
+                    // not told (a term that began and may end between two
+                    // of its looks) leaves it a step behind: a change back
+                    // to what it told last, no leader, it would not tell
+                    // again, and this follower would sleep through the
+                    // release until its retry (a ttl on a store that
+                    // notifies). A new watch starts from now (on a store
+                    // that shares one watch per election, at no cost).
+                    if watch
+                        .as_ref()
+                        .is_some_and(|w| w.told.as_ref().is_some_and(|told| *told != leader))
+                    {
+                        watch = None;
+                    }
                     match self.wait_for_change(&mut watch, &leader, &mut queued).await {
                         Wake::Retry => {}
                         Wake::Shutdown => break Err(CampaignError::Shutdown),
@@ -893,7 +908,7 @@ impl<S: LeaseStore> Candidate<S> {
     /// place is still behind it.
     async fn wait_for_change(
         &self,
-        watch: &mut Option<LeaderStream>,
+        watch: &mut Option<Watching>,
         known: &Option<LeaderInfo>,
         queued: &mut Option<Queued>,
     ) -> Wake {
@@ -915,7 +930,7 @@ impl<S: LeaseStore> Candidate<S> {
                     r = timeout_at(polled, c.store.watch(&c.req.election)) => r,
                 };
                 match opened {
-                    Ok(Ok(stream)) => *watch = Some(stream),
+                    Ok(Ok(stream)) => *watch = Some(Watching { stream, told: None }),
                     Ok(Err(e)) => {
                         tracing::debug!(election = %c.req.election, error = %e, "watch failed; polling");
                         watch_broken = true;
@@ -988,7 +1003,7 @@ impl<S: LeaseStore> Candidate<S> {
         item: Option<Result<Option<LeaderInfo>, StoreError>>,
         in_line: bool,
         known: &mut Option<LeaderInfo>,
-        watch: &mut Option<LeaderStream>,
+        watch: &mut Option<Watching>,
         watch_broken: &mut bool,
     ) -> bool {
         let c = &*self.core;
@@ -1077,11 +1092,23 @@ pub(crate) async fn sleep_until_some(at: Option<Instant>) {
     }
 }
 
-async fn next_some(
-    watch: &mut Option<LeaderStream>,
-) -> Option<Result<Option<LeaderInfo>, StoreError>> {
+async fn next_some(watch: &mut Option<Watching>) -> Option<Result<Option<LeaderInfo>, StoreError>> {
     match watch {
-        Some(stream) => stream.next().await,
+        Some(w) => {
+            let item = w.stream.next().await;
+            if let Some(Ok(leader)) = &item {
+                w.told = Some(leader.clone());
+            }
+            item
+        }
         None => std::future::pending().await,
     }
+}
+
+/// A store's watch of the election, and the leader it told last: what it
+/// tells next is a change from that (every store's watch leaves out what
+/// would repeat its last item).
+struct Watching {
+    stream: LeaderStream,
+    told: Option<Option<LeaderInfo>>,
 }

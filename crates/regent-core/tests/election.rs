@@ -183,6 +183,7 @@ async fn a_term_given_back_goes_to_a_follower_whose_acquire_is_slow() {
     let slow = slow::Acquire {
         inner: store.clone(),
         delay: Duration::from_millis(700),
+        answer_delay: Duration::ZERO,
         renew_delay: Duration::ZERO,
         refuse_until: None,
         refused: std::sync::Arc::default(),
@@ -224,6 +225,65 @@ async fn a_term_given_back_goes_to_a_follower_whose_acquire_is_slow() {
     assert!(la.token() > token_b);
 }
 
+/// Regression (issue 25, found by the kill -9 sweep on Consul): a
+/// follower that lost the race for a released term to a term so short
+/// that it began and ended while the follower's acquire was under way
+/// never heard of that term's end. Its watch had told it "no leader"
+/// last, the acquire answered "c leads", and the watch, which tells only
+/// changes from what it told last, had nothing to tell when c's term
+/// ended: the follower slept until its retry, a ttl (10 s here), then
+/// 5 s of jitter at best. Now it opens its watch anew and leads at once.
+#[tokio::test(start_paused = true)]
+async fn a_follower_hears_of_the_end_of_a_term_shorter_than_its_acquire() {
+    let store = MemoryStore::race();
+    let a = candidate(&store, "a");
+    let slow = slow::Acquire {
+        inner: store.clone(),
+        delay: Duration::from_millis(700),
+        answer_delay: Duration::from_millis(700),
+        renew_delay: Duration::ZERO,
+        refuse_until: None,
+        refused: std::sync::Arc::default(),
+    };
+    let b = Candidate::builder(slow, jobs(), id("b"))
+        .ttl(secs(10))
+        .build()
+        .unwrap();
+    let c = candidate(&store, "c");
+    let la = a.campaign().await.unwrap();
+    let b = tokio::spawn(async move {
+        let l = b.campaign().await.unwrap();
+        (Instant::now(), l)
+    });
+    let c = spawn_follower(c);
+    // Both follow a.
+    sleep(secs(2)).await;
+    la.resign().await.unwrap();
+    let resigned_at = Instant::now();
+    // c, whose acquire is quick, leads at once; b's acquire reaches the
+    // store 700 ms later (c leads), and its answer comes back 700 ms after
+    // that, when c's short term has already ended.
+    let (c_at, lc) = c.await.unwrap();
+    assert!(c_at - resigned_at < Duration::from_millis(100));
+    sleep_until_after(resigned_at, Duration::from_millis(1000)).await;
+    let token_c = lc.token();
+    lc.resign().await.unwrap();
+    let (b_at, lb) = tokio::time::timeout(secs(30), b)
+        .await
+        .expect("b never led")
+        .unwrap();
+    let took = b_at - resigned_at;
+    assert!(
+        took < secs(4),
+        "b led {took:?} after a resigned: it slept through the end of c's term"
+    );
+    assert!(lb.token() > token_c);
+}
+
+async fn sleep_until_after(start: Instant, d: Duration) {
+    tokio::time::sleep_until(start + d).await;
+}
+
 /// A lone candidate that gave its term back leads again after the pause:
 /// a tenth of the ttl (1 s at ttl 10 s) on a store that notifies.
 #[tokio::test(start_paused = true)]
@@ -260,7 +320,10 @@ mod slow {
     #[derive(Clone)]
     pub(crate) struct Acquire {
         pub(crate) inner: MemoryStore,
+        /// How long each acquire takes to reach the store.
         pub(crate) delay: Duration,
+        /// How long each acquire's answer takes to come back.
+        pub(crate) answer_delay: Duration,
         /// How long each renewal takes.
         pub(crate) renew_delay: Duration,
         /// Every acquire before this instant is refused.
@@ -286,7 +349,9 @@ mod slow {
                     queued: None,
                 });
             }
-            self.inner.try_acquire(req, queued).await
+            let answer = self.inner.try_acquire(req, queued).await;
+            tokio::time::sleep(self.answer_delay).await;
+            answer
         }
         async fn renew(&self, lease: &Lease) -> Result<Renewal, StoreError> {
             tokio::time::sleep(self.renew_delay).await;
@@ -324,6 +389,7 @@ async fn with_no_leader_and_an_acquire_refused_a_follower_retries_at_the_renew_i
     let delayed = slow::Acquire {
         inner: store,
         delay: Duration::ZERO,
+        answer_delay: Duration::ZERO,
         renew_delay: Duration::ZERO,
         refuse_until: Some(delay_ends),
         refused: std::sync::Arc::clone(&refused),
@@ -532,6 +598,7 @@ async fn the_next_in_line_does_not_wait_for_its_renewal_to_lead() {
     let slow = slow::Acquire {
         inner: store.clone(),
         delay: Duration::ZERO,
+        answer_delay: Duration::ZERO,
         renew_delay: secs(5),
         refuse_until: None,
         refused: std::sync::Arc::default(),

@@ -467,18 +467,33 @@ async fn lead(
         }
     };
     let mut signalled = matches!(end, TermEnd::Shutdown);
+    let mut leadership = Some(leadership);
     if matches!(end, TermEnd::Lost | TermEnd::Shutdown) {
         let _ = send(&mut control, "S\n");
         // The shim needs at most grace plus its SIGKILL sweep. A signal
         // meanwhile asks for shutdown once this stop is done; a second one
         // exits at once (the shim then cleans up on its own).
         let bound = grace + Duration::from_secs(3);
-        let r = {
-            let stopped = tokio::time::timeout(bound, shim.wait());
-            tokio::pin!(stopped);
+        let deadline = tokio::time::sleep(bound);
+        tokio::pin!(deadline);
+        let stopped = {
+            let exited = shim.wait();
+            tokio::pin!(exited);
             loop {
                 tokio::select! {
-                    r = &mut stopped => break r.map(|_| ()),
+                    _ = &mut exited => break true,
+                    () = &mut deadline => break false,
+                    () = reports.cleared(), if leadership.is_some() => {
+                        // The supervisor stopped CMD and found the term's
+                        // whole tree gone (`C`): the lease may go now, while
+                        // the supervisor still holds the ticket in case regent
+                        // dies before its release is done. Then it may exit.
+                        if let Some(l) = leadership.take() {
+                            give_back(l).await;
+                        }
+                        let _ = send(&mut control, "R\n");
+                        deadline.as_mut().reset(Instant::now() + Duration::from_secs(3));
+                    }
                     () = stops.next() => {
                         if signalled {
                             std::process::exit(130);
@@ -488,7 +503,7 @@ async fn lead(
                 }
             }
         };
-        if r.is_err() {
+        if !stopped {
             // The shim is stuck (stopped, hung): CMD may still run, and
             // the lease must not go before it stops. End both here.
             warn_user!(
@@ -505,11 +520,18 @@ async fn lead(
     // is regent's child now, and must be gone before the lease may go.
     sweep(grace).await;
     // The command has stopped: now the lease may go.
+    if let Some(l) = leadership.take() {
+        give_back(l).await;
+    }
+    Ok(if signalled { TermEnd::Shutdown } else { end })
+}
+
+/// Releases the term's lease, once the command's whole tree is gone.
+async fn give_back(leadership: Leadership) {
     crate::failpoint::hold("regent-release", Some(leadership.token().get()));
     if let Err(e) = leadership.resign().await {
         tracing::warn!(error = %e, "release failed; the lease expires by its ttl");
     }
-    Ok(if signalled { TermEnd::Shutdown } else { end })
 }
 
 /// What the shim says on the control socket (see `shim.rs`), read without
@@ -579,6 +601,26 @@ impl Reports {
                 } else {
                     tracing::debug!("the command runs in a PID namespace of its own");
                 }
+            }
+        }
+    }
+
+    /// Completes when the supervisor has said `C` (after a stop regent
+    /// asked for: the term's whole tree is gone); never at EOF.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: what it read stays in `text`.
+    async fn cleared(&mut self) {
+        loop {
+            if String::from_utf8_lossy(&self.text)
+                .lines()
+                .any(|l| l.trim() == "C")
+            {
+                return;
+            }
+            if self.socket.readable().await.is_err() || !self.fill() {
+                return std::future::pending().await;
             }
         }
     }

@@ -221,7 +221,7 @@ pub(crate) const KEEP_LEASE_ENV: &str = "REGENT_SHIM_KEEP_LEASE";
 const RELEASE_BOUND: Duration = Duration::from_secs(15);
 
 /// How long the supervisor waits for regent's end of the control socket
-/// to close after regent's death signal (see `control_closed`); a
+/// to close after regent's death signal (see `regent_end`); a
 /// supervisor stopped for another reason (the shim killed, regent alive)
 /// waits this long before it exits.
 const CLOSE_WAIT: Duration = Duration::from_millis(500);
@@ -537,24 +537,29 @@ fn supervise(args: &ShimArgs, guard: Guard) -> std::io::Result<u8> {
     // of the term runs any more: give the lease back, so that the next
     // leader need not wait out the ttl. A frozen regent (the deadline
     // passed) or a dead shim (regent lives on and resigns itself) is not a
-    // reason. A stop regent asked for is regent's to end, unless regent
-    // died meanwhile: its end is then already closed (alive, it holds the
-    // socket open until this process has exited), so that stop waits for
-    // nothing here.
+    // reason.
+    //
+    // A stop regent asked for, with everything of the term gone: regent
+    // gives the lease back itself, now (`C`: the term's tree is gone),
+    // while this process still holds the ticket. It says `R` once it has;
+    // should it die first, its end of the socket closes and the ticket
+    // gives the lease back. Without this, a regent killed between its
+    // supervisor's exit and its own release left the lease to its ttl.
     //
     // What regent wrote before it died and this process had not read yet
     // (the ticket, when the death signal came first) is read on the way to
     // the socket's end, and heeded.
-    let wait_for_close = match stop {
-        Stop::ParentGone | Stop::Signal => Some(CLOSE_WAIT),
-        Stop::Asked => Some(Duration::ZERO),
-        Stop::Deadline => None,
+    let end = match stop {
+        Stop::Asked if all_gone && term.ticket.is_some() => {
+            report("C");
+            regent_end(&mut stdin, &mut control, RELEASE_BOUND)
+        }
+        Stop::ParentGone | Stop::Signal if all_gone => {
+            regent_end(&mut stdin, &mut control, CLOSE_WAIT)
+        }
+        Stop::Asked | Stop::ParentGone | Stop::Signal | Stop::Deadline => End::Open,
     };
-    if let Some(wait) = wait_for_close
-        && all_gone
-        && std::env::var_os(KEEP_LEASE_ENV).is_none()
-        && control_closed(&mut stdin, &mut control, wait)
-    {
+    if end == End::Closed && std::env::var_os(KEEP_LEASE_ENV).is_none() {
         term.heed(control.pending.drain(..));
         if let Some(ticket) = term.ticket.take() {
             hand_back(&ticket);
@@ -610,6 +615,8 @@ enum Control {
     Stop,
     /// `T TICKET`: the term's release ticket.
     Ticket(String),
+    /// `R`: regent gave the lease back itself (after `C`).
+    Released,
 }
 
 /// What the supervisor needs to start CMD: the term's fencing token and
@@ -624,6 +631,9 @@ fn parse_control(line: &[u8]) -> Option<Control> {
     let text = std::str::from_utf8(line).ok()?.trim();
     if text == "S" {
         return Some(Control::Stop);
+    }
+    if text == "R" {
+        return Some(Control::Released);
     }
     if let Some(ticket) = text.strip_prefix("T ") {
         return Some(Control::Ticket(ticket.to_owned()));
@@ -662,8 +672,9 @@ impl Heeded {
                     );
                     self.ticket = Some(t);
                 }
-                // One term per supervisor: a second go means nothing.
-                Control::Go(_) => {}
+                // One term per supervisor: a second go means nothing; a
+                // release is looked for after the stop.
+                Control::Go(_) | Control::Released => {}
             }
         }
         false
@@ -760,27 +771,37 @@ fn wait_for_go<S: Read + std::os::fd::AsFd>(
                 }
                 Control::Stop => return Ok(None),
                 // Nothing to guard yet.
-                Control::Deadline(_) | Control::Ticket(_) => {}
+                Control::Deadline(_) | Control::Ticket(_) | Control::Released => {}
             }
         }
     }
 }
 
-/// Whether regent's end of the control socket is closed: what is left to
-/// read is read up to the end of the stream, or the reset a socket closed
-/// with unread data gives, and its lines are left in `control.pending`.
-/// regent's death closes it; regent itself closes it only after the
-/// supervisor has exited.
+/// How regent's end of the control socket ended, as [`regent_end`] saw it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum End {
+    /// regent said it gave the lease back (`R`).
+    Released,
+    /// Closed: regent is gone.
+    Closed,
+    /// Still open when the wait ran out (or the socket failed otherwise).
+    Open,
+}
+
+/// Waits up to `wait` for regent's end of the control socket: its `R`, or
+/// its close. What is left to read is read up to the end of the stream, or
+/// the reset a socket closed with unread data gives; its lines are left in
+/// `control.pending`. regent's death closes it; regent itself closes it
+/// only after the supervisor has exited.
 ///
-/// It waits for the end up to `wait`: the death signal and the socket's
-/// end need not come in that order (the signal comes when the thread
-/// that started the shim exits, the files close when regent's last thread
-/// does).
-fn control_closed<S: Read + std::os::fd::AsFd>(
+/// After regent's death signal the end need not have come yet: the signal
+/// comes when the thread that started the shim exits, the files close
+/// when regent's last thread does.
+fn regent_end<S: Read + std::os::fd::AsFd>(
     stdin: &mut S,
     control: &mut ControlReader,
     wait: Duration,
-) -> bool {
+) -> End {
     let mut buf = [0u8; 4096];
     let until = std::time::Instant::now() + wait;
     loop {
@@ -791,23 +812,28 @@ fn control_closed<S: Read + std::os::fd::AsFd>(
             tv_nsec: i64::from(left.subsec_nanos()),
         };
         match poll(&mut fds, Some(&timeout)) {
-            Ok(0) => return false,
+            Ok(0) => return End::Open,
             Ok(_) => {}
             Err(rustix::io::Errno::INTR) => continue,
-            Err(_) => return false,
+            Err(_) => return End::Open,
         }
         match stdin.read(&mut buf) {
-            Ok(0) => return true,
+            Ok(0) => return End::Closed,
             Ok(n) => {
                 let lines = control.feed(&buf[..n]);
+                let released = lines.contains(&Control::Released);
                 control.pending.extend(lines);
+                if released {
+                    return End::Released;
+                }
             }
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             // A stream socket whose peer closed with data it never read
             // (the supervisor's own reports, with regent dead) answers
             // ECONNRESET rather than the end: closed all the same. (Taken
             // for "open", it kept 1 crash in 5 from giving its lease back.)
-            Err(e) => return e.kind() == std::io::ErrorKind::ConnectionReset,
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return End::Closed,
+            Err(_) => return End::Open,
         }
     }
 }
@@ -984,11 +1010,14 @@ mod tests {
         let (regent, mut supervisor) = UnixStream::pair().expect("pair");
         supervisor.write_all(b"X\n").expect("report");
         drop(regent);
-        assert!(control_closed(
-            &mut supervisor,
-            &mut ControlReader::default(),
-            Duration::ZERO
-        ));
+        assert_eq!(
+            regent_end(
+                &mut supervisor,
+                &mut ControlReader::default(),
+                Duration::ZERO
+            ),
+            End::Closed
+        );
     }
 
     #[test]
@@ -996,18 +1025,46 @@ mod tests {
         let (regent, mut supervisor) = UnixStream::pair().expect("pair");
         let (live, mut watched) = UnixStream::pair().expect("pair");
         (&live).write_all(b"D 1\n").expect("deadline");
-        assert!(!control_closed(
-            &mut watched,
-            &mut ControlReader::default(),
-            Duration::from_millis(20)
-        ));
+        assert_eq!(
+            regent_end(
+                &mut watched,
+                &mut ControlReader::default(),
+                Duration::from_millis(20)
+            ),
+            End::Open
+        );
         drop(regent);
-        assert!(control_closed(
-            &mut supervisor,
-            &mut ControlReader::default(),
-            Duration::ZERO
-        ));
+        assert_eq!(
+            regent_end(
+                &mut supervisor,
+                &mut ControlReader::default(),
+                Duration::ZERO
+            ),
+            End::Closed
+        );
         drop(live);
+    }
+
+    /// After a stop regent asked for, its `R` ends the wait; regent's end
+    /// without one is a close, with what it wrote before kept.
+    #[test]
+    fn regents_release_or_its_end_ends_the_wait_after_a_stop() {
+        let (regent, mut supervisor) = UnixStream::pair().expect("pair");
+        (&regent).write_all(b"D 9\nR\n").expect("write");
+        let mut control = ControlReader::default();
+        assert_eq!(
+            regent_end(&mut supervisor, &mut control, Duration::from_secs(5)),
+            End::Released
+        );
+        let (regent, mut supervisor) = UnixStream::pair().expect("pair");
+        (&regent).write_all(b"T late\n").expect("write");
+        drop(regent);
+        let mut control = ControlReader::default();
+        assert_eq!(
+            regent_end(&mut supervisor, &mut control, Duration::from_secs(5)),
+            End::Closed
+        );
+        assert_eq!(control.pending, vec![Control::Ticket("late".into())]);
     }
 
     #[test]
@@ -1021,6 +1078,7 @@ mod tests {
         );
         assert_eq!(parse_control(b"D 5\n"), Some(Control::Deadline(5)));
         assert_eq!(parse_control(b"S\n"), Some(Control::Stop));
+        assert_eq!(parse_control(b"R\n"), Some(Control::Released));
         assert_eq!(parse_control(b"T {}\n"), Some(Control::Ticket("{}".into())));
         for garbage in [
             &b"G 7\n"[..],

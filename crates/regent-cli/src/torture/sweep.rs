@@ -21,11 +21,11 @@
 //! term's supervisor outlives the crash holding the term's release ticket,
 //! or regent lives to resign, the next leader starts in milliseconds
 //! (judged: under half a ttl); where nothing left alive holds the lease
-//! (regent killed before it handed the ticket over, or after its
-//! supervisor exited; the namespace killed under its release), the lease
-//! must run out: at most a crash failover (two ttls and the store's expiry
-//! slack, plus 2 s). Anything else is a violation, as an overlap or a
-//! survivor is.
+//! (regent killed between the acquire's answer and the go, before it
+//! handed the ticket over; the namespace killed under its release), the
+//! lease must run out: at most a crash failover (two ttls and the store's
+//! expiry slack, plus 2 s). Anything else is a violation, as an overlap or
+//! a survivor is.
 //!
 //! The points are reached through the `REGENT_FAILPOINT` hook (see
 //! `failpoint.rs`: the process that reaches the stage holds there until
@@ -117,7 +117,8 @@ impl Point {
             Point::AfterStart(_) | Point::BeforeRenewal | Point::Renewed | Point::Stopping => {
                 vec![Victim::Regent, Victim::Shim, Victim::Init, Victim::Cmd]
             }
-            Point::Release => vec![Victim::Regent],
+            // The supervisor waits for regent's word that it released.
+            Point::Release => vec![Victim::Regent, Victim::Shim, Victim::Init],
             Point::HandBack => vec![Victim::Release, Victim::Shim, Victim::Init],
         };
         if !namespaced {
@@ -136,8 +137,8 @@ impl Point {
     fn best(self, victim: Victim) -> Best {
         match (self, victim) {
             // Nobody alive holds the term's ticket: the supervisor has
-            // not got it yet, or has exited already.
-            (Point::Acquired | Point::Release, Victim::Regent) => Best::Ttl,
+            // not got it yet.
+            (Point::Acquired, Victim::Regent) => Best::Ttl,
             // The namespace's end takes the release process with it.
             (Point::HandBack, Victim::Init) => Best::Ttl,
             _ => Best::Fast,

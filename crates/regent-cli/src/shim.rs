@@ -116,10 +116,14 @@
 //!   with the go only after its first wake-up; regent's death in CMD's
 //!   first ~50 ms woke it first, and the lease ran out: issue 25.)
 //! * The supervisor releases only when regent is gone (its end of the
-//!   socket is closed) and the tree is gone: after regent died, or after
-//!   a stop regent asked for when regent died before it could release. A
-//!   frozen `regent` (the dead-man's switch fired) or a killed shim
-//!   (regent lives and resigns itself) is not a reason.
+//!   socket is closed) and the tree is gone. A frozen `regent` (the
+//!   dead-man's switch fired) or a killed shim (regent lives and resigns
+//!   itself) is not a reason.
+//! * After a stop regent asked for (`S`), once the tree is gone, the
+//!   supervisor says `C` and stays, ticket in hand, until regent says `R`
+//!   (it gave the lease back itself) or dies (then the ticket gives it
+//!   back). regent releases on `C`, not after the supervisor's exit: a
+//!   regent killed between the two left the lease to its ttl.
 //! * The release runs in a process of its own (`__shim --release`, the
 //!   ticket on its stdin), bounded; the store's own `release` frees only
 //!   that lease, never a later holder's (the conformance suite checks it
@@ -129,11 +133,10 @@
 //!
 //! `regent peer` sends no ticket: a peer's term is not a store's lease.
 //! A crash of the whole instance (the host, or regent with its supervisor)
-//! still costs the ttl, and so do the two instants where regent alone
+//! still costs the ttl, and so does the one instant where regent alone
 //! holds the lease with no live supervisor holding its ticket: between
-//! the acquire's answer and the go, and between the supervisor's exit and
-//! regent's own release at the end of a term (`regent torture --sweep`
-//! measures every point). `REGENT_SHIM_KEEP_LEASE` (a test hook) plays a
+//! the acquire's answer and the go, which carries the ticket (`regent
+//! torture --sweep` measures every point). `REGENT_SHIM_KEEP_LEASE` (a test hook) plays a
 //! release that fails.
 //!
 //! Exit status: CMD's own (128+signal if killed) when it ended by itself;
@@ -598,7 +601,9 @@ fn heartbeat_fd() -> Option<OwnedFd> {
 
 /// A line to regent on the control socket (the shim's stdin): `X` when the
 /// supervisor stopped CMD itself, `E` when CMD could not be started, `N …`
-/// whether CMD has a namespace. Out of band, so that no exit status of
+/// whether CMD has a namespace, `C` when a stop regent asked for left
+/// nothing of the term running (regent may release now). Out of band, so
+/// that no exit status of
 /// CMD's can be mistaken for them.
 fn report(what: &str) {
     let _ = rustix::io::write(std::io::stdin(), format!("{what}\n").as_bytes());

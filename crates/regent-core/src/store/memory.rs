@@ -4,7 +4,9 @@
 //!
 //! It runs on tokio's clock, so tests on paused time
 //! (`#[tokio::test(start_paused = true)]`) see leases expire the instant time
-//! reaches them. It behaves as either style of store
+//! reaches them. It draws nothing at random and wakes its watches in the
+//! order they began to wait, so a seeded simulation on a current-thread
+//! runtime replays exactly. It behaves as either style of store
 //! ([`StoreStyle::Race`] or [`StoreStyle::Queue`]), so the core is proven
 //! against both before any real store exists.
 //!
@@ -12,10 +14,16 @@
 //! * a delay before each request is applied and before each reply returns
 //!   ([`MemoryStore::set_request_delay`], [`MemoryStore::set_reply_delay`]);
 //! * failing the next N calls as unavailable ([`MemoryStore::fail_next`]);
+//! * losing the answers of the next N calls it applies: the call took
+//!   effect but its caller hears an error, or nothing at all
+//!   ([`MemoryStore::lose_next_replies`]);
 //! * partitioning one holder: its acquire, renew, metadata update and
 //!   release fail ([`MemoryStore::partition`]);
 //! * holding expiry: no lease expires while held
 //!   ([`MemoryStore::hold_expiry`]);
+//! * a clock that runs faster or slower than its callers': leases expire
+//!   sooner or later than their ttl by tokio's clock
+//!   ([`MemoryStore::set_clock_drift`]);
 //! * deleting an election's records from outside
 //!   ([`MemoryStore::delete_records`]) and writing garbage on its key
 //!   ([`MemoryStore::put_garbage`]).
@@ -27,12 +35,18 @@
 //!   granted a set ttl whatever it asked ([`MemoryStore::set_granted_ttl`]);
 //! * a late expiry, as Consul's sessions
 //!   ([`MemoryStore::set_expiry_slack`]).
+//!
+//! And it keeps a log of every record it created: when, for whom, with
+//! which token, and when and how it went — expired, released (by whom) or
+//! deleted ([`MemoryStore::record_log`]). A test judges leaders' beliefs
+//! against it: by the store's own clock, whose lease was valid when. The log
+//! grows by one entry per term or place in line: a store for tests.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use tokio::sync::watch;
+use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use super::{
@@ -57,15 +71,49 @@ struct Inner {
     style: StoreStyle,
     state: Mutex<State>,
     faults: Mutex<Faults>,
-    /// Bumped on every change of any election; watches wait on it.
-    version: watch::Sender<u64>,
+    /// Wakes every watch on every change of any election, in the order
+    /// they began to wait (a `tokio::sync::watch` channel would wake them
+    /// in an order drawn from tokio's own random generator, which no seed
+    /// reaches: a seeded simulation must not depend on it).
+    changed: Notify,
 }
 
 #[derive(Debug, Default)]
 struct State {
     elections: HashMap<ElectionName, Election>,
     expiry_held: bool,
+    /// When expiry was last let go after a hold: a record whose time passed
+    /// during the hold expired then.
+    expiry_freed_at: Option<Instant>,
+    /// How much faster the store's clock runs than tokio's (0.01: 1 %).
+    clock_drift: f64,
     stats: CallStats,
+}
+
+impl State {
+    /// The election's records with those whose time has passed removed
+    /// (and logged as expired), unless expiry is held; and whether any
+    /// went.
+    fn purged(&mut self, election: &ElectionName, now: Instant) -> (Option<&mut Election>, bool) {
+        let (held, freed_at) = (self.expiry_held, self.expiry_freed_at);
+        match self.elections.get_mut(election) {
+            Some(e) => {
+                let changed = !held && e.purge(now, freed_at);
+                (Some(e), changed)
+            }
+            None => (None, false),
+        }
+    }
+}
+
+/// When a record granted `life` (store time) at `now` expires on tokio's
+/// clock, with the store's clock `drift` faster.
+fn expiry(now: Instant, life: Duration, drift: f64) -> Instant {
+    if drift == 0.0 {
+        now + life
+    } else {
+        now + life.div_f64(1.0 + drift)
+    }
 }
 
 #[derive(Debug, Default)]
@@ -77,6 +125,8 @@ struct Election {
     /// first leads.
     records: BTreeMap<u64, Record>,
     garbage: bool,
+    /// Every record created, in token order (so by creation).
+    log: Vec<RecordLife>,
 }
 
 #[derive(Debug, Clone)]
@@ -96,6 +146,8 @@ struct Faults {
     request_delay: Duration,
     reply_delay: Duration,
     fail_next: u32,
+    lose_next: u32,
+    lost_reply: LostReply,
     partitioned: HashSet<HolderId>,
     min_ttl: Duration,
     max_ttl: Duration,
@@ -109,6 +161,8 @@ impl Default for Faults {
             request_delay: Duration::ZERO,
             reply_delay: Duration::ZERO,
             fail_next: 0,
+            lose_next: 0,
+            lost_reply: LostReply::Fail,
             partitioned: HashSet::new(),
             min_ttl: Duration::from_millis(1),
             max_ttl: MAX_TTL,
@@ -131,14 +185,116 @@ pub struct CallStats {
     pub metadata_updates: u64,
 }
 
+/// What becomes of an answer the store loses
+/// ([`MemoryStore::lose_next_replies`]). Either way the call took effect.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum LostReply {
+    /// The call fails as unavailable, as when the connection breaks after
+    /// the store committed it.
+    Fail,
+    /// The call never answers, as when the answer is dropped on the way:
+    /// only the caller's own timeout ends it.
+    Hang,
+}
+
+/// The life of one record on the store, from [`MemoryStore::record_log`].
+///
+/// On a race store a record leads from its creation to its end; on a
+/// queue store it waits in line until every record with a smaller token
+/// has ended, and leads from then to its end. Instants are tokio's clock;
+/// a record's expiry already follows the store's clock
+/// ([`MemoryStore::set_clock_drift`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RecordLife {
+    /// Whose record.
+    pub holder: HolderId,
+    /// Its token.
+    pub token: FencingToken,
+    /// When the store created it.
+    pub created: Instant,
+    /// When and how it ended; `None` while it lives.
+    pub end: Option<RecordEnd>,
+}
+
+/// When and how a record ended ([`RecordLife::end`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RecordEnd {
+    /// The first instant at which the store no longer held the record: its
+    /// expiry instant (the lease is free from then, whenever the store
+    /// noticed), or the instant of the release or deletion.
+    pub at: Instant,
+    /// How.
+    pub cause: RecordEndCause,
+}
+
+/// How a record ended ([`RecordEnd::cause`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RecordEndCause {
+    /// Its time passed without a renewal.
+    Expired,
+    /// A release freed it.
+    Released {
+        /// Who asked: the holder whose lease the release named (the store
+        /// frees only a caller's own record: contract item 4).
+        by: HolderId,
+    },
+    /// [`MemoryStore::delete_records`] or [`MemoryStore::put_garbage`]
+    /// removed it.
+    Deleted,
+}
+
 impl Election {
-    fn purge(&mut self, now: Instant, expiry_held: bool) -> bool {
-        if expiry_held {
-            return false;
+    /// Removes the records whose time has passed at `now` and logs their
+    /// end; `freed_at` is when a hold of expiry last ended. Whether any
+    /// went.
+    fn purge(&mut self, now: Instant, freed_at: Option<Instant>) -> bool {
+        let expired: Vec<u64> = self
+            .records
+            .iter()
+            .filter(|(_, r)| r.expires_at <= now)
+            .map(|(token, _)| *token)
+            .collect();
+        for token in &expired {
+            let r = self.records.remove(token).expect("just seen");
+            // A record whose time passed while expiry was held went when
+            // the hold ended.
+            let at = freed_at.map_or(r.expires_at, |f| f.max(r.expires_at));
+            self.log_end(*token, at, RecordEndCause::Expired);
         }
-        let before = self.records.len();
-        self.records.retain(|_, r| r.expires_at > now);
-        before != self.records.len()
+        !expired.is_empty()
+    }
+
+    /// Adds a record under the next token and logs it; returns the token.
+    fn insert(&mut self, record: Record, now: Instant) -> u64 {
+        self.counter += 1;
+        self.log.push(RecordLife {
+            holder: record.holder.clone(),
+            token: FencingToken::new(self.counter),
+            created: now,
+            end: None,
+        });
+        self.records.insert(self.counter, record);
+        self.counter
+    }
+
+    /// Removes every record, logging each as `cause` at `now`.
+    fn clear(&mut self, now: Instant) {
+        for token in std::mem::take(&mut self.records).into_keys() {
+            self.log_end(token, now, RecordEndCause::Deleted);
+        }
+    }
+
+    fn log_end(&mut self, token: u64, at: Instant, cause: RecordEndCause) {
+        // The log is in token order: tokens are issued in order of creation.
+        if let Ok(i) = self.log.binary_search_by_key(&token, |l| l.token.get())
+            && self.log[i].end.is_none()
+        {
+            self.log[i].end = Some(RecordEnd { at, cause });
+        }
     }
 
     fn leader(&self) -> Option<LeaderInfo> {
@@ -172,7 +328,7 @@ impl MemoryStore {
                 style,
                 state: Mutex::new(State::default()),
                 faults: Mutex::new(Faults::default()),
-                version: watch::Sender::new(0),
+                changed: Notify::new(),
             }),
         }
     }
@@ -198,7 +354,7 @@ impl MemoryStore {
     }
 
     fn bump(&self) {
-        self.inner.version.send_modify(|v| *v += 1);
+        self.inner.changed.notify_waiters();
     }
 
     /// Delays every request by `delay` before the store applies it.
@@ -217,6 +373,41 @@ impl MemoryStore {
         self.faults().fail_next = n;
     }
 
+    /// Loses the answers of the next `n` calls (of any kind) that the
+    /// store applies: each takes effect — an acquire may win, a renewal
+    /// extends the lease, a release frees it — but its caller gets no
+    /// answer, as `lost` says. A call that fails before it is applied
+    /// ([`fail_next`](Self::fail_next), [`partition`](Self::partition)) or
+    /// is refused ([`ErrorKind::Config`], garbage) is not counted.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use std::time::Duration;
+    /// use regent_core::memory::{LostReply, MemoryStore};
+    /// use regent_core::{AcquireRequest, ElectionName, HolderId, LeaseStore, Metadata};
+    ///
+    /// let store = MemoryStore::race();
+    /// let election = ElectionName::new("jobs")?;
+    /// let req = AcquireRequest {
+    ///     election: election.clone(),
+    ///     holder: HolderId::new("a")?,
+    ///     ttl: Duration::from_secs(10),
+    ///     metadata: Metadata::new(),
+    /// };
+    /// store.lose_next_replies(1, LostReply::Fail);
+    /// // The caller hears of a failure, but the acquire won.
+    /// assert!(store.try_acquire(&req, None).await.unwrap_err().is_transient());
+    /// let leader = store.current_leader(&election).await?.expect("a won");
+    /// assert_eq!(leader.holder.as_str(), "a");
+    /// # Ok(()) }
+    /// ```
+    pub fn lose_next_replies(&self, n: u32, lost: LostReply) {
+        let mut f = self.faults();
+        f.lose_next = n;
+        f.lost_reply = lost;
+    }
+
     /// Cuts `holder` off: its acquire, renew, metadata update and release
     /// fail as unavailable until [`heal`](Self::heal).
     pub fn partition(&self, holder: &HolderId) {
@@ -231,7 +422,12 @@ impl MemoryStore {
     /// While `held`, no lease expires. When released, every lease whose
     /// time has passed expires at once.
     pub fn hold_expiry(&self, held: bool) {
-        self.state().expiry_held = held;
+        let mut state = self.state();
+        if state.expiry_held && !held {
+            state.expiry_freed_at = Some(Instant::now());
+        }
+        state.expiry_held = held;
+        drop(state);
         self.bump();
     }
 
@@ -240,7 +436,7 @@ impl MemoryStore {
     pub fn delete_records(&self, election: &ElectionName) {
         let mut state = self.state();
         if let Some(e) = state.elections.get_mut(election) {
-            e.records.clear();
+            e.clear(Instant::now());
             e.garbage = false;
         }
         drop(state);
@@ -251,7 +447,7 @@ impl MemoryStore {
     pub fn put_garbage(&self, election: &ElectionName) {
         let mut state = self.state();
         let e = state.elections.entry(election.clone()).or_default();
-        e.records.clear();
+        e.clear(Instant::now());
         e.garbage = true;
         drop(state);
         self.bump();
@@ -280,6 +476,69 @@ impl MemoryStore {
     /// [`info`](LeaseStore::info) (default [`ExpirySlack::NONE`]).
     pub fn set_expiry_slack(&self, slack: ExpirySlack) {
         self.faults().expiry_slack = slack;
+    }
+
+    /// Runs the store's clock `drift` faster than tokio's (0.01: 1 %
+    /// faster; negative: slower), for leases acquired or renewed from now
+    /// on: a lease granted `ttl` (plus its expiry slack) lives
+    /// `ttl / (1 + drift)` by tokio's clock. The core's timing allows for
+    /// a store clock up to [`Timing::drift`](crate::Timing::drift) faster
+    /// than the holder's (1 % by default); beyond that a leader may
+    /// believe in a lease the store has already freed. Default 0.
+    ///
+    /// # Panics
+    ///
+    /// If `drift` is not finite or not above -1 (a clock that stands still
+    /// or runs backwards).
+    pub fn set_clock_drift(&self, drift: f64) {
+        assert!(
+            drift.is_finite() && drift > -1.0,
+            "memory store: clock drift {drift} must be finite and above -1"
+        );
+        self.state().clock_drift = drift;
+    }
+
+    /// Every record the store created for `election`, in token order: who
+    /// held it, when it was created, and when and how it ended (see
+    /// [`RecordLife`]). With the leaders' own record of their terms, a
+    /// test can tell whether anyone believed it led while the store held
+    /// its lease no longer, and whether every release was the holder's.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use std::time::Duration;
+    /// use regent_core::memory::{MemoryStore, RecordEndCause};
+    /// use regent_core::{Candidate, ElectionName, HolderId};
+    ///
+    /// let store = MemoryStore::race();
+    /// let election = ElectionName::new("jobs")?;
+    /// let a = Candidate::builder(store.clone(), election.clone(), HolderId::new("a")?).build()?;
+    /// let leadership = a.campaign().await?;
+    /// tokio::time::sleep(Duration::from_secs(1)).await;
+    /// leadership.resign().await?;
+    ///
+    /// let log = store.record_log(&election);
+    /// assert_eq!(log.len(), 1);
+    /// let end = log[0].end.as_ref().expect("released");
+    /// assert_eq!(end.at - log[0].created, Duration::from_secs(1));
+    /// assert!(matches!(&end.cause, RecordEndCause::Released { by } if by.as_str() == "a"));
+    /// # Ok(()) }
+    /// ```
+    pub fn record_log(&self, election: &ElectionName) -> Vec<RecordLife> {
+        let now = Instant::now();
+        let mut state = self.state();
+        // Records whose time has passed unnoticed are logged as expired.
+        if state.purged(election, now).1 {
+            drop(state);
+            self.bump();
+            state = self.state();
+        }
+        state
+            .elections
+            .get(election)
+            .map(|e| e.log.clone())
+            .unwrap_or_default()
     }
 
     /// How many calls the store has served.
@@ -337,10 +596,23 @@ impl MemoryStore {
         if changed {
             self.bump();
         }
+        let lost = {
+            let mut f = self.faults();
+            (f.lose_next > 0).then(|| {
+                f.lose_next -= 1;
+                f.lost_reply
+            })
+        };
         if !reply_delay.is_zero() {
             tokio::time::sleep(reply_delay).await;
         }
-        Ok(value)
+        match lost {
+            None => Ok(value),
+            Some(LostReply::Fail) => Err(StoreError::unavailable(format!(
+                "memory store: injected loss of the answer to {what} (the store applied it)"
+            ))),
+            Some(LostReply::Hang) => std::future::pending().await,
+        }
     }
 }
 
@@ -388,9 +660,10 @@ impl LeaseStore for MemoryStore {
                     ),
                 ));
             }
-            let held = state.expiry_held;
+            let (held, freed_at, drift) =
+                (state.expiry_held, state.expiry_freed_at, state.clock_drift);
             let e = state.elections.entry(req.election.clone()).or_default();
-            let mut changed = e.purge(now, held);
+            let mut changed = !held && e.purge(now, freed_at);
             if e.garbage {
                 return Err(corrupt(&req.election));
             }
@@ -400,7 +673,7 @@ impl LeaseStore for MemoryStore {
                 holder: req.holder.clone(),
                 ttl,
                 life,
-                expires_at: now + life,
+                expires_at: expiry(now, life, drift),
                 metadata: req.metadata.clone(),
             };
             match style {
@@ -414,15 +687,13 @@ impl LeaseStore for MemoryStore {
                     let token = match ours {
                         Some((token, r)) => {
                             // Refresh: a Won answer must restart the TTL.
-                            r.expires_at = now + r.life;
+                            r.expires_at = expiry(now, r.life, drift);
                             r.metadata = req.metadata.clone();
                             token
                         }
                         None => {
-                            e.counter += 1;
-                            e.records.insert(e.counter, record);
                             changed = true;
-                            e.counter
+                            e.insert(record, now)
                         }
                     };
                     let lease = lease_of(&req.election, token, &e.records[&token]);
@@ -449,9 +720,8 @@ impl LeaseStore for MemoryStore {
                             changed,
                         ));
                     }
-                    e.counter += 1;
-                    let lease = lease_of(&req.election, e.counter, &record);
-                    e.records.insert(e.counter, record);
+                    let lease = lease_of(&req.election, e.counter + 1, &record);
+                    e.insert(record, now);
                     Ok((Acquire::Won(lease), true))
                 }
             }
@@ -461,17 +731,16 @@ impl LeaseStore for MemoryStore {
 
     async fn renew(&self, lease: &Lease) -> Result<Renewal, StoreError> {
         self.call(Some(&lease.holder), "renew", |state, now| {
-            let held = state.expiry_held;
-            let Some(e) = state.elections.get_mut(&lease.election) else {
+            let drift = state.clock_drift;
+            let (Some(e), changed) = state.purged(&lease.election, now) else {
                 return Ok((Renewal::Lost, false));
             };
-            let changed = e.purge(now, held);
             if e.garbage {
                 return Err(corrupt(&lease.election));
             }
             match e.records.get_mut(&lease.token.get()) {
                 Some(r) if r.holder == lease.holder => {
-                    r.expires_at = now + r.life;
+                    r.expires_at = expiry(now, r.life, drift);
                     Ok((Renewal::Renewed, changed))
                 }
                 _ => Ok((Renewal::Lost, changed)),
@@ -486,11 +755,9 @@ impl LeaseStore for MemoryStore {
         metadata: &Metadata,
     ) -> Result<Renewal, StoreError> {
         self.call(Some(&lease.holder), "update metadata", |state, now| {
-            let held = state.expiry_held;
-            let Some(e) = state.elections.get_mut(&lease.election) else {
+            let (Some(e), changed) = state.purged(&lease.election, now) else {
                 return Ok((Renewal::Lost, false));
             };
-            let changed = e.purge(now, held);
             if e.garbage {
                 return Err(corrupt(&lease.election));
             }
@@ -509,16 +776,17 @@ impl LeaseStore for MemoryStore {
 
     async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
         self.call(Some(&lease.holder), "release", |state, now| {
-            let held = state.expiry_held;
-            let Some(e) = state.elections.get_mut(&lease.election) else {
+            let (Some(e), mut changed) = state.purged(&lease.election, now) else {
                 return Ok(((), false));
             };
-            let mut changed = e.purge(now, held);
+            let token = lease.token.get();
             if e.records
-                .get(&lease.token.get())
+                .get(&token)
                 .is_some_and(|r| r.holder == lease.holder)
             {
-                e.records.remove(&lease.token.get());
+                e.records.remove(&token);
+                let by = lease.holder.clone();
+                e.log_end(token, now, RecordEndCause::Released { by });
                 changed = true;
             }
             Ok(((), changed))
@@ -531,11 +799,9 @@ impl LeaseStore for MemoryStore {
         election: &ElectionName,
     ) -> Result<Option<LeaderInfo>, StoreError> {
         self.call(None, "read", |state, now| {
-            let held = state.expiry_held;
-            let Some(e) = state.elections.get_mut(election) else {
+            let (Some(e), changed) = state.purged(election, now) else {
                 return Ok((None, false));
             };
-            let changed = e.purge(now, held);
             if e.garbage {
                 return Err(corrupt(election));
             }
@@ -549,44 +815,51 @@ impl LeaseStore for MemoryStore {
         self.call(None, "watch", |_, _| Ok(((), false))).await?;
         let store = self.clone();
         let election = election.clone();
-        let rx = self.inner.version.subscribe();
         let stream = futures_util::stream::unfold(
-            (store, election, rx, None::<Option<LeaderInfo>>),
-            |(store, election, mut rx, last)| async move {
+            (store, election, None::<Option<LeaderInfo>>),
+            |(store, election, last)| async move {
                 loop {
-                    rx.borrow_and_update();
-                    let (now_leader, next_expiry) = {
-                        let mut state = store.state();
-                        let held = state.expiry_held;
-                        match state.elections.get_mut(&election) {
-                            None => (Ok(None), None),
-                            Some(e) => {
-                                e.purge(Instant::now(), held);
-                                if e.garbage {
-                                    (Err(corrupt(&election)), None)
-                                } else {
-                                    (Ok(e.leader()), e.next_expiry().filter(|_| !held))
-                                }
+                    let news = {
+                        // Registered before the state is read: a change made
+                        // after the read wakes it.
+                        let changed = store.inner.changed.notified();
+                        tokio::pin!(changed);
+                        changed.as_mut().enable();
+                        let (now_leader, next_expiry) = {
+                            let mut state = store.state();
+                            let held = state.expiry_held;
+                            match state.purged(&election, Instant::now()).0 {
+                                None => (Ok(None), None),
+                                Some(e) if e.garbage => (Err(corrupt(&election)), None),
+                                Some(e) => (Ok(e.leader()), e.next_expiry().filter(|_| !held)),
                             }
+                        };
+                        match now_leader {
+                            Ok(leader) if last.as_ref() == Some(&leader) => {
+                                let expiry = async {
+                                    match next_expiry {
+                                        Some(at) => tokio::time::sleep_until(at).await,
+                                        None => std::future::pending().await,
+                                    }
+                                };
+                                // Either way the state is read again.
+                                tokio::select! {
+                                    biased;
+                                    () = changed => {}
+                                    () = expiry => {}
+                                }
+                                None
+                            }
+                            news => Some(news),
                         }
                     };
-                    match now_leader {
-                        Err(e) => return Some((Err(e), (store, election, rx, last))),
-                        Ok(leader) if last.as_ref() != Some(&leader) => {
+                    match news {
+                        None => {}
+                        Some(Err(e)) => return Some((Err(e), (store, election, last))),
+                        Some(Ok(leader)) => {
                             let item = Ok(leader.clone());
-                            return Some((item, (store, election, rx, Some(leader))));
+                            return Some((item, (store, election, Some(leader))));
                         }
-                        Ok(_) => {}
-                    }
-                    let expiry = async {
-                        match next_expiry {
-                            Some(at) => tokio::time::sleep_until(at).await,
-                            None => std::future::pending().await,
-                        }
-                    };
-                    tokio::select! {
-                        r = rx.changed() => if r.is_err() { return None },
-                        () = expiry => {}
                     }
                 }
             },
@@ -711,6 +984,185 @@ mod tests {
             s.try_acquire(&req("a"), None).await.unwrap(),
             Acquire::Held { .. }
         ));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_lost_reply_fails_or_hangs_but_the_call_took_effect() {
+        let s = MemoryStore::race();
+        let e = ElectionName::new("e").unwrap();
+        s.lose_next_replies(1, LostReply::Fail);
+        let err = s.try_acquire(&req("a"), None).await.unwrap_err();
+        assert!(err.is_transient(), "{err}");
+        let a = s
+            .current_leader(&e)
+            .await
+            .unwrap()
+            .expect("the acquire won");
+        assert_eq!(a.holder.as_str(), "a");
+
+        let lease = lease_of(
+            &e,
+            a.token.get(),
+            &s.state().elections[&e].records[&a.token.get()],
+        );
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        s.lose_next_replies(1, LostReply::Hang);
+        let hung = tokio::time::timeout(Duration::from_secs(60), s.renew(&lease)).await;
+        assert!(hung.is_err(), "a hung reply never answers");
+        // The renewal was applied 5 s in: the lease lived until 15 s.
+        let renewed_at = Instant::now() - Duration::from_secs(60);
+        assert_eq!(
+            s.leader_expires_at(&e),
+            Some(renewed_at + Duration::from_secs(10))
+        );
+        let log = s.record_log(&e);
+        assert_eq!(
+            log[0].end.as_ref().map(|end| end.at),
+            Some(renewed_at + Duration::from_secs(10))
+        );
+        // Counted: the next call answers.
+        assert!(matches!(
+            s.try_acquire(&req("b"), None).await.unwrap(),
+            Acquire::Won(_)
+        ));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn failed_and_refused_calls_do_not_use_up_lost_replies() {
+        let s = MemoryStore::race();
+        s.set_ttl_range(Duration::from_secs(1), Duration::from_secs(10));
+        s.lose_next_replies(1, LostReply::Fail);
+        s.fail_next(1);
+        assert!(s.try_acquire(&req("a"), None).await.is_err());
+        let long = AcquireRequest {
+            ttl: Duration::from_secs(11),
+            ..req("a")
+        };
+        let refused = s.try_acquire(&long, None).await.unwrap_err();
+        assert_eq!(refused.kind(), ErrorKind::Config);
+        assert!(s.try_acquire(&req("a"), None).await.is_err(), "lost");
+        assert!(matches!(
+            s.try_acquire(&req("a"), None).await.unwrap(),
+            Acquire::Held { .. }
+        ));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_fast_store_clock_expires_leases_early_by_tokio_clock() {
+        let s = MemoryStore::race();
+        let e = ElectionName::new("e").unwrap();
+        s.set_clock_drift(1.0);
+        let start = Instant::now();
+        let Acquire::Won(a) = s.try_acquire(&req("a"), None).await.unwrap() else {
+            panic!("a must win an empty election")
+        };
+        assert_eq!(
+            a.ttl,
+            Duration::from_secs(10),
+            "the ttl granted is the store's"
+        );
+        assert_eq!(
+            s.leader_expires_at(&e),
+            Some(start + Duration::from_secs(5))
+        );
+        tokio::time::sleep(Duration::from_secs(4)).await;
+        s.set_clock_drift(-0.5);
+        assert_eq!(s.renew(&a).await.unwrap(), Renewal::Renewed);
+        assert_eq!(
+            s.leader_expires_at(&e),
+            Some(start + Duration::from_secs(4 + 20))
+        );
+    }
+
+    #[test]
+    #[should_panic(expected = "clock drift -1 must be finite and above -1")]
+    fn a_clock_that_stands_still_is_refused() {
+        MemoryStore::race().set_clock_drift(-1.0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_record_log_tells_each_record_s_life() {
+        let s = MemoryStore::queue();
+        let e = ElectionName::new("e").unwrap();
+        let t0 = Instant::now();
+        let Acquire::Won(a) = s.try_acquire(&req("a"), None).await.unwrap() else {
+            panic!("a must win an empty election")
+        };
+        let Acquire::Held {
+            queued: Some(b), ..
+        } = s.try_acquire(&req("b"), None).await.unwrap()
+        else {
+            panic!("b queues")
+        };
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        s.try_acquire(&req("c"), None).await.unwrap();
+        // b's release of a's record frees nothing.
+        s.release(&Lease {
+            holder: b.holder.clone(),
+            ..a.clone()
+        })
+        .await
+        .unwrap();
+        s.release(&a).await.unwrap();
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        s.delete_records(&e);
+        let log = s.record_log(&e);
+        let lives: Vec<_> = log
+            .iter()
+            .map(|l| {
+                let end = l.end.as_ref().expect("all ended");
+                (
+                    l.holder.as_str(),
+                    l.token.get(),
+                    l.created - t0,
+                    end.at - t0,
+                    end.cause.clone(),
+                )
+            })
+            .collect();
+        let secs = Duration::from_secs;
+        assert_eq!(
+            lives,
+            [
+                (
+                    "a",
+                    1,
+                    secs(0),
+                    secs(1),
+                    RecordEndCause::Released {
+                        by: a.holder.clone()
+                    }
+                ),
+                ("b", 2, secs(0), secs(3), RecordEndCause::Deleted),
+                ("c", 3, secs(1), secs(3), RecordEndCause::Deleted),
+            ]
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_record_log_dates_an_expiry_at_its_instant_not_when_noticed() {
+        let s = MemoryStore::race();
+        let e = ElectionName::new("e").unwrap();
+        let t0 = Instant::now();
+        s.try_acquire(&req("a"), None).await.unwrap();
+        tokio::time::sleep(Duration::from_secs(25)).await;
+        s.try_acquire(&req("b"), None).await.unwrap();
+        s.hold_expiry(true);
+        tokio::time::sleep(Duration::from_secs(30)).await;
+        s.hold_expiry(false);
+        let log = s.record_log(&e);
+        let ends: Vec<_> = log
+            .iter()
+            .map(|l| l.end.as_ref().map(|end| (end.at - t0, end.cause.clone())))
+            .collect();
+        assert_eq!(
+            ends,
+            [
+                Some((Duration::from_secs(10), RecordEndCause::Expired)),
+                // Its time passed during the hold: it went when the hold ended.
+                Some((Duration::from_secs(55), RecordEndCause::Expired)),
+            ]
+        );
     }
 
     #[tokio::test(start_paused = true)]

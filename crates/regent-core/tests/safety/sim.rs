@@ -338,7 +338,40 @@ impl Outcome {
     /// The run, step by step: the plan, the beliefs and the store's log.
     pub(crate) fn story(&self) -> String {
         use fmt::Write as _;
-        let mut s = format!("{:#?}\nfaults: {}\n", self.plan, self.faults);
+        let p = &self.plan;
+        let mut s = format!(
+            "seed {} on a {:?} store, ttl {:?}; store clock drift {}, {:?}, granted ttl {:?}\n\
+             calm {:?}, faults {:?}, calm {:?}; leaders hold up to {:?}{}{}\n",
+            p.seed,
+            p.style,
+            p.ttl,
+            p.clock_drift,
+            p.slack,
+            p.granted_ttl,
+            p.calm_first,
+            p.faults_for,
+            p.calm_after,
+            p.max_hold,
+            if p.proclaims { ", proclaim" } else { "" },
+            if p.ignores_step_down {
+                ", ignore their step-down"
+            } else {
+                ""
+            },
+        );
+        for i in 0..p.candidates() {
+            let t = p.timing(i);
+            writeln!(
+                s,
+                "  {}: renew every {:?}, step down after {:?}, grace {:?}",
+                holder(i),
+                t.renew_every,
+                t.renew_deadline,
+                t.grace
+            )
+            .unwrap();
+        }
+        writeln!(s, "faults: {}", self.faults).unwrap();
         let t =
             |at: Option<Instant>| at.map_or("-".to_owned(), |at| format!("+{:?}", self.since(at)));
         writeln!(s, "beliefs (holder, token, from, stopped acting, noticed):").unwrap();

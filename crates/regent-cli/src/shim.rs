@@ -555,10 +555,16 @@ fn supervise(args: &ShimArgs, guard: Guard) -> std::io::Result<u8> {
     let end = match stop {
         Stop::Asked if all_gone && term.ticket.is_some() => {
             report("C");
-            regent_end(&mut stdin, &mut control, RELEASE_BOUND)
+            match regent_end(&mut stdin, &mut control, RELEASE_BOUND, Some(&signals)) {
+                // The shim died (regent, alive, resigns itself: a frozen
+                // one must not keep this process), or regent did (its end
+                // follows its death signal closely): stop waiting for R.
+                End::Signalled => regent_end(&mut stdin, &mut control, CLOSE_WAIT, None),
+                end => end,
+            }
         }
         Stop::ParentGone | Stop::Signal if all_gone => {
-            regent_end(&mut stdin, &mut control, CLOSE_WAIT)
+            regent_end(&mut stdin, &mut control, CLOSE_WAIT, None)
         }
         Stop::Asked | Stop::ParentGone | Stop::Signal | Stop::Deadline => End::Open,
     };
@@ -791,6 +797,8 @@ enum End {
     Closed,
     /// Still open when the wait ran out (or the socket failed otherwise).
     Open,
+    /// A signal came first (with `signals` given).
+    Signalled,
 }
 
 /// Waits up to `wait` for regent's end of the control socket: its `R`, or
@@ -806,18 +814,33 @@ fn regent_end<S: Read + std::os::fd::AsFd>(
     stdin: &mut S,
     control: &mut ControlReader,
     wait: Duration,
+    signals: Option<&SignalPipe>,
 ) -> End {
     let mut buf = [0u8; 4096];
     let until = std::time::Instant::now() + wait;
     loop {
-        let mut fds = [PollFd::new(&*stdin, PollFlags::IN)];
         let left = until.saturating_duration_since(std::time::Instant::now());
         let timeout = Timespec {
             tv_sec: i64::try_from(left.as_secs()).unwrap_or(0),
             tv_nsec: i64::from(left.subsec_nanos()),
         };
-        match poll(&mut fds, Some(&timeout)) {
+        let (ready, signalled) = match signals {
+            Some(signals) => {
+                let mut fds = [
+                    PollFd::new(&*stdin, PollFlags::IN),
+                    PollFd::new(&signals.read, PollFlags::IN),
+                ];
+                let r = poll(&mut fds, Some(&timeout));
+                (r, !fds[1].revents().is_empty())
+            }
+            None => {
+                let mut fds = [PollFd::new(&*stdin, PollFlags::IN)];
+                (poll(&mut fds, Some(&timeout)), false)
+            }
+        };
+        match ready {
             Ok(0) => return End::Open,
+            Ok(_) if signalled => return End::Signalled,
             Ok(_) => {}
             Err(rustix::io::Errno::INTR) => continue,
             Err(_) => return End::Open,
@@ -1019,7 +1042,8 @@ mod tests {
             regent_end(
                 &mut supervisor,
                 &mut ControlReader::default(),
-                Duration::ZERO
+                Duration::ZERO,
+                None
             ),
             End::Closed
         );
@@ -1034,7 +1058,8 @@ mod tests {
             regent_end(
                 &mut watched,
                 &mut ControlReader::default(),
-                Duration::from_millis(20)
+                Duration::from_millis(20),
+                None
             ),
             End::Open
         );
@@ -1043,7 +1068,8 @@ mod tests {
             regent_end(
                 &mut supervisor,
                 &mut ControlReader::default(),
-                Duration::ZERO
+                Duration::ZERO,
+                None
             ),
             End::Closed
         );
@@ -1058,7 +1084,7 @@ mod tests {
         (&regent).write_all(b"D 9\nR\n").expect("write");
         let mut control = ControlReader::default();
         assert_eq!(
-            regent_end(&mut supervisor, &mut control, Duration::from_secs(5)),
+            regent_end(&mut supervisor, &mut control, Duration::from_secs(5), None),
             End::Released
         );
         let (regent, mut supervisor) = UnixStream::pair().expect("pair");
@@ -1066,10 +1092,30 @@ mod tests {
         drop(regent);
         let mut control = ControlReader::default();
         assert_eq!(
-            regent_end(&mut supervisor, &mut control, Duration::from_secs(5)),
+            regent_end(&mut supervisor, &mut control, Duration::from_secs(5), None),
             End::Closed
         );
         assert_eq!(control.pending, vec![Control::Ticket("late".into())]);
+    }
+
+    /// A signal ends the wait for regent's `R` (a frozen regent whose shim
+    /// was killed must not keep the supervisor for the whole bound).
+    #[test]
+    fn a_signal_ends_the_wait_for_regents_release() {
+        let (_regent, mut supervisor) = UnixStream::pair().expect("pair");
+        let (read, signal) = UnixStream::pair().expect("pair");
+        read.set_nonblocking(true).expect("nonblocking");
+        let signals = SignalPipe { read };
+        (&signal).write_all(b"\x0f").expect("signal");
+        assert_eq!(
+            regent_end(
+                &mut supervisor,
+                &mut ControlReader::default(),
+                Duration::from_secs(5),
+                Some(&signals)
+            ),
+            End::Signalled
+        );
     }
 
     #[test]

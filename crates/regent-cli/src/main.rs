@@ -4,7 +4,10 @@
 //! against a fenced resource and reports violations; `bench` times leader
 //! hand-overs beside each engine's own tool. See `regent --help`.
 //!
-//! # Design notes (where this departs from ARCHITECTURE §6, and why)
+//! # Design notes
+//!
+//! The sidecar as a whole is described in `docs/architecture.md` §4,
+//! "Running work on the leader"; these notes say why it is built so.
 //!
 //! * The shim (see `shim.rs`) leads a process group of its own, apart from
 //!   regent's: a job-control stop of regent's group (Ctrl-Z,

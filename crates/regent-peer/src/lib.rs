@@ -155,8 +155,9 @@
 //! Without the feature the crate is the sans-IO machines and the codec,
 //! for a driver of your own.
 //!
-//! Where this departs from ARCHITECTURE §5 (a tokio driver over a
-//! `Transport` trait with TCP and turmoil implementations): there is no
+//! Where this departs from the first plan (a tokio driver over a
+//! `Transport` trait with TCP and turmoil implementations; see
+//! `docs/architecture.md` §3, "The election seam"): there is no
 //! `Transport` trait. The deterministic simulator drives the sans-IO
 //! machines directly — every algorithm decision is there — with faults a
 //! simulated socket layer could not give as cheaply (pauses, drifting

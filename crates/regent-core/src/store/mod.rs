@@ -204,7 +204,7 @@ pub enum WatchMode {
     Poll(Duration),
 }
 
-/// How much a backend can be trusted (ARCHITECTURE §1).
+/// How much a backend can be trusted (`docs/architecture.md` §1, "Safety model").
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum SafetyClass {

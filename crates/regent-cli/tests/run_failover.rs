@@ -246,11 +246,11 @@ mod failover_runs {
         );
         let took = Duration::from_nanos(next.mono_ns - termed_at);
         eprintln!("SIGTERM failover: {took:.3?}");
-        // Far below a ttl: the follower's watch saw the release.
+        // Well below a ttl: the follower saw the release, not an expiry.
         let bound = sb.timing().release_failover();
         assert!(
             took <= bound,
-            "the new task started {took:.3?} after SIGTERM, later than the watch's delay + 1s \
+            "the new task started {took:.3?} after SIGTERM, later than the watch's delay + 1s or half the ttl \
          ({bound:.3?}): the lease was not released, it expired\n{}",
             sb.report()
         );

@@ -6,12 +6,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-/// CLOCK_MONOTONIC now, in nanoseconds.
-pub(crate) fn mono_ns() -> u64 {
-    let ts = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
-    // The monotonic clock is non-negative and fits u64 nanoseconds for 584 years.
-    (ts.tv_sec as u64) * 1_000_000_000 + ts.tv_nsec as u64
-}
+pub(crate) use regent_proc::mono_ns;
 
 /// `at` as CLOCK_MONOTONIC nanoseconds.
 pub(crate) fn to_mono_ns(at: Instant) -> u64 {

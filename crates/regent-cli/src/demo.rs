@@ -42,7 +42,7 @@ pub(crate) fn task_main(args: TaskArgs) -> ExitCode {
     let token = std::env::var("REGENT_FENCING_TOKEN").unwrap_or_default();
     // As /proc names it: the task may run in a PID namespace, where
     // getpid() says something else.
-    let pid = crate::tree::proc_pid().unwrap_or_else(|| std::process::id() as i32);
+    let pid = regent_proc::self_pid().unwrap_or_else(|| std::process::id() as i32);
     // Armed before the start line is written: a SIGTERM that follows the
     // start at once must still be logged.
     let stops = if args.log_stop {

@@ -52,7 +52,7 @@ pub(crate) fn hold(stage: &str, token: Option<u64>) {
     };
     use std::io::Write as _;
     // As /proc names it: inside a PID namespace getpid() says 1.
-    let pid = crate::tree::proc_pid().map_or(std::process::id().to_string(), |p| p.to_string());
+    let pid = regent_proc::self_pid().map_or(std::process::id().to_string(), |p| p.to_string());
     let _ = match token {
         Some(t) => writeln!(f, "{pid} {t}"),
         None => writeln!(f, "{pid}"),

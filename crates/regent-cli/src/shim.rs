@@ -397,8 +397,8 @@ fn init(args: &ShimArgs) -> std::io::Result<u8> {
     rustix::process::set_parent_process_death_signal(Some(Signal::TERM))?;
     // getppid() says 0 here (the shim is outside the namespace); /proc,
     // mounted for an outer namespace, still names it.
-    if let Some(me) = tree::proc_pid()
-        && tree::stat(me).map(|s| s.ppid) != Some(args.parent)
+    if let Some(me) = regent_proc::self_pid()
+        && regent_proc::stat(me).map(|s| s.ppid) != Some(args.parent)
     {
         // The shim died before the death signal was armed.
         return Ok(STOPPED_BY_SHIM);

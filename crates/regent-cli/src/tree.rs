@@ -13,57 +13,15 @@ use std::time::{Duration, Instant};
 use rustix::event::{PollFd, PollFlags, Timespec, poll};
 use rustix::process::{Pid, Signal, WaitOptions};
 
-/// This process's pid as the mounted `/proc` numbers it: the same as
-/// `getpid()` except inside a PID namespace whose `/proc` belongs to an
-/// outer one (the shim's init sees itself as 1 there).
-pub(crate) fn proc_pid() -> Option<i32> {
-    std::fs::read_link("/proc/self")
-        .ok()?
-        .to_str()?
-        .parse()
-        .ok()
-}
-
-/// The fields of `/proc/PID/stat` regent needs, pids as `/proc` numbers
-/// them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Stat {
-    pub(crate) state: char,
-    pub(crate) ppid: i32,
-}
-
-impl Stat {
-    /// Not exited (zombies count as gone).
-    pub(crate) fn alive(self) -> bool {
-        !matches!(self.state, 'Z' | 'X' | 'x')
-    }
-}
-
-pub(crate) fn stat(pid: i32) -> Option<Stat> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name may hold spaces and parentheses: the fields after
-    // it start after the last ')'.
-    let mut fields = text.get(text.rfind(')')? + 1..)?.split_whitespace();
-    Some(Stat {
-        state: fields.next()?.chars().next()?,
-        ppid: fields.next()?.parse().ok()?,
-    })
-}
-
 /// The live (not yet exited) children of this process, found through
 /// /proc. Valid only where `/proc` numbers pids as this process sees them
 /// (not inside the shim's PID namespace).
 pub(crate) fn children() -> Vec<Pid> {
     let me = rustix::process::getpid().as_raw_nonzero().get();
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    dir.filter_map(|entry| {
-        let pid: i32 = entry.ok()?.file_name().to_str()?.parse().ok()?;
-        let stat = stat(pid)?;
-        (stat.ppid == me && stat.alive()).then(|| Pid::from_raw(pid))?
-    })
-    .collect()
+    regent_proc::children_of(me)
+        .into_iter()
+        .filter_map(Pid::from_raw)
+        .collect()
 }
 
 /// Whether this process has any child at all, live or exited but not
@@ -248,7 +206,7 @@ mod tests {
             .expect("spawn sleep");
         assert!(has_children());
         let pid = Pid::from_child(&child);
-        assert!(children().contains(&pid) || proc_pid().is_none());
+        assert!(children().contains(&pid) || regent_proc::self_pid().is_none());
         let _ = child.kill();
         let _ = child.wait();
     }

@@ -83,7 +83,8 @@ fn demo(me: i32, extra: &[&str], ours: Option<i32>) {
     let status = loop {
         for p in descendants(demo_pid) {
             if let Some(st) = stat(p) {
-                seen.entry((p, st.start)).or_insert_with(|| cmdline(p));
+                seen.entry((p, st.start_ticks))
+                    .or_insert_with(|| cmdline(p));
             }
         }
         if let Some(s) = demo.try_wait().unwrap() {
@@ -114,7 +115,7 @@ fn demo(me: i32, extra: &[&str], ours: Option<i32>) {
         .collect();
     let survivors: Vec<(i32, String)> = seen
         .iter()
-        .filter(|((p, start), _)| alive(*p) && stat(*p).is_some_and(|s| s.start == *start))
+        .filter(|((p, start), _)| alive(*p) && stat(*p).is_some_and(|s| s.start_ticks == *start))
         .map(|((p, _), cmd)| (*p, cmd.clone()))
         .collect();
     for (p, _) in orphans.iter().chain(&survivors) {

@@ -13,7 +13,7 @@ use std::sync::{Arc, LazyLock, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use rustix::process::{Pid, Signal};
+use regent_proc::{Signal, group_members, kill_tree, own_group, signal, signal_group, stat};
 
 use super::BenchError;
 use crate::clock::mono_ns;
@@ -285,7 +285,7 @@ pub(crate) struct CommandProcess {
 impl CommandProcess {
     /// The command that logged `start`, if it still runs.
     pub(crate) fn of(start: &LogLine) -> Option<Self> {
-        let s = stat(start.pid).filter(|s| !s.gone())?;
+        let s = stat(start.pid).filter(|s| s.alive())?;
         Some(Self {
             pid: start.pid,
             start_ticks: s.start_ticks,
@@ -294,7 +294,7 @@ impl CommandProcess {
     }
 
     fn is_itself(&self, pid: i32) -> bool {
-        stat(pid).is_some_and(|s| !s.gone() && s.start_ticks == self.start_ticks)
+        stat(pid).is_some_and(|s| s.alive() && s.start_ticks == self.start_ticks)
     }
 
     /// The live processes of this command: itself, and whatever else lives
@@ -321,111 +321,5 @@ impl CommandProcess {
         if self.is_itself(self.pid) {
             signal(self.pid, Signal::KILL);
         }
-    }
-}
-
-// ------------------------------------------------------------------ /proc
-
-#[derive(Debug, Clone, Copy)]
-struct Stat {
-    state: char,
-    ppid: i32,
-    pgrp: i32,
-    start_ticks: u64,
-}
-
-impl Stat {
-    /// A zombie or dead process has exited.
-    fn gone(&self) -> bool {
-        matches!(self.state, 'Z' | 'X' | 'x')
-    }
-}
-
-fn stat(pid: i32) -> Option<Stat> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name may hold spaces and parentheses: the fields after
-    // it start after the last ')'.
-    let rest = text.get(text.rfind(')')? + 2..)?;
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    Some(Stat {
-        state: f.first()?.chars().next()?,
-        ppid: f.get(1)?.parse().ok()?,
-        pgrp: f.get(2)?.parse().ok()?,
-        start_ticks: f.get(19)?.parse().ok()?,
-    })
-}
-
-fn all_pids() -> Vec<i32> {
-    std::fs::read_dir("/proc")
-        .map(|d| {
-            d.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-/// Live processes in process group `pgid`.
-fn group_members(pgid: i32) -> Vec<i32> {
-    all_pids()
-        .into_iter()
-        .filter(|&p| stat(p).is_some_and(|s| s.pgrp == pgid && !s.gone()))
-        .collect()
-}
-
-/// Every descendant of `root` now, by parent links.
-fn descendants(root: i32) -> Vec<i32> {
-    let table: Vec<(i32, i32)> = all_pids()
-        .into_iter()
-        .filter_map(|p| Some((p, stat(p)?.ppid)))
-        .collect();
-    let mut found = vec![root];
-    let mut i = 0;
-    while i < found.len() {
-        let parent = found[i];
-        found.extend(
-            table
-                .iter()
-                .filter(|(_, pp)| *pp == parent)
-                .map(|(p, _)| *p),
-        );
-        i += 1;
-    }
-    found.remove(0);
-    found
-}
-
-fn own_group() -> i32 {
-    rustix::process::getpgid(None).map_or(0, |p| p.as_raw_nonzero().get())
-}
-
-pub(crate) fn signal(pid: i32, sig: Signal) {
-    if let Some(p) = Pid::from_raw(pid) {
-        let _ = rustix::process::kill_process(p, sig);
-    }
-}
-
-fn signal_group(pgid: i32, sig: Signal) {
-    if let Some(p) = Pid::from_raw(pgid) {
-        let _ = rustix::process::kill_process_group(p, sig);
-    }
-}
-
-/// SIGKILLs `root`, its descendants and the process groups they belong to
-/// (which reaches commands whose parent already died); never the bench's
-/// own group.
-fn kill_tree(root: i32) {
-    let own = own_group();
-    let mut pids = descendants(root);
-    pids.push(root);
-    let groups: BTreeSet<i32> = pids
-        .iter()
-        .filter_map(|&p| stat(p).map(|s| s.pgrp))
-        .filter(|&g| g != own && g > 1)
-        .collect();
-    for g in groups {
-        signal_group(g, Signal::KILL);
-    }
-    for p in pids {
-        signal(p, Signal::KILL);
     }
 }

@@ -77,7 +77,7 @@ pub(crate) fn main(args: WriterArgs) -> ExitCode {
     let role = if args.background { "bg" } else { "cmd" };
     // As /proc names it: the writer runs in a PID namespace, where
     // getpid() names another number.
-    let pid = crate::tree::proc_pid().unwrap_or(0);
+    let pid = regent_proc::self_pid().unwrap_or(0);
     let mut seq = 0u64;
     let mut backoff = Duration::from_millis(50);
     let mut conn: Option<(TcpStream, BufReader<TcpStream>)> = None;

@@ -13,7 +13,6 @@
 
 #![allow(dead_code, unreachable_pub)] // Each test file uses a part.
 
-use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::io::Read;
 use std::os::unix::process::CommandExt;
@@ -22,7 +21,7 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use regent_testkit::engines::{Engine, Etcd, Sqlite};
-use rustix::process::{Pid, Signal};
+use rustix::process::Signal;
 
 /// The binary under test.
 pub const REGENT: &str = env!("CARGO_BIN_EXE_regent");
@@ -31,10 +30,8 @@ pub const REGENT: &str = env!("CARGO_BIN_EXE_regent");
 pub const ELECTION: &str = "e";
 
 /// CLOCK_MONOTONIC now, in nanoseconds: the clock of the task log.
-pub fn mono_ns() -> u64 {
-    let ts = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
-    u64::try_from(ts.tv_sec).unwrap() * 1_000_000_000 + u64::try_from(ts.tv_nsec).unwrap()
-}
+#[allow(unused_imports)]
+pub use regent_proc::mono_ns;
 
 /// Nanoseconds as seconds, for messages.
 pub fn secs(ns: u64) -> f64 {
@@ -66,131 +63,25 @@ pub fn wait_for<T>(
 
 // ------------------------------------------------------------------ /proc
 
-/// The fields of `/proc/PID/stat` the tests need.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Stat {
-    pub state: char,
-    pub ppid: i32,
-    pub pgrp: i32,
-    /// Start time in clock ticks since boot: with the pid, it names one
-    /// process even if the pid is reused.
-    pub start: u64,
-}
-
-pub fn stat(pid: i32) -> Option<Stat> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name may hold spaces and parentheses: the fields after
-    // it start after the last ')'.
-    let rest = &text[text.rfind(')')? + 2..];
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    Some(Stat {
-        state: f.first()?.chars().next()?,
-        ppid: f.get(1)?.parse().ok()?,
-        pgrp: f.get(2)?.parse().ok()?,
-        start: f.get(19)?.parse().ok()?,
-    })
-}
-
-/// The command line of `pid`, arguments joined by spaces.
-pub fn cmdline(pid: i32) -> String {
-    std::fs::read(format!("/proc/{pid}/cmdline"))
-        .map(|b| String::from_utf8_lossy(&b).replace('\0', " "))
-        .unwrap_or_default()
-}
+// Each test binary uses a part.
+#[allow(unused_imports)]
+pub use regent_proc::{
+    alive, cmdline, descendants, group_members, kill_tree, signal, signal_group, stat, stopped,
+};
 
 /// Whether `pid` is a live `regent __demo-task` (not merely a process whose
 /// arguments mention it, like the shim or `sh -c`).
 pub fn is_task(pid: i32) -> bool {
     alive(pid)
-        && std::fs::read(format!("/proc/{pid}/cmdline"))
-            .is_ok_and(|b| b.split(|c| *c == 0).nth(1) == Some(b"__demo-task".as_slice()))
-}
-
-/// Whether `pid` exists and has not exited (zombies count as gone).
-pub fn alive(pid: i32) -> bool {
-    stat(pid).is_some_and(|s| !matches!(s.state, 'Z' | 'X' | 'x'))
+        && regent_proc::argv(pid)
+            .get(1)
+            .is_some_and(|a| a == "__demo-task")
 }
 
 /// Whether `pid` is alive and its command line contains `needle` (guards
 /// against a recycled pid).
 pub fn alive_as(pid: i32, needle: &str) -> bool {
     alive(pid) && cmdline(pid).contains(needle)
-}
-
-/// Whether `pid` is stopped (SIGSTOP).
-pub fn stopped(pid: i32) -> bool {
-    stat(pid).is_some_and(|s| s.state == 'T')
-}
-
-fn all_pids() -> Vec<i32> {
-    std::fs::read_dir("/proc")
-        .map(|d| {
-            d.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-/// Live (non-zombie) processes in process group `pgid`.
-pub fn group_members(pgid: i32) -> Vec<i32> {
-    all_pids()
-        .into_iter()
-        .filter(|&p| stat(p).is_some_and(|s| s.pgrp == pgid && !matches!(s.state, 'Z' | 'X')))
-        .collect()
-}
-
-/// Every descendant of `root` now (not `root` itself), by parent links.
-pub fn descendants(root: i32) -> Vec<i32> {
-    let table: Vec<(i32, i32)> = all_pids()
-        .into_iter()
-        .filter_map(|p| Some((p, stat(p)?.ppid)))
-        .collect();
-    let mut found = vec![root];
-    let mut i = 0;
-    while i < found.len() {
-        let parent = found[i];
-        found.extend(
-            table
-                .iter()
-                .filter(|(_, pp)| *pp == parent)
-                .map(|(p, _)| *p),
-        );
-        i += 1;
-    }
-    found.remove(0);
-    found
-}
-
-pub fn signal(pid: i32, sig: Signal) {
-    if let Some(p) = Pid::from_raw(pid) {
-        let _ = rustix::process::kill_process(p, sig);
-    }
-}
-
-pub fn signal_group(pgid: i32, sig: Signal) {
-    if let Some(p) = Pid::from_raw(pgid) {
-        let _ = rustix::process::kill_process_group(p, sig);
-    }
-}
-
-/// SIGKILLs `root`'s descendants, the process groups they lead or belong
-/// to (which reaches background jobs whose parent already died), and
-/// `root` itself. Never this test process's own group.
-pub fn kill_tree(root: i32) {
-    let own_group = rustix::process::getpgid(None).map_or(0, |p| p.as_raw_nonzero().get());
-    let mut pids = descendants(root);
-    pids.push(root);
-    let groups: BTreeSet<i32> = pids
-        .iter()
-        .filter_map(|&p| stat(p).map(|s| s.pgrp))
-        .filter(|&g| g != own_group && g > 1)
-        .collect();
-    for g in groups {
-        signal_group(g, Signal::KILL);
-    }
-    for p in pids {
-        signal(p, Signal::KILL);
-    }
 }
 
 /// Shell text that starts `exec` (after `setup`) as a background job which

@@ -1,0 +1,2 @@
+//! regent's benchmark harness (being moved here from `regent-cli`; see
+//! issue 26).

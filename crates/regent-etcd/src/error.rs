@@ -280,6 +280,12 @@ pub(crate) fn is_lease_not_found(e: &etcd_client::Error) -> bool {
     }
 }
 
+/// A [`ErrorKind::Protocol`] error: `what` got an answer that cannot be,
+/// for the reason `why`.
+pub(crate) fn protocol(what: String, why: &str) -> StoreError {
+    StoreError::new(ErrorKind::Protocol, format!("{what}: {why}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -268,13 +268,22 @@
 //! | [`Corrupt`](regent_core::ErrorKind::Corrupt) | the key under *our own* lease holds a record this candidate did not write (another create revision or lease) |
 //! | [`Protocol`](regent_core::ErrorKind::Protocol) | an answer that cannot be (a transaction without its responses) |
 
+mod builder;
+mod campaign;
+mod client;
 mod error;
+#[cfg(feature = "tls")]
+mod pem;
 mod record;
+mod session;
 mod store;
 mod target;
+mod watch;
 
+pub use builder::{DEFAULT_REQUEST_TIMEOUT, EtcdStoreBuilder};
+pub use client::EtcdStore;
 pub use error::is_refused_client_certificate;
-pub use store::{DEFAULT_REQUEST_TIMEOUT, EXPIRY_SLACK, EtcdStore, EtcdStoreBuilder, MIN_TTL};
+pub use store::{EXPIRY_SLACK, MIN_TTL};
 pub use target::{DEFAULT_PORT, EtcdTarget, KIND};
 
 #[cfg(test)]

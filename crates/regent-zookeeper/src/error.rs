@@ -52,6 +52,27 @@ pub(crate) fn zk_error(what: String, e: zk::Error) -> StoreError {
     StoreError::new(kind, what).with_source(e)
 }
 
+/// Whether the source of `e` is ZooKeeper's `NodeExists`.
+pub(crate) fn is_node_exists(e: &StoreError) -> bool {
+    std::error::Error::source(e)
+        .and_then(|s| s.downcast_ref::<zk::Error>())
+        .is_some_and(|z| matches!(z, zk::Error::NodeExists))
+}
+
+/// Whether the source of `e` is ZooKeeper's `NoNode`.
+pub(crate) fn is_no_node(e: &StoreError) -> bool {
+    std::error::Error::source(e)
+        .and_then(|s| s.downcast_ref::<zk::Error>())
+        .is_some_and(|z| matches!(z, zk::Error::NoNode))
+}
+
+/// Whether the source of `e` is ZooKeeper's `BadVersion`.
+pub(crate) fn is_bad_version(e: &StoreError) -> bool {
+    std::error::Error::source(e)
+        .and_then(|s| s.downcast_ref::<zk::Error>())
+        .is_some_and(|z| matches!(z, zk::Error::BadVersion))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -161,14 +161,19 @@
 //! own lock recipe waits inside one call, where the store contract needs
 //! single attempts, so the recipe here is regent's own on its primitives.
 
+mod builder;
+mod client;
 mod error;
+mod node;
 mod record;
+mod session;
 mod store;
 mod target;
+mod watch;
 
-pub use store::{
-    DEFAULT_CALL_TIMEOUT, DEFAULT_SESSION_TIMEOUT, EXPIRY_SLACK, MIN_TTL, ZkStore, ZkStoreBuilder,
-};
+pub use builder::{DEFAULT_CALL_TIMEOUT, DEFAULT_SESSION_TIMEOUT, ZkStoreBuilder};
+pub use client::ZkStore;
+pub use store::{EXPIRY_SLACK, MIN_TTL};
 pub use target::{DEFAULT_PORT, KIND, ZkTarget, parse_target};
 
 #[cfg(test)]

@@ -185,6 +185,13 @@ pub(crate) fn leader_of(node: &str, data: &[u8], czxid: i64) -> LeaderInfo {
     }
 }
 
+/// The metadata node of node `name` of the election at `dir`
+/// (`ROOT/ELECTION`): `ROOT/_regent_metadata/ELECTION/NAME`.
+pub(crate) fn meta_path(dir: &str, name: &str) -> String {
+    let (root, election) = dir.rsplit_once('/').unwrap_or(("", dir));
+    format!("{root}/_regent_metadata/{election}/{name}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -380,53 +380,6 @@ impl fmt::Display for Report<'_> {
     }
 }
 
-/// Why new metadata was not published ([`Leadership::proclaim`](crate::Leadership::proclaim)).
-///
-/// `Display` includes the store's error; `source` continues with the store
-/// client's, as for [`CampaignError`].
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum ProclaimError {
-    /// Leadership has ended (or the store said the lease is lost, which
-    /// ended it).
-    NotLeader(NotLeader),
-    /// The store failed or did not answer in time; leadership goes on, and
-    /// the record shows the old metadata or the new.
-    Store(StoreError),
-}
-
-impl From<NotLeader> for ProclaimError {
-    fn from(e: NotLeader) -> Self {
-        ProclaimError::NotLeader(e)
-    }
-}
-
-impl fmt::Display for ProclaimError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ProclaimError::NotLeader(e) => write!(f, "cannot publish metadata: {e}"),
-            ProclaimError::Store(e) => write!(f, "publishing metadata failed: {e}"),
-        }
-    }
-}
-
-impl StdError for ProclaimError {
-    fn source(&self) -> Option<&(dyn StdError + 'static)> {
-        match self {
-            ProclaimError::NotLeader(_) => None,
-            ProclaimError::Store(e) => e.source(),
-        }
-    }
-}
-
-/// The leadership is over; an operation that needs it was refused.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error("not the leader: leadership ended ({reason})")]
-pub struct NotLeader {
-    /// Why it ended.
-    pub reason: crate::EndReason,
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

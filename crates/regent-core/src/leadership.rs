@@ -3,18 +3,16 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::time::Duration;
 
 use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
-use tokio::time::{Instant, sleep_until};
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::candidate::Core;
-use crate::error::{ErrorKind, NotLeader, ProclaimError, StoreError};
+use crate::error::{ErrorKind, StoreError};
 use crate::status::Status;
-use crate::store::{LeaseStore, Renewal};
+use crate::store::Renewal;
 use crate::timing::Timing;
 use crate::types::{ElectionName, FencingToken, HolderId, LeaderInfo, Lease, Metadata};
 
@@ -60,6 +58,53 @@ pub struct Ended {
     pub reason: EndReason,
     /// When (monotonic clock): the instant the cancellation token fired.
     pub at: Instant,
+}
+
+/// Why new metadata was not published ([`Leadership::proclaim`]).
+///
+/// `Display` includes the store's error; `source` continues with the store
+/// client's, as for [`CampaignError`](crate::CampaignError).
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum ProclaimError {
+    /// Leadership has ended (or the store said the lease is lost, which
+    /// ended it).
+    NotLeader(NotLeader),
+    /// The store failed or did not answer in time; leadership goes on, and
+    /// the record shows the old metadata or the new.
+    Store(StoreError),
+}
+
+impl From<NotLeader> for ProclaimError {
+    fn from(e: NotLeader) -> Self {
+        ProclaimError::NotLeader(e)
+    }
+}
+
+impl fmt::Display for ProclaimError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ProclaimError::NotLeader(e) => write!(f, "cannot publish metadata: {e}"),
+            ProclaimError::Store(e) => write!(f, "publishing metadata failed: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for ProclaimError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ProclaimError::NotLeader(_) => None,
+            ProclaimError::Store(e) => std::error::Error::source(e),
+        }
+    }
+}
+
+/// The leadership is over; an operation that needs it was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("not the leader: leadership ended ({reason})")]
+pub struct NotLeader {
+    /// Why it ended.
+    pub reason: EndReason,
 }
 
 /// The timing state of a leadership, published on a watch channel
@@ -131,37 +176,6 @@ impl fmt::Debug for Leadership {
 }
 
 impl Leadership {
-    /// Starts the renewal task for a lease won by a request sent at
-    /// `sent_at`, with `timing`: the candidate's, with the ttl the store
-    /// granted when that was less ([`Timing::for_granted`]).
-    pub(crate) fn start<S: LeaseStore>(
-        core: &Core<S>,
-        lease: Lease,
-        info: LeaderInfo,
-        sent_at: Instant,
-        timing: Timing,
-    ) -> Self {
-        let keeper = LeaseKeeper {
-            store: core.store.clone(),
-            lease: lease.clone(),
-            timing,
-            won_at: sent_at,
-            hand_over: core.hand_over.clone(),
-        };
-        Self::kept_by(
-            keeper,
-            TermStart {
-                lease,
-                info,
-                timing,
-                confirmed_at: sent_at,
-                status: core.status.clone(),
-                shutdown: core.shutdown.child_token(),
-            },
-            &core.tracker,
-        )
-    }
-
     /// A guard for a term that `keeper` keeps: the seam through which an
     /// election that is not a lease store (a peer group, say) gives its
     /// leaders the same guard, [`Supervisor`](crate::Supervisor), status
@@ -693,81 +707,6 @@ impl TermState {
             s.deadline = deadline;
             s.step_down_at = deadline.checked_sub(grace).unwrap_or(deadline);
         });
-    }
-}
-
-/// A lease store's [`TermKeeper`]: renewals at `renew_every`, retries of
-/// transient failures, a release that leaves the term to a waiting
-/// follower.
-struct LeaseKeeper<S> {
-    store: Arc<S>,
-    lease: Lease,
-    timing: Timing,
-    /// When the request that won the lease was sent.
-    won_at: Instant,
-    /// The candidate's hand-over pause, set when the lease is given back.
-    hand_over: Arc<crate::candidate::HandOver>,
-}
-
-impl<S: LeaseStore> TermKeeper for LeaseKeeper<S> {
-    async fn hold(&self, term: &TermState) -> EndReason {
-        let t = *term.timing();
-        let lease = &self.lease;
-        let retry_delay = (t.renew_every / 4).max(Duration::from_millis(1));
-        let mut next_attempt = self.won_at + t.renew_every;
-        loop {
-            // Invariant: every path that keeps leadership passes through
-            // `confirm`, so we never believe in a lease past the renew
-            // deadline of the last confirmed renewal.
-            let step_down = term.step_down_at();
-            tokio::select! {
-                biased;
-                () = sleep_until(step_down) => return EndReason::DeadlinePassed,
-                () = sleep_until(next_attempt) => {}
-            }
-            let sent = Instant::now();
-            let result = tokio::select! {
-                biased;
-                () = sleep_until(step_down) => return EndReason::DeadlinePassed,
-                r = self.store.renew(lease) => r,
-            };
-            match result {
-                Ok(Renewal::Renewed) => {
-                    // The store started its ttl no earlier than `sent`.
-                    term.confirm(sent);
-                    next_attempt = sent + t.renew_every;
-                    tracing::debug!(
-                        election = %lease.election, holder = %lease.holder, token = lease.token.get(),
-                        "renewed"
-                    );
-                }
-                Ok(Renewal::Lost) => return EndReason::Lost,
-                Err(e) if e.is_transient() => {
-                    tracing::warn!(
-                        election = %lease.election, holder = %lease.holder, token = lease.token.get(),
-                        error = %crate::report(&e), "renewal failed; retrying"
-                    );
-                    next_attempt = Instant::now() + retry_delay;
-                }
-                Err(e) => {
-                    tracing::warn!(
-                        election = %lease.election, holder = %lease.holder, token = lease.token.get(),
-                        error = %crate::report(&e), "renewal failed permanently"
-                    );
-                    return EndReason::StoreFailed(e.kind());
-                }
-            }
-        }
-    }
-
-    async fn release(&self) -> Result<(), StoreError> {
-        self.store.release(&self.lease).await?;
-        self.hand_over.released(&self.store.info(), &self.timing);
-        Ok(())
-    }
-
-    async fn update_metadata(&self, metadata: &Metadata) -> Result<Renewal, StoreError> {
-        self.store.update_metadata(&self.lease, metadata).await
     }
 }
 

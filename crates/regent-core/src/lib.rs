@@ -81,6 +81,7 @@ mod candidate;
 mod election;
 mod error;
 mod leadership;
+mod limits;
 mod observer;
 mod status;
 pub mod store;
@@ -93,11 +94,12 @@ mod types;
 
 pub use candidate::{Candidate, CandidateBuilder, DEFAULT_TTL};
 pub use election::Election;
-pub use error::{
-    BoxError, CampaignError, ConfigError, ErrorKind, InvalidName, NotLeader, ProclaimError,
-    StoreError, report,
+pub use error::{BoxError, CampaignError, ConfigError, ErrorKind, InvalidName, StoreError, report};
+pub use leadership::{
+    EndReason, Ended, Leadership, LeaseState, NotLeader, ProclaimError, TermKeeper, TermStart,
+    TermState,
 };
-pub use leadership::{EndReason, Ended, Leadership, LeaseState, TermKeeper, TermStart, TermState};
+pub use limits::{MAX_TTL, MIN_TTL};
 pub use observer::{LeaderChanges, LeaderWatch, Observer};
 pub use status::{Status, publish as publish_status};
 pub use store::memory;
@@ -111,7 +113,7 @@ pub use supervisor::{
 pub use target::{
     OptionKind, OptionValue, Options, Source, StoreKind, StoreOption, Target, TargetError,
 };
-pub use timing::{Explanation, MAX_TTL, MIN_TTL, Timing};
+pub use timing::{Explanation, Timing};
 /// Re-exported so users need not depend on `tokio-util` for the leader
 /// task's cancellation.
 pub use tokio_util::sync::CancellationToken;

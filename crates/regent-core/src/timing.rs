@@ -8,14 +8,8 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::error::ConfigError;
+use crate::limits::{MAX_TTL, MIN_TTL};
 use crate::store::{StoreInfo, WatchMode};
-
-/// The longest ttl accepted.
-pub const MAX_TTL: Duration = Duration::from_secs(24 * 3600);
-
-/// The shortest ttl accepted (whatever the store allows): below it the
-/// defaults derived from the ttl would round to nothing.
-pub const MIN_TTL: Duration = Duration::from_millis(1);
 
 /// A lease's timing, validated. Build it through
 /// [`CandidateBuilder`](crate::CandidateBuilder), or [`Timing::new`] plus

@@ -54,7 +54,7 @@ use super::{
     StoreInfo, StoreStyle, TtlGrant, WatchMode,
 };
 use crate::error::{ErrorKind, StoreError};
-use crate::timing::MAX_TTL;
+use crate::limits::MAX_TTL;
 use crate::types::{
     ElectionName, FencingToken, HolderId, LeaderInfo, Lease, LeaseHandle, Metadata,
 };

@@ -120,7 +120,7 @@ use std::time::Duration;
 use futures_core::Stream;
 
 use crate::error::StoreError;
-use crate::timing::MAX_TTL;
+use crate::limits::MAX_TTL;
 use crate::types::{ElectionName, HolderId, LeaderInfo, Lease, Metadata};
 
 mod boxed;

@@ -5,7 +5,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use super::{Check, Ctx, Harness, holder};
+use super::harness::{Check, Ctx, Harness, holder};
 use crate::candidate::Candidate;
 use crate::supervisor::{Restart, Supervisor};
 use crate::types::HolderId;

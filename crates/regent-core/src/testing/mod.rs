@@ -25,49 +25,21 @@
 //! [`crate::store::TtlGrant::Negotiated`].
 
 mod handover;
+mod harness;
 
 use std::fmt;
-use std::future::Future;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use futures_util::StreamExt;
 
-use crate::error::{ErrorKind, StoreError};
+use crate::error::ErrorKind;
 use crate::store::memory::MemoryStore;
 use crate::store::{
     Acquire, AcquireRequest, LeaderStream, LeaseStore, Renewal, StoreStyle, TtlGrant,
 };
 use crate::types::{ElectionName, FencingToken, HolderId, LeaderInfo, Lease, Metadata};
-
-/// What the suite needs from a store crate: connections to one engine, and
-/// ways to tamper with it from outside regent.
-pub trait Harness: Send + Sync {
-    /// The store under test.
-    type Store: LeaseStore;
-
-    /// A new connection to the engine under test. Every connection sees the
-    /// same data.
-    fn store(&self) -> impl Future<Output = Self::Store> + Send;
-
-    /// A store whose engine cannot be reached or answers "busy" (a closed
-    /// port, a file locked by another process): its acquire must fail with a
-    /// transient error.
-    fn unreachable_store(&self) -> impl Future<Output = Self::Store> + Send;
-
-    /// The ttl the checks use: at least the store's minimum, as short as the
-    /// engine allows (the suite waits it out several times), and one the
-    /// engine grants as asked rather than rounded up (the suite waits
-    /// `ttl` plus the store's expiry slack for a lease to expire).
-    fn ttl(&self) -> Duration;
-
-    /// Deletes every record of `election` behind regent's back, as an
-    /// operator would.
-    fn delete_records(&self, election: &ElectionName) -> impl Future<Output = ()> + Send;
-
-    /// Writes a value regent did not write where `election`'s lease lives.
-    fn put_garbage(&self, election: &ElectionName) -> impl Future<Output = ()> + Send;
-}
+pub use harness::Harness;
+use harness::{Check, Ctx, ctx, ensure, holder, ok};
 
 /// A failed check.
 #[derive(Debug)]
@@ -79,89 +51,6 @@ pub struct Failure {
 impl fmt::Display for Failure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}: {}", self.check, self.message)
-    }
-}
-
-type Check = Result<(), String>;
-
-macro_rules! ensure {
-    ($cond:expr, $($msg:tt)+) => {
-        if !$cond {
-            return Err(format!($($msg)+));
-        }
-    };
-}
-
-/// Unwraps a store result inside a check, failing it with the error.
-fn ok<T>(what: &str, r: Result<T, StoreError>) -> Result<T, String> {
-    r.map_err(|e| {
-        let mut msg = format!("{what} failed: {e}");
-        let mut src = std::error::Error::source(&e);
-        while let Some(s) = src {
-            msg.push_str(&format!(": {s}"));
-            src = s.source();
-        }
-        msg
-    })
-}
-
-static ELECTIONS: AtomicU64 = AtomicU64::new(0);
-
-fn election(check: &str) -> ElectionName {
-    let n = ELECTIONS.fetch_add(1, Ordering::Relaxed);
-    let salt = fastrand::u32(..);
-    ElectionName::new(format!("conf-{check}-{n}-{salt:08x}")).expect("valid name")
-}
-
-fn holder(name: &str) -> HolderId {
-    HolderId::new(name).expect("valid holder id")
-}
-
-struct Ctx<'h, H: Harness> {
-    h: &'h H,
-    store: H::Store,
-    election: ElectionName,
-    ttl: Duration,
-    slack: Duration,
-}
-
-impl<H: Harness> Ctx<'_, H> {
-    fn req(&self, who: &str) -> AcquireRequest {
-        AcquireRequest {
-            election: self.election.clone(),
-            holder: holder(who),
-            ttl: self.ttl,
-            metadata: Metadata::from_pairs([("who", who)]).expect("small"),
-        }
-    }
-
-    async fn acquire(&self, who: &str) -> Result<Acquire, String> {
-        ok(
-            &format!("acquire by {who}"),
-            self.store.try_acquire(&self.req(who), None).await,
-        )
-    }
-
-    async fn win(&self, who: &str) -> Result<Lease, String> {
-        match self.acquire(who).await? {
-            Acquire::Won(lease) => Ok(lease),
-            Acquire::Held { leader, .. } => Err(format!(
-                "{who} should have won a free election, but it is held by {:?}",
-                leader.map(|l| l.holder)
-            )),
-        }
-    }
-
-    /// Waits until the store must have expired every lease written so far.
-    async fn wait_expiry(&self) {
-        tokio::time::sleep(self.ttl + self.slack).await;
-    }
-
-    async fn leader(&self) -> Result<Option<LeaderInfo>, String> {
-        ok(
-            "current_leader",
-            self.store.current_leader(&self.election).await,
-        )
     }
 }
 
@@ -232,19 +121,6 @@ pub async fn run_checks<H: Harness>(h: &H) -> Vec<Failure> {
         check!(retried_acquire_queues_once);
     }
     failures
-}
-
-async fn ctx<'h, H: Harness>(h: &'h H, check: &str) -> Ctx<'h, H> {
-    let store = h.store().await;
-    let slack =
-        store.info().expiry_slack_for(h.ttl()) + Duration::from_millis(500).min(h.ttl() / 2);
-    Ctx {
-        h,
-        store,
-        election: election(check),
-        ttl: h.ttl(),
-        slack,
-    }
 }
 
 /// Item 1: the first acquire of a free election wins; later ones are held

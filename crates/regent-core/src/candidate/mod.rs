@@ -11,13 +11,17 @@ use tokio::time::{Instant, sleep_until, timeout, timeout_at};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+mod keeper;
+
 use crate::backoff::{Backoff, jitter};
 use crate::error::{CampaignError, ConfigError, ErrorKind, StoreError};
-use crate::leadership::Leadership;
+use crate::leadership::{Leadership, TermStart};
+use crate::limits::MAX_TTL;
 use crate::status::Status;
 use crate::store::{Acquire, AcquireRequest, LeaderStream, LeaseStore, Renewal};
-use crate::timing::{Explanation, MAX_TTL, Timing};
+use crate::timing::{Explanation, Timing};
 use crate::types::{ElectionName, HolderId, LeaderInfo, Lease, Metadata};
+use keeper::{HandOver, LeaseKeeper};
 
 /// The default lease ttl.
 pub const DEFAULT_TTL: Duration = Duration::from_secs(10);
@@ -65,11 +69,11 @@ impl<S> fmt::Debug for Candidate<S> {
     }
 }
 
-/// What a candidate and its leaderships share.
-pub(crate) struct Core<S> {
-    pub(crate) store: Arc<S>,
-    pub(crate) req: AcquireRequest,
-    pub(crate) timing: Timing,
+/// What a candidate, its campaigns and its terms share.
+struct Core<S> {
+    store: Arc<S>,
+    req: AcquireRequest,
+    timing: Timing,
     /// How often a follower retries while the store's watch is open, the
     /// store notifies ([`WatchMode::Notify`](crate::WatchMode::Notify)) and
     /// someone leads: the ttl, unless [`CandidateBuilder::retry_every`] was
@@ -77,61 +81,17 @@ pub(crate) struct Core<S> {
     /// safety net; at the renew interval the idle followers' retries were
     /// most of a queue store's load (two requests each, every 2 s at the
     /// default ttl, per follower).
-    pub(crate) watched_retry: Duration,
-    pub(crate) give_up_after: Option<Duration>,
-    pub(crate) shutdown: CancellationToken,
-    pub(crate) tracker: TaskTracker,
+    watched_retry: Duration,
+    give_up_after: Option<Duration>,
+    shutdown: CancellationToken,
+    tracker: TaskTracker,
     /// Campaigns running (each holds a token while its future lives), so
     /// that `shutdown` can wait for them to give back their places.
-    pub(crate) campaigns: TaskTracker,
-    pub(crate) status: Arc<watch::Sender<Status>>,
+    campaigns: TaskTracker,
+    status: Arc<watch::Sender<Status>>,
     /// Until when this candidate leaves a term it gave back to a follower
     /// that is waiting (see [`Candidate::campaign`]).
-    pub(crate) hand_over: Arc<HandOver>,
-}
-
-/// After a term this candidate gave back, the instant before which its
-/// next campaign does not try to win, so that a waiting follower gets the
-/// term. Race stores only: on a queue store a new campaign queues behind
-/// those already waiting anyway.
-#[derive(Debug, Default)]
-pub(crate) struct HandOver(std::sync::Mutex<Option<Instant>>);
-
-/// What a follower needs beyond noticing a release to win the term: one
-/// acquire, with room for a loaded machine. At least this, and a tenth of
-/// the ttl up to [`HAND_OVER_ALLOWANCE_MAX`]: the pause ends as soon as the
-/// watch shows another holder, so only a lone candidate waits it out.
-const HAND_OVER_ALLOWANCE: Duration = Duration::from_millis(250);
-
-/// The most [`HAND_OVER_ALLOWANCE`] grows to with a long ttl.
-const HAND_OVER_ALLOWANCE_MAX: Duration = Duration::from_secs(2);
-
-impl HandOver {
-    /// Our lease was given back now: stay out for as long as a follower
-    /// needs to notice (the store's poll interval, or its own retry) and
-    /// win.
-    pub(crate) fn released(&self, info: &crate::StoreInfo, timing: &Timing) {
-        if info.style != crate::StoreStyle::Race {
-            return;
-        }
-        let notice = match info.watch {
-            crate::WatchMode::Notify => Duration::ZERO,
-            crate::WatchMode::Poll(every) => every.min(timing.retry_every),
-        };
-        let allowance = (timing.ttl / 10).clamp(HAND_OVER_ALLOWANCE, HAND_OVER_ALLOWANCE_MAX);
-        let until = Instant::now() + notice + allowance.min(timing.ttl);
-        *self
-            .0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(until);
-    }
-
-    fn take(&self) -> Option<Instant> {
-        self.0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .take()
-    }
+    hand_over: Arc<HandOver>,
 }
 
 /// Builds a [`Candidate`]; `build()` checks the timing rules.
@@ -489,6 +449,37 @@ impl<S: LeaseStore> Drop for PendingAcquire<'_, S> {
     }
 }
 
+/// Starts the term of a lease won by a request sent at `sent_at`: the
+/// guard, kept by a [`LeaseKeeper`] on `timing` (the candidate's, with the
+/// ttl the store granted when that was less: [`Timing::for_granted`]).
+fn lead<S: LeaseStore>(
+    core: &Core<S>,
+    lease: Lease,
+    info: LeaderInfo,
+    sent_at: Instant,
+    timing: Timing,
+) -> Leadership {
+    let keeper = LeaseKeeper {
+        store: core.store.clone(),
+        lease: lease.clone(),
+        timing,
+        won_at: sent_at,
+        hand_over: core.hand_over.clone(),
+    };
+    Leadership::kept_by(
+        keeper,
+        TermStart {
+            lease,
+            info,
+            timing,
+            confirmed_at: sent_at,
+            status: core.status.clone(),
+            shutdown: core.shutdown.child_token(),
+        },
+        &core.tracker,
+    )
+}
+
 /// Spawns `task` on the candidate's tracker (which `shutdown` waits for),
 /// if a runtime is there to run it; without one (a runtime shutting down)
 /// the lease it would have released expires by itself.
@@ -761,7 +752,7 @@ impl<S: LeaseStore> Candidate<S> {
                         token: lease.token,
                         metadata: c.req.metadata.clone(),
                     };
-                    return Ok(Leadership::start(&self.core, lease, info, sent, timing));
+                    return Ok(lead(&self.core, lease, info, sent, timing));
                 }
                 Ok(Acquire::Held {
                     leader,

@@ -92,7 +92,8 @@ pub mod testing;
 mod timing;
 mod types;
 
-pub use candidate::{Candidate, CandidateBuilder, DEFAULT_TTL};
+pub use candidate::Candidate;
+pub use candidate::builder::{CandidateBuilder, DEFAULT_TTL};
 pub use election::Election;
 pub use error::{BoxError, CampaignError, ConfigError, ErrorKind, InvalidName, StoreError, report};
 pub use leadership::{

@@ -1,5 +1,10 @@
 //! [`Candidate`]: campaigns for an election until it wins, following the
-//! current leader through the store's watch while it waits.
+//! current leader through the store's watch while it waits. Its settings
+//! are checked in [`builder`]; once it wins, a lease keeper (`keeper.rs`)
+//! renews the lease behind the [`Leadership`] guard.
+
+pub(crate) mod builder;
+mod keeper;
 
 use std::fmt;
 use std::sync::Arc;
@@ -11,20 +16,14 @@ use tokio::time::{Instant, sleep_until, timeout, timeout_at};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-mod keeper;
-
 use crate::backoff::{Backoff, jitter};
-use crate::error::{CampaignError, ConfigError, ErrorKind, StoreError};
+use crate::error::{CampaignError, ErrorKind, StoreError};
 use crate::leadership::{Leadership, TermStart};
-use crate::limits::MAX_TTL;
 use crate::status::Status;
 use crate::store::{Acquire, AcquireRequest, LeaderStream, LeaseStore, Renewal};
 use crate::timing::{Explanation, Timing};
-use crate::types::{ElectionName, HolderId, LeaderInfo, Lease, Metadata};
+use crate::types::{ElectionName, HolderId, LeaderInfo, Lease};
 use keeper::{HandOver, LeaseKeeper};
-
-/// The default lease ttl.
-pub const DEFAULT_TTL: Duration = Duration::from_secs(10);
 
 /// One instance's bid for leadership of one election. Cheap to clone; clones
 /// share the shutdown token, status channel and tasks.
@@ -76,7 +75,7 @@ struct Core<S> {
     timing: Timing,
     /// How often a follower retries while the store's watch is open, the
     /// store notifies ([`WatchMode::Notify`](crate::WatchMode::Notify)) and
-    /// someone leads: the ttl, unless [`CandidateBuilder::retry_every`] was
+    /// someone leads: the ttl, unless [`CandidateBuilder::retry_every`](crate::CandidateBuilder::retry_every) was
     /// set. The watch tells of the term's end then, and a retry is only a
     /// safety net; at the renew interval the idle followers' retries were
     /// most of a queue store's load (two requests each, every 2 s at the
@@ -92,304 +91,6 @@ struct Core<S> {
     /// Until when this candidate leaves a term it gave back to a follower
     /// that is waiting (see [`Candidate::campaign`]).
     hand_over: Arc<HandOver>,
-}
-
-/// Builds a [`Candidate`]; `build()` checks the timing rules.
-#[must_use]
-pub struct CandidateBuilder<S> {
-    store: S,
-    election: ElectionName,
-    holder: HolderId,
-    metadata: Metadata,
-    ttl: Duration,
-    renew_every: Option<Duration>,
-    renew_deadline: Option<Duration>,
-    grace: Option<Duration>,
-    drift: Option<f64>,
-    margin: Option<Duration>,
-    retry_every: Option<Duration>,
-    give_up_after: Option<Duration>,
-    shutdown: Option<CancellationToken>,
-}
-
-impl<S: LeaseStore> Candidate<S> {
-    /// Starts building a candidate for `election`, identified as `holder`,
-    /// on `store`.
-    pub fn builder(store: S, election: ElectionName, holder: HolderId) -> CandidateBuilder<S> {
-        CandidateBuilder {
-            store,
-            election,
-            holder,
-            metadata: Metadata::new(),
-            ttl: DEFAULT_TTL,
-            renew_every: None,
-            renew_deadline: None,
-            grace: None,
-            drift: None,
-            margin: None,
-            retry_every: None,
-            give_up_after: None,
-            shutdown: None,
-        }
-    }
-}
-
-impl<S: LeaseStore> CandidateBuilder<S> {
-    /// The lease's time to live on the store (default 10 s). The other
-    /// durations default to fractions of it; see [`Timing::new`].
-    pub fn ttl(mut self, ttl: Duration) -> Self {
-        self.ttl = ttl;
-        self
-    }
-
-    /// How often the leader renews (default `ttl/5`).
-    pub fn renew_every(mut self, every: Duration) -> Self {
-        self.renew_every = Some(every);
-        self
-    }
-
-    /// How long after its last successful renewal was sent the leader steps
-    /// down if it could not renew since (default `3*ttl/5`).
-    pub fn renew_deadline(mut self, deadline: Duration) -> Self {
-        self.renew_deadline = Some(deadline);
-        self
-    }
-
-    /// How long the leader task gets to stop once leadership ends (default
-    /// 2 s, or less if that does not fit before the lease deadline).
-    pub fn grace(mut self, grace: Duration) -> Self {
-        self.grace = Some(grace);
-        self
-    }
-
-    /// The fraction by which this host's clock may run slower than the
-    /// store's (default 0.01, at most 0.1).
-    pub fn clock_drift(mut self, drift: f64) -> Self {
-        self.drift = Some(drift);
-        self
-    }
-
-    /// A fixed margin subtracted from the local lease deadline (default
-    /// 5 ms).
-    pub fn margin(mut self, margin: Duration) -> Self {
-        self.margin = Some(margin);
-        self
-    }
-
-    /// How often a follower retries acquiring even when its watch reports
-    /// nothing. A safety net for watches that miss an event. Default: the
-    /// renew interval, and the ttl while someone leads and the watch of a
-    /// store that notifies ([`WatchMode::Notify`](crate::WatchMode::Notify):
-    /// etcd, Consul, ZooKeeper) is open, since such a watch tells of the
-    /// term's end, an expiry included; setting it applies it in every case.
-    /// With no leader and an acquire that failed all the same (Consul's lock
-    /// delay) the renew interval holds: nothing in the store announces the
-    /// moment an acquire can succeed.
-    pub fn retry_every(mut self, every: Duration) -> Self {
-        self.retry_every = Some(every);
-        self
-    }
-
-    /// What the leader publishes about itself.
-    pub fn metadata(mut self, metadata: Metadata) -> Self {
-        self.metadata = metadata;
-        self
-    }
-
-    /// Give up campaigning with [`CampaignError::Unavailable`] once the store
-    /// has failed every call for this long (default: never give up).
-    pub fn give_up_after(mut self, after: Duration) -> Self {
-        self.give_up_after = Some(after);
-        self
-    }
-
-    /// Shut the candidate down when `token` is cancelled (default: a token
-    /// of its own; see [`Candidate::shutdown`]).
-    pub fn shutdown_token(mut self, token: CancellationToken) -> Self {
-        self.shutdown = Some(token);
-        self
-    }
-
-    /// Checks the timing rules, and that the ttl lies in the store's range
-    /// ([`StoreInfo::min_ttl`](crate::StoreInfo::min_ttl) to
-    /// [`StoreInfo::max_ttl`](crate::StoreInfo::max_ttl), capped at a day),
-    /// and builds the candidate.
-    ///
-    /// # Errors
-    ///
-    /// A [`ConfigError`] naming the rule broken;
-    /// [`ConfigError::TtlBelowStoreMinimum`] and
-    /// [`ConfigError::TtlAboveStoreMaximum`] name the store's range.
-    pub fn build(self) -> Result<Candidate<S>, ConfigError> {
-        let timing = self.timing()?;
-        let info = self.store.info();
-        let (min, max) = (info.min_ttl, info.effective_max_ttl());
-        if timing.ttl < min {
-            return Err(ConfigError::TtlBelowStoreMinimum {
-                ttl: timing.ttl,
-                min,
-                max,
-                store: info.name,
-            });
-        }
-        if timing.ttl > max {
-            return Err(ConfigError::TtlAboveStoreMaximum {
-                ttl: timing.ttl,
-                min,
-                max,
-                store: info.name,
-            });
-        }
-        if self.give_up_after.is_some_and(|d| d.is_zero()) {
-            return Err(ConfigError::Zero {
-                what: "give-up window",
-            });
-        }
-        Ok(Candidate {
-            core: Arc::new(Core {
-                store: Arc::new(self.store),
-                req: AcquireRequest {
-                    election: self.election,
-                    holder: self.holder,
-                    ttl: timing.ttl,
-                    metadata: self.metadata,
-                },
-                watched_retry: match (self.retry_every, info.watch) {
-                    (None, crate::WatchMode::Notify) => timing.ttl.max(timing.retry_every),
-                    _ => timing.retry_every,
-                },
-                timing,
-                give_up_after: self.give_up_after,
-                shutdown: self.shutdown.unwrap_or_default(),
-                tracker: TaskTracker::new(),
-                campaigns: TaskTracker::new(),
-                status: Arc::new(watch::Sender::new(Status::Starting)),
-                hand_over: Arc::default(),
-            }),
-        })
-    }
-
-    /// The timing these settings give, checked. Each setting is checked
-    /// on its own first (zero, NaN, out of range, longer than a day), so
-    /// that nothing is derived from a bad value; a rule then broken by a
-    /// value derived from the ttl names the settings to change
-    /// ([`ConfigError::Settings`]).
-    fn timing(&self) -> Result<Timing, ConfigError> {
-        crate::timing::check_ttl(self.ttl)?;
-        if let Some(drift) = self.drift {
-            crate::timing::check_drift(drift)?;
-        }
-        for (what, value) in [
-            ("renew interval", self.renew_every),
-            ("renew deadline", self.renew_deadline),
-            ("retry interval", self.retry_every),
-        ] {
-            if value.is_some_and(|v| v.is_zero()) {
-                return Err(ConfigError::Zero { what });
-            }
-        }
-        for (what, value) in [
-            ("renew interval", self.renew_every),
-            ("renew deadline", self.renew_deadline),
-            ("retry interval", self.retry_every),
-            ("grace", self.grace),
-            ("margin", self.margin),
-        ] {
-            if let Some(value) = value.filter(|v| *v > MAX_TTL) {
-                return Err(ConfigError::TooLong {
-                    what,
-                    value,
-                    max: MAX_TTL,
-                });
-            }
-        }
-        let mut timing = Timing::new(self.ttl);
-        if let Some(d) = self.drift {
-            timing.drift = d;
-        }
-        if let Some(m) = self.margin {
-            timing.margin = m;
-        }
-        if let Some(e) = self.renew_every {
-            timing.renew_every = e;
-            timing.retry_every = e;
-        }
-        if let Some(d) = self.renew_deadline {
-            timing.renew_deadline = d;
-        }
-        if let Some(r) = self.retry_every {
-            timing.retry_every = r;
-        }
-        timing.grace = self.grace.unwrap_or_else(|| timing.default_grace());
-        timing.validate().map_err(|rule| self.name_settings(rule))?;
-        Ok(timing)
-    }
-
-    /// Wraps a broken rule that involves a value the caller did not set
-    /// (a default derived from the ttl) with which settings to change.
-    fn name_settings(&self, rule: ConfigError) -> ConfigError {
-        let ttl = self.ttl;
-        let deadline_default = self.renew_deadline.is_none();
-        let every_default = self.renew_every.is_none();
-        let message = match &rule {
-            ConfigError::DeadlineNotBelowTtl {
-                renew_deadline,
-                usable,
-                ..
-            } if deadline_default => format!(
-                "{rule}; the renew deadline is its default, 3/5 of the ttl ({renew_deadline:?}): set a renew_deadline below {usable:?}, or lower margin or clock_drift"
-            ),
-            ConfigError::IntervalNotBelowDeadline {
-                renew_deadline,
-                renew_every,
-            } if deadline_default || every_default => {
-                let every_below = *renew_deadline * 5 / 6;
-                let deadline_above = renew_every.saturating_mul(6) / 5;
-                if deadline_default && every_default {
-                    // Not reachable from ttl alone, but say something true.
-                    format!(
-                        "{rule}; both are derived from ttl {ttl:?}: set renew_every and renew_deadline"
-                    )
-                } else if deadline_default {
-                    // A longer deadline helps only if one can fit.
-                    let usable = Timing {
-                        ttl,
-                        drift: self.drift.unwrap_or(0.01),
-                        margin: self.margin.unwrap_or(Timing::new(ttl).margin),
-                        ..Timing::new(ttl)
-                    }
-                    .usable();
-                    let or_deadline = if deadline_above < usable {
-                        format!(
-                            ", or set renew_deadline above {deadline_above:?} (and below {usable:?})"
-                        )
-                    } else {
-                        String::new()
-                    };
-                    format!(
-                        "{rule}; renew_every {renew_every:?} is too long for ttl {ttl:?}, whose default renew deadline is 3/5 of it ({renew_deadline:?}): set renew_every below {every_below:?}{or_deadline}"
-                    )
-                } else {
-                    format!(
-                        "{rule}; renew_deadline {renew_deadline:?} is too short for the default renew interval, ttl/5 ({renew_every:?}): set renew_deadline above {deadline_above:?}, or set renew_every below {every_below:?}"
-                    )
-                }
-            }
-            ConfigError::GraceTooLong {
-                renew_deadline,
-                usable,
-                ..
-            } if deadline_default => format!(
-                "{rule}; with the default renew deadline, 3/5 of the ttl ({renew_deadline:?}), grace can be at most {:?}: set a shorter grace (the default fits), a shorter renew_deadline, or a longer ttl than {ttl:?}",
-                usable.saturating_sub(*renew_deadline)
-            ),
-            _ => return rule,
-        };
-        ConfigError::Settings {
-            message,
-            rule: Box::new(rule),
-        }
-    }
 }
 
 /// Our place in line on a queue store, and when it was last kept alive.
@@ -586,7 +287,7 @@ impl<S: LeaseStore> Candidate<S> {
     /// While another instance leads, the candidate follows it through the
     /// store's watch (published on [`status`](Self::status)) and tries again
     /// when the leader changes or goes, and every
-    /// [`retry_every`](CandidateBuilder::retry_every) in any case. Transient
+    /// [`retry_every`](crate::CandidateBuilder::retry_every) in any case. Transient
     /// store errors are retried with exponential backoff and jitter. Run one
     /// campaign at a time per candidate.
     ///

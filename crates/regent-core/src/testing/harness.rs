@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use crate::error::StoreError;
+use crate::store::memory::MemoryStore;
 use crate::store::{Acquire, AcquireRequest, LeaseStore};
 use crate::types::{ElectionName, HolderId, LeaderInfo, Lease, Metadata};
 
@@ -139,5 +140,60 @@ pub(super) async fn ctx<'h, H: Harness>(h: &'h H, check: &str) -> Ctx<'h, H> {
         election: election(check),
         ttl: h.ttl(),
         slack,
+    }
+}
+
+/// The [`Harness`] for [`MemoryStore`]: the reference the suite is proven
+/// against.
+#[derive(Debug, Clone)]
+pub struct MemoryHarness {
+    store: MemoryStore,
+}
+
+impl MemoryHarness {
+    /// A harness over `store`, configured as the test needs (a narrow ttl
+    /// range, a negotiated ttl, an expiry slack).
+    pub fn with_store(store: MemoryStore) -> Self {
+        Self { store }
+    }
+
+    /// A harness over a race-style memory store.
+    pub fn race() -> Self {
+        Self {
+            store: MemoryStore::race(),
+        }
+    }
+
+    /// A harness over a queue-style memory store.
+    pub fn queue() -> Self {
+        Self {
+            store: MemoryStore::queue(),
+        }
+    }
+}
+
+impl Harness for MemoryHarness {
+    type Store = MemoryStore;
+
+    async fn store(&self) -> MemoryStore {
+        self.store.clone()
+    }
+
+    async fn unreachable_store(&self) -> MemoryStore {
+        let dead = MemoryStore::new(self.store.info().style);
+        dead.fail_next(u32::MAX);
+        dead
+    }
+
+    fn ttl(&self) -> Duration {
+        Duration::from_secs(2)
+    }
+
+    async fn delete_records(&self, election: &ElectionName) {
+        self.store.delete_records(election);
+    }
+
+    async fn put_garbage(&self, election: &ElectionName) {
+        self.store.put_garbage(election);
     }
 }

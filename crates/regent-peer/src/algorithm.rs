@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use crate::codec::Wire;
+use crate::codec::wire::Wire;
 use crate::{bully, lowest_id, ring};
 
 /// The algorithm a group elects with; every member must use the same.

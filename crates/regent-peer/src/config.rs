@@ -576,7 +576,7 @@ mod tests {
             17_950_000_003
         );
         let year_2400_ms = 13_569_465_600_000_u64;
-        let token = crate::Epoch::ZERO
+        let token = crate::epoch::Epoch::ZERO
             .next_at_least(u16::MAX, year_2400_ms / 100)
             .unwrap()
             .get();

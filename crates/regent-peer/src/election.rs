@@ -46,11 +46,14 @@ use tokio::sync::watch;
 use tokio::time::{Instant, sleep, sleep_until};
 
 pub use crate::algorithm::Algorithm;
+use crate::bully::Bully;
 use crate::codec::Secret;
 use crate::config::Config;
 use crate::epoch::{Leader, NodeId};
+use crate::lowest_id::LowestId;
 use crate::net::{self, Listen, Node, NodeOptions, View};
-use crate::{Bully, LowestId, Quorum, Ring};
+use crate::quorum::Quorum;
+use crate::ring::Ring;
 
 /// What a [`PeerElection`] runs: the group, this member, the secret.
 #[derive(Debug)]

@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::outbound::{PeerQueue, Pushed};
 use super::replay::SeqClock;
-use super::{Stats, View};
+use super::view::{Stats, View};
 use crate::codec::{self, Envelope, Payload, Secret, Wire};
 use crate::epoch::NodeId;
 use crate::machine::{Input, Machine, Output};

@@ -18,13 +18,19 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::replay::{Refusal, ReplayGuard, SeqClock};
-use super::{Counters, MAX_QUERY_WAIT, Stats, View, WarnLimit};
+use super::view::{Counters, Stats, View};
+use super::warn::WarnLimit;
 use crate::algorithm::Algorithm;
 use crate::codec::{
     self, CONTROL_ALGORITHM, Control, DecodeError, EncodeError, Envelope, Payload, PeerView,
     Secret, Wire,
 };
 use crate::epoch::NodeId;
+
+/// The longest a node holds a view query that asks to wait for a change
+/// ([`Control::Query`](crate::codec::Control::Query)`::wait`): a longer
+/// wait is cut to this.
+pub const MAX_QUERY_WAIT: Duration = Duration::from_secs(30);
 
 /// How long the accept loop pauses after an accept error (out of file
 /// descriptors, typically) before it tries again.

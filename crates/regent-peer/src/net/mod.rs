@@ -133,180 +133,39 @@ mod options;
 mod outbound;
 mod query;
 mod replay;
+mod view;
+mod warn;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use regent_core::FencingToken;
 use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, mpsc, oneshot, watch};
-use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+pub use inbound::MAX_QUERY_WAIT;
 pub use options::{Listen, NodeOptions, NodeOptionsBuilder, OptionsError};
 pub use query::{QueryError, ViewWatch, query, watch_view};
 pub use replay::{MAX_CLOCK_SKEW, Refusal, ReplayGuard, SeqClock};
+pub use view::{Counters, View};
 
 use crate::algorithm::Algorithm;
 use crate::codec::Wire;
-use crate::epoch::{Leader, NodeId};
+use crate::epoch::NodeId;
 use crate::machine::Machine;
 use driver::{Command, Driver};
 use inbound::{Answers, Inbound};
 use outbound::{Link, PeerQueue};
+use view::Stats;
+use warn::WarnLimit;
 
 /// How many received messages may wait for the driver before the
 /// connections that read them wait too.
 const INBOUND_BACKLOG: usize = 256;
-
-/// The longest a node holds a view query that asks to wait for a change
-/// ([`Control::Query`](crate::codec::Control::Query)`::wait`): a longer
-/// wait is cut to this.
-pub const MAX_QUERY_WAIT: Duration = Duration::from_secs(30);
-
-/// A node's view of its group, as published on [`Node::view`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub struct View {
-    /// The leader as this node sees it, with the epoch of its term; `None`
-    /// while it knows of none, and once the node has stopped.
-    pub leader: Option<Leader>,
-    /// The fencing token of the term this node leads, if it leads. There
-    /// is no `is_leader` flag: leadership is the token.
-    pub leading: Option<FencingToken>,
-    /// The node has stopped (left, aborted or dropped): it leads nothing
-    /// and knows no leader.
-    pub stopped: bool,
-    /// Until when this node's leadership is exclusive
-    /// ([`Machine::lease_until`]): set in quorum mode while it leads with a
-    /// majority's lease, `None` otherwise.
-    pub lease_until: Option<tokio::time::Instant>,
-}
-
-impl View {
-    /// The view of a node that has stopped.
-    const STOPPED: View = View {
-        leader: None,
-        leading: None,
-        stopped: true,
-        lease_until: None,
-    };
-
-    fn of<M: Machine>(machine: &M) -> Self {
-        View {
-            leader: machine.leader(),
-            leading: machine.leadership(),
-            stopped: false,
-            lease_until: machine.lease_until(),
-        }
-    }
-}
-
-/// What a node's transport has done since it started, as published on
-/// [`Node::counters`]. Every field only grows.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub struct Counters {
-    /// Frames authenticated, accepted by the replay guard and handed to
-    /// the driver.
-    pub frames_accepted: u64,
-    /// Inbound connections dropped for a frame not authenticated by the
-    /// shared secret (another secret, forged or corrupted).
-    pub unauthenticated: u64,
-    /// Inbound connections dropped for a malformed frame: a bad or
-    /// oversized length prefix, a frame cut short or not finished within
-    /// the io timeout, another version or algorithm, a bad body.
-    pub malformed: u64,
-    /// Inbound connections dropped for a replayed frame (`seq` not above
-    /// the sender's last).
-    pub replayed: u64,
-    /// Inbound connections dropped for a frame whose `seq` is further than
-    /// [`MAX_CLOCK_SKEW`] from this node's clock.
-    pub outside_clock_window: u64,
-    /// Inbound connections dropped for a frame addressed to another node,
-    /// from a non-member, or from another sender than the connection's
-    /// first frame; for a view query on a member's connection, or anything
-    /// but a view query on a querier's.
-    pub misaddressed: u64,
-    /// Inbound connections closed because they were silent: no first frame
-    /// within the io timeout, or nothing for the idle timeout.
-    pub silent_closed: u64,
-    /// Inbound connections accepted.
-    pub connections_accepted: u64,
-    /// Inbound connections closed at once because
-    /// [`NodeOptions::max_inbound`] were open, and querier connections
-    /// closed unanswered because [`NodeOptions::max_queriers`] were served.
-    pub connections_refused: u64,
-    /// Frames written to peers.
-    pub frames_sent: u64,
-    /// Frames not sent: the queue was full, the peer unreachable, the
-    /// frame too old, a write failed, or the member had no address.
-    pub frames_dropped: u64,
-    /// Failed attempts to connect to a peer.
-    pub connect_failures: u64,
-    /// View queries answered (one VIEW frame written per query).
-    pub queries_answered: u64,
-    /// Querier connections dropped because the querier did not read its
-    /// answer within the io timeout.
-    pub queriers_dropped: u64,
-}
-
-/// The counters, shared by every task of a node.
-#[derive(Debug)]
-pub(super) struct Stats(watch::Sender<Counters>);
-
-impl Stats {
-    fn new() -> Self {
-        Self(watch::Sender::new(Counters::default()))
-    }
-
-    pub(super) fn bump(&self, f: impl FnOnce(&mut Counters)) {
-        self.0.send_modify(f);
-    }
-}
-
-/// How many warnings a node logs per [`WARN_WINDOW`] about what peers (or
-/// strangers) send it; the rest are counted and reported with the next.
-const WARNINGS_PER_WINDOW: u32 = 5;
-const WARN_WINDOW: Duration = Duration::from_secs(10);
-
-/// Rate-limits warnings that a stranger can cause, so a flood of garbage
-/// cannot flood the log.
-#[derive(Debug, Default)]
-pub(super) struct WarnLimit(Mutex<WarnState>);
-
-#[derive(Debug, Default)]
-struct WarnState {
-    window_start: Option<Instant>,
-    in_window: u32,
-    suppressed: u64,
-}
-
-impl WarnLimit {
-    /// `Some(suppressed since the last warning)` if a warning may be
-    /// logged now; `None` (and one more suppressed) if not.
-    pub(super) fn admit(&self) -> Option<u64> {
-        let now = Instant::now();
-        let mut s = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        if s.window_start
-            .is_none_or(|t| now.saturating_duration_since(t) >= WARN_WINDOW)
-        {
-            s.window_start = Some(now);
-            s.in_window = 0;
-        }
-        if s.in_window < WARNINGS_PER_WINDOW {
-            s.in_window += 1;
-            Some(std::mem::take(&mut s.suppressed))
-        } else {
-            s.suppressed += 1;
-            None
-        }
-    }
-}
 
 /// Starts `machine` as a node of its group: binds (or takes) the listener,
 /// spawns the driver, the accept loop and one link per peer, and returns
@@ -566,18 +425,5 @@ mod tests {
         is_send_sync::<SeqClock>();
         is_send_sync::<ViewWatch>();
         is_send_sync::<QueryError>();
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn warnings_are_limited_per_window_and_report_what_they_suppressed() {
-        let limit = WarnLimit::default();
-        for _ in 0..WARNINGS_PER_WINDOW {
-            assert_eq!(limit.admit(), Some(0));
-        }
-        assert_eq!(limit.admit(), None);
-        assert_eq!(limit.admit(), None);
-        tokio::time::advance(WARN_WINDOW).await;
-        assert_eq!(limit.admit(), Some(2));
-        assert_eq!(limit.admit(), Some(0));
     }
 }

@@ -12,8 +12,8 @@ use tokio::sync::Notify;
 use tokio::time::{Instant, sleep, sleep_until, timeout};
 use tokio_util::sync::CancellationToken;
 
-use super::Stats;
 use super::replay::MAX_CLOCK_SKEW;
+use super::view::Stats;
 use crate::epoch::NodeId;
 use crate::machine::after;
 

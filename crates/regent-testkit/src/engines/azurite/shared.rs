@@ -5,8 +5,9 @@ use std::time::Duration;
 
 use regent_core::store::ExpirySlack;
 
+use super::super::engine::{Engine, Signaled};
+use super::super::error::EngineError;
 use super::super::shared::{self, Shared, SharedCell};
-use super::super::{Engine, EngineError, Signaled};
 use super::Azurite;
 
 /// A share of the test process's one Azurite: a container of its own
@@ -193,7 +194,7 @@ impl Engine for SharedAzurite {
 
     /// `azblob://tN-NAME`.
     fn store_url(&self) -> String {
-        super::store_url(&self.container)
+        super::service::store_url(&self.container)
     }
 
     fn pid(&self) -> Option<u32> {
@@ -243,7 +244,7 @@ impl Engine for SharedAzurite {
     /// As [`Azurite`]'s: `AZURE_STORAGE_CONNECTION_STRING`, the same for
     /// every share.
     fn client_env(&self) -> Vec<(String, String)> {
-        super::client_env(&self.connection_string)
+        super::service::client_env(&self.connection_string)
     }
 }
 

@@ -6,7 +6,8 @@ use std::time::{Duration, Instant};
 
 use super::super::EngineError;
 use super::super::process::{self, LOG_TAIL_LINES, POLL};
-use super::{Consul, ConsulRole, Membership, Ports, START_TIMEOUT, STOP_TIMEOUT};
+use super::agent::{Consul, ConsulRole, Membership, Ports};
+use super::{START_TIMEOUT, STOP_TIMEOUT};
 
 /// Three Consul servers and client agents on `127.0.0.1` forming one
 /// datacenter, stopped when dropped.

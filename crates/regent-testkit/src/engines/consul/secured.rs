@@ -1,21 +1,24 @@
 //! Secured dev agents: HTTPS with the kit's test PKI, ACLs with tokens the
 //! kit makes ([`ConsulBuilder`]). See [the module](super#secured-dev-agents).
+//!
+//! [`ConsulBuilder`]: super::ConsulBuilder
 
 use std::fmt;
 use std::fs::File;
 use std::io::{self, Read as _};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::time::Instant;
 
+use super::super::error::EngineError;
 use super::super::http;
-use super::super::process;
-use super::{API_TIMEOUT, Consul, ConsulRole, EngineError, Ports, START_TIMEOUT};
+use super::timeouts::API_TIMEOUT;
 
 /// The certificates and keys of an agent with TLS, from
 /// [`Consul::tls_files`]: the kit's generic test PKI, with Consul's
 /// `ca_file` the test CA and `cert_file`/`key_file` the server's
 /// certificate and key (valid for `127.0.0.1` and `localhost`).
+///
+/// [`Consul::tls_files`]: super::Consul::tls_files
 pub type ConsulTlsFiles = crate::pki::TlsFiles;
 
 /// The name of the policy of [`ConsulAcl::token`].
@@ -25,6 +28,8 @@ pub const ELECTION_POLICY: &str = "regent-election";
 pub const READ_ONLY_POLICY: &str = "regent-read-only";
 
 /// HTTPS on a dev agent started by [`ConsulBuilder`].
+///
+/// [`ConsulBuilder`]: super::ConsulBuilder
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ConsulTls {
@@ -36,64 +41,13 @@ pub enum ConsulTls {
     ClientCert,
 }
 
-/// Starts a secured dev agent: [`Consul::builder`], setters, then
-/// [`ConsulBuilder::start`]. See [Secured dev
-/// agents](super#secured-dev-agents).
-#[derive(Debug, Clone, Default)]
-#[must_use]
-pub struct ConsulBuilder {
-    tls: Option<ConsulTls>,
-    acl: Option<String>,
-}
-
-impl ConsulBuilder {
-    /// Serves the HTTP API over HTTPS as well, on a port of its own
-    /// (default: plain HTTP only).
-    pub fn tls(mut self, tls: ConsulTls) -> Self {
-        self.tls = Some(tls);
-        self
-    }
-
-    /// Enables ACLs with `default_policy = "deny"` (default: off), and
-    /// makes the tokens of [`ConsulAcl`]: one that may run elections under
-    /// the keys starting with `key_prefix` (such as `regent-tls/`), and one
-    /// that may only read them.
-    pub fn acl(mut self, key_prefix: impl Into<String>) -> Self {
-        self.acl = Some(key_prefix.into());
-        self
-    }
-
-    /// Starts the dev agent on free ports, waits until it is ready, then
-    /// creates the ACL policies and tokens if asked.
-    ///
-    /// # Errors
-    ///
-    /// As [`Consul::start`]; [`EngineError::Pki`] when the certificates
-    /// could not be made; [`EngineError::Io`] when random token ids could
-    /// not be read from `/dev/urandom` or the agent refused to create a
-    /// policy or a token (the agent is stopped then).
-    pub fn start(self) -> Result<Consul, EngineError> {
-        process::retry_on_port_collision(|| {
-            let https = usize::from(self.tls.is_some());
-            let free = process::free_ports(Ports::PER_AGENT + https)?;
-            let mut ports = Ports::from_free(&free);
-            if self.tls.is_some() {
-                ports.https = Some(free[Ports::PER_AGENT]);
-            }
-            let mut consul = Consul::new("dev".to_owned(), ConsulRole::Dev, ports, None)?;
-            consul.security = Security::new(consul.process.dir(), self.tls, self.acl.clone())?;
-            consul.spawn()?;
-            consul.wait_healthy(Instant::now() + START_TIMEOUT)?;
-            consul.security.set_up_acl(consul.http_addr())?;
-            Ok(consul)
-        })
-    }
-}
-
 /// The ACL tokens of a dev agent started with [`ConsulBuilder::acl`]: the
 /// master token, a token for elections under [`ConsulAcl::key_prefix`] and
 /// a read-only one. Each is a `SecretID` (a UUID) the kit chose at random,
 /// the same across [`Consul::restart`]. `Debug` shows none of them.
+///
+/// [`ConsulBuilder::acl`]: super::ConsulBuilder::acl
+/// [`Consul::restart`]: super::Consul::restart
 #[derive(Clone)]
 pub struct ConsulAcl {
     key_prefix: String,
@@ -180,7 +134,7 @@ impl fmt::Debug for Security {
 
 impl Security {
     /// Certificates in `dir/tls` and random tokens, as asked.
-    fn new(
+    pub(super) fn new(
         dir: &Path,
         tls: Option<ConsulTls>,
         key_prefix: Option<String>,
@@ -219,6 +173,8 @@ impl Security {
 
     /// The agent's arguments for TLS and ACLs: `-config-file` of its
     /// settings, if any (the HTTPS port is in [`Ports`]).
+    ///
+    /// [`Ports`]: super::agent::Ports
     pub(super) fn args(&self) -> Vec<String> {
         self.config_file
             .iter()
@@ -407,143 +363,6 @@ mod tests {
     #[test]
     fn hcl_strings_are_escaped() {
         assert_eq!(hcl_string(r#"a"b\c"#), r#""a\"b\\c""#);
-    }
-
-    /// `consul ARGS` over the agent's HTTPS port with only the TLS files
-    /// and token given here.
-    fn consul_over_https(
-        consul: &Consul,
-        cert: Option<(&Path, &Path)>,
-        token: Option<&str>,
-        args: &[&str],
-    ) -> std::process::Output {
-        let files = consul.tls_files().expect("TLS files");
-        let mut command = consul.consul_command();
-        command
-            .env_remove("CONSUL_HTTP_TOKEN")
-            .env_remove("CONSUL_HTTP_ADDR")
-            .arg(args[0])
-            .arg(args[1])
-            .arg(format!(
-                "-http-addr=https://{}",
-                consul.https_address().expect("an HTTPS port")
-            ))
-            .arg(format!("-ca-file={}", files.ca_cert().display()));
-        if let Some((cert, key)) = cert {
-            command
-                .arg(format!("-client-cert={}", cert.display()))
-                .arg(format!("-client-key={}", key.display()));
-        }
-        if let Some(token) = token {
-            command.arg(format!("-token={token}"));
-        }
-        command.args(&args[2..]).output().expect("run consul")
-    }
-
-    #[track_caller]
-    fn assert_ok(output: &std::process::Output) -> String {
-        assert!(
-            output.status.success(),
-            "consul failed: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        String::from_utf8_lossy(&output.stdout).trim().to_owned()
-    }
-
-    /// What the agent's refusal of a client certificate looks like to
-    /// consul: its TLS alert, or under TLS 1.3, when the alert loses the
-    /// race with the closing connection, the connection closing.
-    const TLS_REFUSED: &[&str] = &[
-        "bad certificate",
-        "connection reset by peer",
-        "broken pipe",
-        "EOF",
-    ];
-
-    #[track_caller]
-    fn assert_refused(output: &std::process::Output, says: &[&str]) {
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        assert!(
-            !output.status.success() && says.iter().any(|s| stderr.contains(s)),
-            "consul must fail saying one of {says:?}: {stderr}"
-        );
-    }
-
-    /// Against the real Consul (`scripts/install-engines`): the HTTPS port
-    /// serves only clients with a certificate of the test CA, the tokens
-    /// grant what their policies say, the kit's helpers carry the master
-    /// token, and a restart brings the same tokens back.
-    #[test]
-    fn a_secured_agent_serves_https_and_its_tokens_grant_their_policies() {
-        use crate::engines::Engine as _;
-
-        let mut consul = Consul::builder()
-            .tls(ConsulTls::ClientCert)
-            .acl("app/")
-            .start()
-            .unwrap();
-        let https = consul.https_address().unwrap();
-        assert_eq!(consul.store_url(), format!("consuls://{https}"));
-        let files = consul.tls_files().unwrap().clone();
-        let acl = consul.acl().unwrap().clone();
-        let cert = Some((files.client_cert(), files.client_key()));
-        let other_cert = Some((files.other_client_cert(), files.other_client_key()));
-        let (token, read_only) = (Some(acl.token()), Some(acl.read_only_token()));
-
-        assert_ok(&consul_over_https(
-            &consul,
-            cert,
-            token,
-            &["kv", "put", "app/k", "v"],
-        ));
-        let get = &["kv", "get", "app/k"];
-        assert_eq!(
-            assert_ok(&consul_over_https(&consul, cert, read_only, get)),
-            "v"
-        );
-        let denied = &["Unexpected response code: 403"];
-        assert_refused(
-            &consul_over_https(&consul, cert, read_only, &["kv", "put", "app/k", "w"]),
-            denied,
-        );
-        assert_refused(
-            &consul_over_https(&consul, cert, token, &["kv", "put", "other/k", "v"]),
-            denied,
-        );
-        assert_refused(&consul_over_https(&consul, cert, None, get), denied);
-        assert_refused(&consul_over_https(&consul, None, token, get), TLS_REFUSED);
-        assert_refused(
-            &consul_over_https(&consul, other_cert, token, get),
-            TLS_REFUSED,
-        );
-        // The kit's own port and helpers carry the master token.
-        let raw = consul.http_get("/v1/kv/app/k?raw").unwrap();
-        assert_eq!((raw.status, raw.body.as_str()), (200, "v"));
-        let anonymous = http::get(consul.http_addr(), "/v1/kv/app/k?raw", API_TIMEOUT).unwrap();
-        assert_eq!(anonymous.status, 403, "{}", anonymous.body);
-
-        consul.restart().unwrap();
-        assert!(consul.is_healthy());
-        assert_eq!(consul.https_address().unwrap(), https);
-        // Empty, but the same tokens grant the same again.
-        assert_refused(
-            &consul_over_https(&consul, cert, token, get),
-            &["No key exists"],
-        );
-        assert_ok(&consul_over_https(
-            &consul,
-            cert,
-            token,
-            &["kv", "put", "app/k", "v2"],
-        ));
-        assert_refused(
-            &consul_over_https(&consul, cert, read_only, &["kv", "put", "app/k", "w"]),
-            denied,
-        );
-
-        let dir = files.ca_cert().parent().unwrap().to_owned();
-        drop(consul);
-        assert!(!dir.exists(), "certificates left behind");
     }
 
     #[test]

@@ -5,8 +5,9 @@ use std::time::Duration;
 
 use regent_core::store::ExpirySlack;
 
+use super::super::engine::{Engine, Signaled};
+use super::super::error::EngineError;
 use super::super::shared::{self, Shared, SharedCell};
-use super::super::{Engine, EngineError, Signaled};
 use super::Consul;
 
 /// A share of the test process's one Consul dev agent: its own key prefix

@@ -7,10 +7,9 @@ use std::time::{Duration, Instant};
 
 use super::super::EngineError;
 use super::super::process::{self, LOG_TAIL_LINES, POLL};
-use super::{
-    Member, START_TIMEOUT, STOP_TIMEOUT, ZooKeeper, ZooKeeperBuilder, ZooKeeperMode, cli_command,
-    run_cli, zookeeper_classpath,
-};
+use super::classpath::zookeeper_classpath;
+use super::server::{Member, ZooKeeper, ZooKeeperBuilder, ZooKeeperMode, cli_command, run_cli};
+use super::{START_TIMEOUT, STOP_TIMEOUT};
 
 /// Three ZooKeeper servers on `127.0.0.1` forming one ensemble, stopped
 /// when dropped.
@@ -306,5 +305,19 @@ impl Drop for ZooKeeperEnsemble {
         for member in &mut self.members {
             member.process.finish_stop(deadline);
         }
+    }
+}
+
+// Beside the ensemble it starts: the server's module knows no ensemble.
+impl ZooKeeperBuilder {
+    /// Starts an ensemble of [`ZooKeeperEnsemble::SIZE`] servers with these
+    /// settings and waits until it has a leader and every other member
+    /// follows it.
+    ///
+    /// # Errors
+    ///
+    /// As [`ZooKeeperEnsemble::start`].
+    pub fn start_ensemble(self) -> Result<ZooKeeperEnsemble, EngineError> {
+        ZooKeeperEnsemble::start_with(self)
     }
 }

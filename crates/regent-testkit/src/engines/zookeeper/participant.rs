@@ -10,7 +10,8 @@ use std::process::{Command, Stdio};
 use tempfile::TempDir;
 
 use super::super::EngineError;
-use super::{JAVA_VAR, curator_classpath};
+use super::classpath::curator_classpath;
+use super::server::JAVA_VAR;
 
 /// The JVM's option variables of the caller's environment, not passed on
 /// (as the kit does for ZooKeeper's servers).

@@ -5,9 +5,10 @@ use std::time::Duration;
 
 use regent_core::store::ExpirySlack;
 
+use super::super::engine::{Engine, Signaled};
+use super::super::error::EngineError;
 use super::super::shared::{self, Shared, SharedCell};
-use super::super::{Engine, EngineError, Signaled};
-use super::{ZooKeeper, expiry_slack};
+use super::server::{ZooKeeper, expiry_slack};
 
 /// A share of the test process's one ZooKeeper server: a chroot of its own
 /// (`zk://127.0.0.1:PORT/t7-TEST`) on a standalone server started once, by

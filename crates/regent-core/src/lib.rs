@@ -87,7 +87,7 @@ mod status;
 pub mod store;
 mod supervisor;
 pub mod target;
-#[cfg(feature = "testing")]
+#[cfg(any(test, feature = "testing"))]
 pub mod testing;
 mod timing;
 mod types;

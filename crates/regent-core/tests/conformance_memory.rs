@@ -187,9 +187,9 @@ mod sloppy {
     use std::time::Duration;
 
     use regent_core::memory::MemoryStore;
+    use regent_core::testing::{Layered, StoreLayer};
     use regent_core::{
-        Acquire, AcquireRequest, ElectionName, LeaderInfo, LeaderStream, Lease, LeaseStore,
-        Metadata, Renewal, StoreError, StoreInfo,
+        Acquire, AcquireRequest, ElectionName, Lease, LeaseStore, Metadata, Renewal, StoreError,
     };
 
     #[derive(Clone, Copy)]
@@ -200,70 +200,45 @@ mod sloppy {
         NewTerm,
     }
 
-    #[derive(Clone)]
-    pub(crate) struct Store {
-        inner: MemoryStore,
-        flaw: Flaw,
-    }
-
-    impl LeaseStore for Store {
-        fn info(&self) -> StoreInfo {
-            self.inner.info()
-        }
-        async fn try_acquire(
+    impl StoreLayer for Flaw {
+        async fn update_metadata<S: LeaseStore>(
             &self,
-            req: &AcquireRequest,
-            queued: Option<&Lease>,
-        ) -> Result<Acquire, StoreError> {
-            self.inner.try_acquire(req, queued).await
-        }
-        async fn renew(&self, lease: &Lease) -> Result<Renewal, StoreError> {
-            self.inner.renew(lease).await
-        }
-        async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
-            self.inner.release(lease).await
-        }
-        async fn update_metadata(
-            &self,
+            store: &S,
             lease: &Lease,
             metadata: &Metadata,
         ) -> Result<Renewal, StoreError> {
-            match self.flaw {
-                Flaw::AnyHolder => match self.inner.current_leader(&lease.election).await? {
+            match self {
+                Flaw::AnyHolder => match store.current_leader(&lease.election).await? {
                     Some(l) if l.token == lease.token => {
                         let theirs = Lease {
                             holder: l.holder,
                             ..lease.clone()
                         };
-                        self.inner.update_metadata(&theirs, metadata).await
+                        store.update_metadata(&theirs, metadata).await
                     }
                     _ => Ok(Renewal::Lost),
                 },
                 Flaw::NewTerm => {
-                    if self.inner.renew(lease).await? == Renewal::Lost {
+                    if store.renew(lease).await? == Renewal::Lost {
                         return Ok(Renewal::Lost);
                     }
-                    self.inner.release(lease).await?;
+                    store.release(lease).await?;
                     let req = AcquireRequest {
                         election: lease.election.clone(),
                         holder: lease.holder.clone(),
                         ttl: lease.ttl,
                         metadata: metadata.clone(),
                     };
-                    match self.inner.try_acquire(&req, None).await? {
+                    match store.try_acquire(&req, None).await? {
                         Acquire::Won(_) => Ok(Renewal::Renewed),
                         Acquire::Held { .. } => Ok(Renewal::Lost),
                     }
                 }
             }
         }
-        async fn current_leader(&self, e: &ElectionName) -> Result<Option<LeaderInfo>, StoreError> {
-            self.inner.current_leader(e).await
-        }
-        async fn watch(&self, e: &ElectionName) -> Result<LeaderStream, StoreError> {
-            self.inner.watch(e).await
-        }
     }
+
+    pub(crate) type Store = Layered<MemoryStore, Flaw>;
 
     pub(crate) struct Harness {
         store: Store,
@@ -272,10 +247,7 @@ mod sloppy {
     impl Harness {
         pub(crate) fn new(flaw: Flaw) -> Self {
             Self {
-                store: Store {
-                    inner: MemoryStore::race(),
-                    flaw,
-                },
+                store: Layered::new(MemoryStore::race(), flaw),
             }
         }
     }
@@ -288,19 +260,16 @@ mod sloppy {
         async fn unreachable_store(&self) -> Store {
             let dead = MemoryStore::race();
             dead.fail_next(u32::MAX);
-            Store {
-                inner: dead,
-                flaw: self.store.flaw,
-            }
+            Layered::sharing(dead, self.store.layer().clone())
         }
         fn ttl(&self) -> Duration {
             Duration::from_secs(2)
         }
         async fn delete_records(&self, e: &ElectionName) {
-            self.store.inner.delete_records(e);
+            self.store.inner().delete_records(e);
         }
         async fn put_garbage(&self, e: &ElectionName) {
-            self.store.inner.put_garbage(e);
+            self.store.inner().put_garbage(e);
         }
     }
 }
@@ -310,30 +279,19 @@ mod broken {
     use std::time::Duration;
 
     use regent_core::memory::MemoryStore;
-    use regent_core::{
-        Acquire, AcquireRequest, ElectionName, LeaderInfo, LeaderStream, Lease, LeaseStore,
-        Metadata, Renewal, StoreError, StoreInfo,
-    };
+    use regent_core::testing::{Layered, StoreLayer};
+    use regent_core::{Acquire, AcquireRequest, ElectionName, Lease, LeaseStore, StoreError};
 
-    #[derive(Clone, Default)]
-    pub(crate) struct Store(Option<MemoryStore>);
+    pub(crate) struct AlwaysWins;
 
-    impl Store {
-        fn inner(&self) -> &MemoryStore {
-            self.0.as_ref().expect("built by the harness")
-        }
-    }
-
-    impl LeaseStore for Store {
-        fn info(&self) -> StoreInfo {
-            self.inner().info()
-        }
-        async fn try_acquire(
+    impl StoreLayer for AlwaysWins {
+        async fn try_acquire<S: LeaseStore>(
             &self,
+            store: &S,
             req: &AcquireRequest,
             queued: Option<&Lease>,
         ) -> Result<Acquire, StoreError> {
-            match self.inner().try_acquire(req, queued).await? {
+            match store.try_acquire(req, queued).await? {
                 Acquire::Held {
                     leader: Some(l), ..
                 } => Ok(Acquire::Won(Lease {
@@ -346,26 +304,9 @@ mod broken {
                 other => Ok(other),
             }
         }
-        async fn renew(&self, lease: &Lease) -> Result<Renewal, StoreError> {
-            self.inner().renew(lease).await
-        }
-        async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
-            self.inner().release(lease).await
-        }
-        async fn update_metadata(
-            &self,
-            lease: &Lease,
-            metadata: &Metadata,
-        ) -> Result<Renewal, StoreError> {
-            self.inner().update_metadata(lease, metadata).await
-        }
-        async fn current_leader(&self, e: &ElectionName) -> Result<Option<LeaderInfo>, StoreError> {
-            self.inner().current_leader(e).await
-        }
-        async fn watch(&self, e: &ElectionName) -> Result<LeaderStream, StoreError> {
-            self.inner().watch(e).await
-        }
     }
+
+    pub(crate) type Store = Layered<MemoryStore, AlwaysWins>;
 
     #[derive(Default)]
     pub(crate) struct Harness {
@@ -381,12 +322,12 @@ mod broken {
     impl regent_core::testing::Harness for Harness {
         type Store = Store;
         async fn store(&self) -> Store {
-            Store(Some(self.mem().clone()))
+            Layered::new(self.mem().clone(), AlwaysWins)
         }
         async fn unreachable_store(&self) -> Store {
             let dead = MemoryStore::race();
             dead.fail_next(u32::MAX);
-            Store(Some(dead))
+            Layered::new(dead, AlwaysWins)
         }
         fn ttl(&self) -> Duration {
             Duration::from_secs(2)
@@ -403,54 +344,22 @@ mod broken {
 mod lying {
     //! A memory store whose [`StoreInfo`] claims something else than what
     //! it does.
-    use std::sync::Arc;
     use std::time::Duration;
 
     use regent_core::memory::MemoryStore;
-    use regent_core::{
-        Acquire, AcquireRequest, ElectionName, LeaderInfo, LeaderStream, Lease, LeaseStore,
-        Metadata, Renewal, StoreError, StoreInfo,
-    };
+    use regent_core::testing::{Layered, StoreLayer};
+    use regent_core::{ElectionName, LeaseStore, StoreInfo};
 
-    type Claim = Arc<dyn Fn(StoreInfo) -> StoreInfo + Send + Sync>;
+    /// What the store claims, made of what it is.
+    pub(crate) struct Claim(Box<dyn Fn(StoreInfo) -> StoreInfo + Send + Sync>);
 
-    #[derive(Clone)]
-    pub(crate) struct Store {
-        inner: MemoryStore,
-        claim: Claim,
+    impl StoreLayer for Claim {
+        fn info<S: LeaseStore>(&self, store: &S) -> StoreInfo {
+            (self.0)(store.info())
+        }
     }
 
-    impl LeaseStore for Store {
-        fn info(&self) -> StoreInfo {
-            (self.claim)(self.inner.info())
-        }
-        async fn try_acquire(
-            &self,
-            req: &AcquireRequest,
-            queued: Option<&Lease>,
-        ) -> Result<Acquire, StoreError> {
-            self.inner.try_acquire(req, queued).await
-        }
-        async fn renew(&self, lease: &Lease) -> Result<Renewal, StoreError> {
-            self.inner.renew(lease).await
-        }
-        async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
-            self.inner.release(lease).await
-        }
-        async fn update_metadata(
-            &self,
-            lease: &Lease,
-            metadata: &Metadata,
-        ) -> Result<Renewal, StoreError> {
-            self.inner.update_metadata(lease, metadata).await
-        }
-        async fn current_leader(&self, e: &ElectionName) -> Result<Option<LeaderInfo>, StoreError> {
-            self.inner.current_leader(e).await
-        }
-        async fn watch(&self, e: &ElectionName) -> Result<LeaderStream, StoreError> {
-            self.inner.watch(e).await
-        }
-    }
+    pub(crate) type Store = Layered<MemoryStore, Claim>;
 
     pub(crate) struct Harness {
         store: Store,
@@ -462,10 +371,7 @@ mod lying {
             claim: impl Fn(StoreInfo) -> StoreInfo + Send + Sync + 'static,
         ) -> Self {
             Self {
-                store: Store {
-                    inner,
-                    claim: Arc::new(claim),
-                },
+                store: Layered::new(inner, Claim(Box::new(claim))),
             }
         }
     }
@@ -476,21 +382,18 @@ mod lying {
             self.store.clone()
         }
         async fn unreachable_store(&self) -> Store {
-            let dead = MemoryStore::new(self.store.inner.info().style);
+            let dead = MemoryStore::new(self.store.inner().info().style);
             dead.fail_next(u32::MAX);
-            Store {
-                inner: dead,
-                claim: self.store.claim.clone(),
-            }
+            Layered::sharing(dead, self.store.layer().clone())
         }
         fn ttl(&self) -> Duration {
             Duration::from_secs(2)
         }
         async fn delete_records(&self, e: &ElectionName) {
-            self.store.inner.delete_records(e);
+            self.store.inner().delete_records(e);
         }
         async fn put_garbage(&self, e: &ElectionName) {
-            self.store.inner.put_garbage(e);
+            self.store.inner().put_garbage(e);
         }
     }
 }

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use common::{candidate, id, jobs, secs, spawn_follower};
 use regent_core::memory::MemoryStore;
+use regent_core::testing::{CallKind, Latency, Layered};
 use regent_core::{
     CampaignError, Candidate, ConfigError, EndReason, ErrorKind, LeaseStore, Metadata, Observer,
     Status,
@@ -180,14 +181,10 @@ async fn resign_hands_over_without_waiting_for_the_ttl() {
 async fn a_term_given_back_goes_to_a_follower_whose_acquire_is_slow() {
     let store = MemoryStore::race();
     let a = candidate(&store, "a");
-    let slow = slow::Acquire {
-        inner: store.clone(),
-        delay: Duration::from_millis(700),
-        answer_delay: Duration::ZERO,
-        renew_delay: Duration::ZERO,
-        refuse_until: None,
-        refused: std::sync::Arc::default(),
-    };
+    let slow = Layered::new(
+        store.clone(),
+        Latency::new().request(CallKind::TryAcquire, Duration::from_millis(700)),
+    );
     // b retries only when the watch shows a change (or after 4–8 s), so
     // no acquire of b's is in flight when a resigns.
     let b = Candidate::builder(slow, jobs(), id("b"))
@@ -237,14 +234,12 @@ async fn a_term_given_back_goes_to_a_follower_whose_acquire_is_slow() {
 async fn a_follower_hears_of_the_end_of_a_term_shorter_than_its_acquire() {
     let store = MemoryStore::race();
     let a = candidate(&store, "a");
-    let slow = slow::Acquire {
-        inner: store.clone(),
-        delay: Duration::from_millis(700),
-        answer_delay: Duration::from_millis(700),
-        renew_delay: Duration::ZERO,
-        refuse_until: None,
-        refused: std::sync::Arc::default(),
-    };
+    let slow = Layered::new(
+        store.clone(),
+        Latency::new()
+            .request(CallKind::TryAcquire, Duration::from_millis(700))
+            .reply(CallKind::TryAcquire, Duration::from_millis(700)),
+    );
     let b = Candidate::builder(slow, jobs(), id("b"))
         .ttl(secs(10))
         .build()
@@ -301,77 +296,53 @@ async fn a_lone_candidate_leads_again_after_the_hand_over_pause() {
     assert_eq!(la.token().get(), 2);
 }
 
-mod slow {
-    //! A store whose acquires answer late (a follower on a loaded machine),
-    //! or are refused until an instant with no leader to show and nothing
-    //! for the watch to tell when the refusal ends (a Consul key in its
-    //! lock delay after a dead holder's session).
-    use std::sync::Arc;
+mod lock_delay {
+    //! A store whose acquires are refused until an instant, with no leader
+    //! to show and nothing for the watch to tell when the refusal ends (a
+    //! Consul key in its lock delay after a dead holder's session). (A store
+    //! whose acquires answer late, a follower on a loaded machine, is the
+    //! memory store with a [`Latency`](regent_core::testing::Latency) layer.)
     use std::sync::atomic::{AtomicU32, Ordering};
-    use std::time::Duration;
 
-    use regent_core::memory::MemoryStore;
-    use regent_core::{
-        AcquireRequest, ElectionName, LeaderInfo, LeaderStream, Lease, LeaseStore, Metadata,
-        Renewal, StoreError, StoreInfo,
-    };
+    use regent_core::testing::StoreLayer;
+    use regent_core::{Acquire, AcquireRequest, Lease, LeaseStore, StoreError};
     use tokio::time::Instant;
 
-    #[derive(Clone)]
-    pub(crate) struct Acquire {
-        pub(crate) inner: MemoryStore,
-        /// How long each acquire takes to reach the store.
-        pub(crate) delay: Duration,
-        /// How long each acquire's answer takes to come back.
-        pub(crate) answer_delay: Duration,
-        /// How long each renewal takes.
-        pub(crate) renew_delay: Duration,
+    pub(crate) struct Refusing {
         /// Every acquire before this instant is refused.
-        pub(crate) refuse_until: Option<Instant>,
+        until: Instant,
         /// Acquires refused.
-        pub(crate) refused: Arc<AtomicU32>,
+        refused: AtomicU32,
     }
 
-    impl LeaseStore for Acquire {
-        fn info(&self) -> StoreInfo {
-            self.inner.info()
+    impl Refusing {
+        pub(crate) fn until(until: Instant) -> Self {
+            Self {
+                until,
+                refused: AtomicU32::new(0),
+            }
         }
-        async fn try_acquire(
+
+        pub(crate) fn refused(&self) -> u32 {
+            self.refused.load(Ordering::Relaxed)
+        }
+    }
+
+    impl StoreLayer for Refusing {
+        async fn try_acquire<S: LeaseStore>(
             &self,
+            store: &S,
             req: &AcquireRequest,
             queued: Option<&Lease>,
-        ) -> Result<regent_core::Acquire, StoreError> {
-            tokio::time::sleep(self.delay).await;
-            if self.refuse_until.is_some_and(|t| Instant::now() < t) {
+        ) -> Result<Acquire, StoreError> {
+            if Instant::now() < self.until {
                 self.refused.fetch_add(1, Ordering::Relaxed);
-                return Ok(regent_core::Acquire::Held {
+                return Ok(Acquire::Held {
                     leader: None,
                     queued: None,
                 });
             }
-            let answer = self.inner.try_acquire(req, queued).await;
-            tokio::time::sleep(self.answer_delay).await;
-            answer
-        }
-        async fn renew(&self, lease: &Lease) -> Result<Renewal, StoreError> {
-            tokio::time::sleep(self.renew_delay).await;
-            self.inner.renew(lease).await
-        }
-        async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
-            self.inner.release(lease).await
-        }
-        async fn update_metadata(
-            &self,
-            lease: &Lease,
-            metadata: &Metadata,
-        ) -> Result<Renewal, StoreError> {
-            self.inner.update_metadata(lease, metadata).await
-        }
-        async fn current_leader(&self, e: &ElectionName) -> Result<Option<LeaderInfo>, StoreError> {
-            self.inner.current_leader(e).await
-        }
-        async fn watch(&self, e: &ElectionName) -> Result<LeaderStream, StoreError> {
-            self.inner.watch(e).await
+            store.try_acquire(req, queued).await
         }
     }
 }
@@ -385,15 +356,8 @@ mod slow {
 async fn with_no_leader_and_an_acquire_refused_a_follower_retries_at_the_renew_interval() {
     let store = MemoryStore::race();
     let delay_ends = Instant::now() + secs(15);
-    let refused = std::sync::Arc::default();
-    let delayed = slow::Acquire {
-        inner: store,
-        delay: Duration::ZERO,
-        answer_delay: Duration::ZERO,
-        renew_delay: Duration::ZERO,
-        refuse_until: Some(delay_ends),
-        refused: std::sync::Arc::clone(&refused),
-    };
+    let delayed = Layered::new(store, lock_delay::Refusing::until(delay_ends));
+    let refusing = delayed.layer().clone();
     let b = Candidate::builder(delayed, jobs(), id("b"))
         .ttl(secs(10))
         .build()
@@ -403,7 +367,7 @@ async fn with_no_leader_and_an_acquire_refused_a_follower_retries_at_the_renew_i
     let waited = Instant::now() - delay_ends;
     assert!(waited <= retry, "won {waited:?} after the delay ended");
     // Every 1–2 s for 15 s; at the ttl (every 5–10 s) it was 2 or 3.
-    let refused = refused.load(std::sync::atomic::Ordering::Relaxed);
+    let refused = refusing.refused();
     assert!(refused >= 8, "{refused} acquires refused in 15 s");
     drop(lb);
 }
@@ -595,14 +559,10 @@ async fn a_queue_failover_is_one_acquire_not_one_per_follower() {
 async fn the_next_in_line_does_not_wait_for_its_renewal_to_lead() {
     let store = MemoryStore::queue();
     let la = candidate(&store, "a").campaign().await.unwrap();
-    let slow = slow::Acquire {
-        inner: store.clone(),
-        delay: Duration::ZERO,
-        answer_delay: Duration::ZERO,
-        renew_delay: secs(5),
-        refuse_until: None,
-        refused: std::sync::Arc::default(),
-    };
+    let slow = Layered::new(
+        store.clone(),
+        Latency::new().request(CallKind::Renew, secs(5)),
+    );
     let b = Candidate::builder(slow, jobs(), id("b"))
         .ttl(secs(10))
         .build()

@@ -127,14 +127,14 @@ impl<S: LeaseStore> Poll<S> {
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
-    use std::sync::atomic::{AtomicU32, Ordering};
 
     use futures_util::StreamExt;
     use tokio::time::Instant;
 
     use super::*;
     use crate::store::memory::MemoryStore;
-    use crate::store::{Acquire, AcquireRequest, Renewal, StoreInfo};
+    use crate::store::{Acquire, AcquireRequest};
+    use crate::testing::{Counting, Layered};
     use crate::types::{HolderId, Lease, Metadata};
 
     const EVERY: Duration = Duration::from_millis(100);
@@ -168,50 +168,6 @@ mod tests {
     async fn quiet(w: &mut LeaderStream, span: Duration) {
         if let Ok(item) = tokio::time::timeout(span, w.next()).await {
             panic!("expected no item for {span:?}, got {item:?}");
-        }
-    }
-
-    /// A memory store that counts its reads, and whose clones share the
-    /// count (so that the test can see whether anything still reads).
-    #[derive(Clone)]
-    struct Counting {
-        inner: MemoryStore,
-        reads: Arc<AtomicU32>,
-    }
-
-    impl LeaseStore for Counting {
-        fn info(&self) -> StoreInfo {
-            self.inner.info()
-        }
-        async fn try_acquire(
-            &self,
-            req: &AcquireRequest,
-            queued: Option<&Lease>,
-        ) -> Result<Acquire, StoreError> {
-            self.inner.try_acquire(req, queued).await
-        }
-        async fn renew(&self, lease: &Lease) -> Result<Renewal, StoreError> {
-            self.inner.renew(lease).await
-        }
-        async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
-            self.inner.release(lease).await
-        }
-        async fn update_metadata(
-            &self,
-            lease: &Lease,
-            metadata: &Metadata,
-        ) -> Result<Renewal, StoreError> {
-            self.inner.update_metadata(lease, metadata).await
-        }
-        async fn current_leader(
-            &self,
-            election: &ElectionName,
-        ) -> Result<Option<LeaderInfo>, StoreError> {
-            self.reads.fetch_add(1, Ordering::SeqCst);
-            self.inner.current_leader(election).await
-        }
-        async fn watch(&self, election: &ElectionName) -> Result<LeaderStream, StoreError> {
-            poll_watch(self.clone(), election.clone(), EVERY).await
         }
     }
 
@@ -295,27 +251,23 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn reads_once_per_interval_and_dropping_the_stream_stops_reading() {
-        let store = Counting {
-            inner: MemoryStore::race(),
-            reads: Arc::default(),
-        };
-        let mut w = store.watch(&election()).await.unwrap();
-        assert_eq!(store.reads.load(Ordering::SeqCst), 1, "the first read");
+        // Clones share the count, so the test sees whether anything still
+        // reads.
+        let store = Layered::new(MemoryStore::race(), Counting::new());
+        let reads = || store.layer().counts().current_leader;
+        let mut w = poll_watch(store.clone(), election(), EVERY).await.unwrap();
+        assert_eq!(reads(), 1, "the first read");
         assert_eq!(holder_of(w.next().await.unwrap()), None);
         quiet(&mut w, EVERY * 10 + EVERY / 2).await;
-        assert_eq!(
-            store.reads.load(Ordering::SeqCst),
-            11,
-            "one read per interval"
-        );
+        assert_eq!(reads(), 11, "one read per interval");
 
         drop(w);
         assert_eq!(
-            Arc::strong_count(&store.reads),
+            Arc::strong_count(store.layer()),
             1,
             "nothing holds the store after the stream is dropped"
         );
         tokio::time::sleep(EVERY * 10).await;
-        assert_eq!(store.reads.load(Ordering::SeqCst), 11, "no read after drop");
+        assert_eq!(reads(), 11, "no read after drop");
     }
 }

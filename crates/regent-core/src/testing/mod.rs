@@ -1,6 +1,11 @@
-//! The store conformance suite (feature `testing`): one entry point,
-//! [`run`], that every store crate calls with a [`Harness`] for its real
-//! engine. It checks items 1–8 of the store contract ([`crate::store`]).
+//! Test support (feature `testing`): the store conformance suite, and
+//! [`Layered`], the one decorator for wrapping a store in tests.
+//!
+//! # The conformance suite
+//!
+//! One entry point, [`run`], that every store crate calls with a
+//! [`Harness`] for its real engine. It checks items 1–8 of the store
+//! contract ([`crate::store`]).
 //!
 //! ```no_run
 //! # async fn demo() {
@@ -19,14 +24,24 @@
 //!
 //! Besides the contract's items, the suite checks the store's
 //! [`StoreInfo`](crate::StoreInfo): a ttl outside `min_ttl..=max_ttl` (and
-//! zero) is refused with [`ErrorKind::Config`](crate::ErrorKind::Config), never rounded; the ttls at
-//! both ends are honoured; and a granted [`Lease::ttl`](crate::Lease::ttl) is never below the
-//! ttl asked unless the store declares
-//! [`crate::store::TtlGrant::Negotiated`].
+//! zero) is refused with [`ErrorKind::Config`](crate::ErrorKind::Config),
+//! never rounded; the ttls at both ends are honoured; and a granted
+//! [`Lease::ttl`](crate::Lease::ttl) is never below the ttl asked unless the
+//! store declares [`crate::store::TtlGrant::Negotiated`].
+//!
+//! # Wrapping a store
+//!
+//! [`Layered`] puts a [`StoreLayer`] between a store and its caller: to
+//! count its calls ([`Counting`]), slow them ([`Latency`]), fail them or
+//! lose their answers ([`Faults`]), or flaw one operation for the suite to
+//! catch (a layer of one's own). The crate's own unit tests use it too: the
+//! module is there under `cfg(test)` without the feature.
 
 mod contract;
 mod handover;
 mod harness;
+mod layer;
+mod layers;
 mod queue;
 mod ttl_range;
 
@@ -45,6 +60,8 @@ use contract::{
 use handover::finished_task_hands_over_to_a_waiting_follower;
 use harness::ctx;
 pub use harness::{Harness, MemoryHarness};
+pub use layer::{Call, CallKind, Layered, StoreLayer};
+pub use layers::{CallCounts, Counting, Faults, Latency};
 use queue::{
     queue_passes_to_next_in_line, queue_win_restarts_the_ttl, retried_acquire_queues_once,
 };

@@ -1,9 +1,10 @@
 //! A candidate's process that can be paused: what a pause of the whole
 //! process (SIGSTOP, a long GC, a swapped-out VM) does to its traffic.
 //!
-//! Every call of a [`Process`] store waits for the process to run before
-//! it leaves and again before its answer is taken in, and every item of a
-//! watch waits the same way before it is delivered. A request already on
+//! Every call of a [`Process`] store (a store seen through the process's
+//! [`Frozen`] layer) waits for the process to run before it leaves and
+//! again before its answer is taken in, and every item of a watch waits
+//! the same way before it is delivered. A request already on
 //! its way when the pause begins is applied by the store meanwhile; one
 //! made during the pause leaves at the resume. The application's own loop
 //! reads the same flag ([`Frozen`]) and stops too.
@@ -21,11 +22,8 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use futures_util::StreamExt;
-use regent_core::{
-    Acquire, AcquireRequest, ElectionName, LeaderInfo, LeaderStream, Lease, LeaseStore, Metadata,
-    Renewal, StoreError, StoreInfo,
-};
+use regent_core::testing::{Call, Layered, StoreLayer};
+use regent_core::{ElectionName, LeaderInfo, StoreError};
 use tokio::sync::Notify;
 
 /// Whether one process is paused, as everything in it sees it. Its
@@ -66,66 +64,26 @@ pub(crate) async fn paused(frozen: &Frozen) {
 
 /// A store as one process reaches it: every call and watch item waits for
 /// the process to run, on the way out and on the way in.
-#[derive(Clone, Debug)]
-pub(crate) struct Process<S> {
-    pub(crate) store: S,
-    pub(crate) frozen: Frozen,
-}
+pub(crate) type Process<S> = Layered<S, Frozen>;
 
-impl<S: LeaseStore> Process<S> {
-    async fn call<T>(&self, call: impl Future<Output = T>) -> T {
-        running(&self.frozen).await;
+impl StoreLayer for Frozen {
+    async fn around<T: Send>(
+        &self,
+        _: Call<'_>,
+        call: impl Future<Output = Result<T, StoreError>> + Send,
+    ) -> Result<T, StoreError> {
+        running(self).await;
         let answer = call.await;
-        running(&self.frozen).await;
+        running(self).await;
         answer
     }
-}
 
-impl<S: LeaseStore> LeaseStore for Process<S> {
-    fn info(&self) -> StoreInfo {
-        self.store.info()
-    }
-
-    async fn try_acquire(
+    async fn watch_item(
         &self,
-        req: &AcquireRequest,
-        queued: Option<&Lease>,
-    ) -> Result<Acquire, StoreError> {
-        self.call(self.store.try_acquire(req, queued)).await
-    }
-
-    async fn renew(&self, lease: &Lease) -> Result<Renewal, StoreError> {
-        self.call(self.store.renew(lease)).await
-    }
-
-    async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
-        self.call(self.store.release(lease)).await
-    }
-
-    async fn update_metadata(
-        &self,
-        lease: &Lease,
-        metadata: &Metadata,
-    ) -> Result<Renewal, StoreError> {
-        self.call(self.store.update_metadata(lease, metadata)).await
-    }
-
-    async fn current_leader(
-        &self,
-        election: &ElectionName,
+        _: &ElectionName,
+        item: Result<Option<LeaderInfo>, StoreError>,
     ) -> Result<Option<LeaderInfo>, StoreError> {
-        self.call(self.store.current_leader(election)).await
-    }
-
-    async fn watch(&self, election: &ElectionName) -> Result<LeaderStream, StoreError> {
-        let stream = self.call(self.store.watch(election)).await?;
-        let frozen = self.frozen.clone();
-        Ok(Box::pin(stream.then(move |item| {
-            let frozen = frozen.clone();
-            async move {
-                running(&frozen).await;
-                item
-            }
-        })))
+        running(self).await;
+        item
     }
 }

@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use regent_core::memory::{LostReply, MemoryStore, RecordLife};
+use regent_core::testing::Layered;
 use regent_core::{
     CampaignError, CancellationToken, Candidate, ElectionName, ExpirySlack, FencingToken, HolderId,
     Leadership, Metadata, StoreStyle, Timing,
@@ -488,10 +489,7 @@ async fn simulate(plan: Plan) -> Outcome {
     let tasks: Vec<_> = (0..plan.candidates())
         .map(|i| {
             let frozen = pauses[i].clone();
-            let process = Process {
-                store: store.clone(),
-                frozen: frozen.clone(),
-            };
+            let process: Process<MemoryStore> = Layered::new(store.clone(), frozen.clone());
             let app = App {
                 i,
                 shared: shared.clone(),

@@ -402,19 +402,28 @@
 //! client certificate options to pass, and the ACL policy a refused token
 //! needs, with the target's key prefix.
 
+mod builder;
+mod client;
 mod error;
 mod proof;
 mod record;
+mod restart;
+mod session;
+mod shared;
 mod store;
 mod target;
 mod tls;
+mod watch;
 
-pub use record::RECORD_FLAGS;
-pub use store::{
-    ConsulStore, ConsulStoreBuilder, DEFAULT_ADDRESS, DEFAULT_CALL_TIMEOUT, DEFAULT_PREFIX,
-    MAX_IN_FLIGHT, MAX_TTL, MIN_TTL, WATCH_MIN_INTERVAL, WATCH_WAIT, default_restart_proofs_dir,
+pub use builder::{
+    ConsulStoreBuilder, DEFAULT_ADDRESS, DEFAULT_CALL_TIMEOUT, DEFAULT_PREFIX,
+    default_restart_proofs_dir,
 };
+pub use client::{ConsulStore, MAX_IN_FLIGHT};
+pub use record::RECORD_FLAGS;
+pub use session::{MAX_TTL, MIN_TTL};
 pub use target::{ConsulTarget, DEFAULT_PORT, DEFAULT_TLS_PORT, KIND};
+pub use watch::{WATCH_MIN_INTERVAL, WATCH_WAIT};
 
 #[cfg(test)]
 mod send_sync {

@@ -1,6 +1,7 @@
 //! Sessions shared by many elections: the store's side of
 //! [`SharedSessions`] (see the crate docs, "One session for many
-//! elections").
+//! elections"): which session an acquire locks its key with, the rounds
+//! that renew a session and read its keys, and when a session ends.
 
 use std::time::Duration;
 
@@ -10,8 +11,9 @@ use reqwest::Method;
 use serde_json::json;
 use tokio::time::Instant;
 
-use super::{ConsulStore, TxnOutcome};
+use crate::client::{ConsulStore, TxnOutcome, TxnResults};
 use crate::record::{KvEntry, RECORD_FLAGS};
+use crate::session::granted_ttl;
 
 /// The name of a session that elections share (the key's name, for a
 /// session of one term).
@@ -20,14 +22,14 @@ const SHARED_NAME: &str = "regent: elections of one process";
 impl ConsulStore {
     /// Whether this store shares sessions: not with restart proofs, whose
     /// proof is the lock of a file named after one term's session.
-    pub(super) fn shares_sessions(&self) -> bool {
+    pub(crate) fn shares_sessions(&self) -> bool {
         self.inner.proofs.is_none()
     }
 
     /// A session for `req`'s lock, renewed (or created) at the instant
     /// returned, and whether it is shared: a shared one with room when
     /// this store shares sessions, else one created now.
-    pub(super) async fn session_for(
+    pub(crate) async fn session_for(
         &self,
         req: &AcquireRequest,
         key: &str,
@@ -39,7 +41,7 @@ impl ConsulStore {
         }
         let grant = || async {
             let id = self.create_session(SHARED_NAME, req.ttl, what).await?;
-            Ok((id, super::granted_ttl(req.ttl)))
+            Ok((id, granted_ttl(req.ttl)))
         };
         let keep_alive = |id: String| async move { self.keep_alive(&id).await };
         let (id, _, sent) = self
@@ -61,7 +63,7 @@ impl ConsulStore {
     /// An acquire did not take `session` after all: a session of its own
     /// is destroyed; a shared one forgets the place, and is destroyed when
     /// that was its last.
-    pub(super) fn give_back(&self, session: &str, req: &AcquireRequest, shared: bool) {
+    pub(crate) fn give_back(&self, session: &str, req: &AcquireRequest, shared: bool) {
         let emptied = !shared
             || self.inner.sessions.forget(
                 &session.to_owned(),
@@ -78,7 +80,7 @@ impl ConsulStore {
     /// this store when that was its last key; one this store does not
     /// know only when it is a session of one term (not another process's
     /// shared session, which its process ends, or its TTL).
-    pub(super) async fn after_release(
+    pub(crate) async fn after_release(
         &self,
         session: &str,
         lease: &regent_core::Lease,
@@ -100,7 +102,7 @@ impl ConsulStore {
 
     /// Whether `session` is one that elections share: told by its name,
     /// one request (`false` for a session Consul no longer knows).
-    pub(super) async fn is_shared(
+    pub(crate) async fn is_shared(
         &self,
         session: &str,
         what: &(dyn Fn() -> String + Sync),
@@ -159,7 +161,7 @@ impl SessionBackend for ConsulStore {
                         what,
                     )
                     .await?;
-                answer.json::<super::TxnResults>(&what())
+                answer.json::<TxnResults>(&what())
             }
         });
         let mut entries: std::collections::HashMap<String, KvEntry> =

@@ -196,6 +196,10 @@
 //! marked sensitive, and errors never carry a URL with its query.
 
 mod account;
+mod acquire;
+mod blob;
+mod builder;
+mod lease;
 mod record;
 mod rest;
 mod store;
@@ -204,8 +208,9 @@ mod target;
 pub use account::{
     AccountError, DEVELOPMENT_ACCOUNT, DEVELOPMENT_BLOB_ENDPOINT, DEVELOPMENT_KEY, StorageAccount,
 };
-pub use store::{
-    AzblobStore, AzblobStoreBuilder, DEFAULT_CALL_TIMEOUT, DEFAULT_POLL_INTERVAL, EXPIRY_SLACK,
-    MAX_TTL, MIN_TTL, TOKENS_PER_SECOND,
-};
+pub use acquire::TOKENS_PER_SECOND;
+pub use blob::AzblobStore;
+pub use builder::{AzblobStoreBuilder, DEFAULT_CALL_TIMEOUT, DEFAULT_POLL_INTERVAL};
+pub use lease::{MAX_TTL, MIN_TTL};
+pub use store::EXPIRY_SLACK;
 pub use target::{AzblobTarget, KIND};

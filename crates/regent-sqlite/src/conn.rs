@@ -43,134 +43,32 @@
 //! request the thread takes is answered, unless the thread itself dies (a
 //! bug: a panic outside [`Thread::guarded`]); a caller whose answer is
 //! dropped, or who cannot send, knows that the thread is gone for good.
+//!
+//! [`longest_wait`]: crate::request::longest_wait
 
-use std::collections::HashMap;
-use std::error::Error as StdError;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
 use std::time::{Duration, Instant};
 
-use regent_core::{ElectionName, ErrorKind, LeaderInfo, StoreError};
+use regent_core::{ElectionName, StoreError};
 use rusqlite::Connection;
 use tokio::sync::{oneshot, watch};
 
+use crate::batch::{Stats, run_reads, run_writes};
 use crate::bell;
-use crate::clock::{BOOT_ID_PATH, later, monotonic_now_ns, read_boot_id};
-use crate::db::{self, Seen, Site};
-use crate::error::classify;
+use crate::clock::{BOOT_ID_PATH, later, read_boot_id};
+use crate::db::Site;
+use crate::poll::{Polled, Watches};
+use crate::request::{Access, Failure, Request};
+use crate::schema;
 
 /// The most requests the thread takes from its channel at a time, and the
 /// most writes that wait for a commit: bounds the time the first of a
 /// batch waits for the last one to run.
 const MAX_BATCH: usize = 1024;
-
-/// A request may wait in the thread's hands for others to join it at most
-/// this share of its lease's ttl: see [`longest_wait`].
-pub(crate) const WAIT_SHARE: u32 = 20;
-
-/// The longest a request of a lease of `ttl` waits for the requests that
-/// join it: the commit interval, but at most `ttl / WAIT_SHARE`.
-///
-/// Why a twentieth: with the candidates' defaults (a renewal every ttl/5,
-/// a step-down 3·ttl/5 after the last renewal sent) a renewal has 2·ttl/5
-/// from its send to the step-down, eight twentieths. A renewal cycle can
-/// wait twice (an answer that comes late delays the next send; the next
-/// renewal waits again): two twentieths, a quarter of that budget. The
-/// other three quarters are left for the commits themselves (an fsync
-/// each), a failed renewal's retry (ttl/20 later) and a loaded host. An
-/// acquire also waits twice (its read, then its write): ttl/10, against a
-/// campaign's attempt bound of 3·ttl/5. At the default ttl of 10 s the
-/// share is 500 ms, so the default commit interval of 50 ms decides; it
-/// starts to shorten the wait below a ttl of one second (20 × 50 ms).
-/// Commits per second then stay bounded by `WAIT_SHARE / ttl` of the
-/// shortest ttl in use, however many elections there are.
-pub(crate) fn longest_wait(ttl: Duration, commit_interval: Duration) -> Duration {
-    (ttl / WAIT_SHARE).min(commit_interval)
-}
-
-/// What the thread has done, counted for tests and benches.
-#[derive(Debug, Default)]
-pub(crate) struct Stats {
-    /// Group commits that succeeded.
-    pub(crate) commits: AtomicU64,
-    /// Writes those commits answered (each its own outcome).
-    pub(crate) writes: AtomicU64,
-    /// The most writes one commit answered.
-    pub(crate) largest: AtomicU64,
-    /// Times the thread waited with writes in hand.
-    pub(crate) waits: AtomicU64,
-}
-
-/// A source error shared by the answers of every request of a batch.
-type SharedError = Arc<dyn StdError + Send + Sync>;
-
-/// Why a request got no answer of its own.
-#[derive(Clone)]
-pub(crate) enum Failure {
-    /// The batch's transaction failed as a whole: `why` says how.
-    Batch {
-        kind: ErrorKind,
-        why: &'static str,
-        source: Option<SharedError>,
-    },
-    /// The request's closure panicked; its work was rolled back.
-    Panicked,
-    /// The thread recovered from a panic (a bug) while the request was in
-    /// hand, before it could answer; the transaction was rolled back.
-    Recovered,
-}
-
-impl Failure {
-    fn db(why: &'static str, e: rusqlite::Error) -> Self {
-        Failure::Batch {
-            kind: classify(&e),
-            why,
-            source: Some(Arc::new(e)),
-        }
-    }
-
-    /// The error a caller gets: its own context (the operation, the
-    /// election, the path), then what happened to the batch.
-    pub(crate) fn into_error(self, context: String) -> StoreError {
-        match self {
-            Failure::Batch { kind, why, source } => {
-                let e = StoreError::new(kind, format!("{context}: {why}"));
-                match source {
-                    Some(source) => e.with_source(source),
-                    None => e,
-                }
-            }
-            Failure::Panicked => StoreError::unavailable(format!(
-                "{context}: the request panicked on the store's connection thread"
-            )),
-            Failure::Recovered => StoreError::unavailable(format!(
-                "{context}: the store's connection thread recovered from a panic before it answered"
-            )),
-        }
-    }
-}
-
-/// What a request's caller receives.
-pub(crate) type Answer<T> = Result<Result<T, StoreError>, Failure>;
-
-/// Whether a request reads or writes, and how.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Access {
-    /// Only reads: runs in a read transaction, never waits for the write
-    /// lock.
-    Read,
-    /// Changes rows in one statement at most, as its last step: runs in
-    /// the batch's write transaction as it is (a savepoint would cost more
-    /// than the statement). Should it fail after it changed rows all the
-    /// same, the whole batch is rolled back and fails.
-    WriteOne,
-    /// Changes rows in several statements: runs in the batch's write
-    /// transaction inside a savepoint of its own.
-    Write,
-}
 
 /// A message to the connection thread.
 pub(crate) enum Message {
@@ -185,118 +83,6 @@ pub(crate) enum Message {
     /// Kill the thread, as a bug outside any request would.
     #[cfg(test)]
     Die,
-}
-
-/// One request: a closure on the connection and the caller's answer.
-pub(crate) trait Request: Send {
-    fn access(&self) -> Access;
-    /// When a write should be committed at the latest: its send, plus its
-    /// [`longest_wait`].
-    fn due(&self) -> Instant;
-    /// The caller has stopped waiting (its future was dropped).
-    fn abandoned(&self) -> bool;
-    /// Runs the closure and keeps its result for [`Request::answer`].
-    fn run(&mut self, conn: &Connection, site: &Site) -> Ran;
-    /// The error the closure returned, if it returned one.
-    fn take_error(&mut self) -> Option<StoreError>;
-    /// Sends the kept result.
-    fn answer(self: Box<Self>);
-    /// Sends `failure` instead of the kept result.
-    fn fail(self: Box<Self>, failure: Failure);
-}
-
-/// How a request's closure ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Ran {
-    Ok,
-    Failed,
-    Panicked,
-}
-
-/// A [`Request`] made of a closure returning `T`.
-pub(crate) struct Pending<T, F> {
-    access: Access,
-    due: Instant,
-    op: Option<F>,
-    result: Option<Answer<T>>,
-    reply: oneshot::Sender<Answer<T>>,
-}
-
-impl<T, F> Pending<T, F>
-where
-    T: Send + 'static,
-    F: FnOnce(&Connection, &Site) -> Result<T, StoreError> + Send + 'static,
-{
-    /// A request due at `due` (see [`Request::due`]), and the receiver of
-    /// its answer.
-    pub(crate) fn request(
-        access: Access,
-        due: Instant,
-        op: F,
-    ) -> (Box<dyn Request>, oneshot::Receiver<Answer<T>>) {
-        let (reply, answer) = oneshot::channel();
-        let pending = Pending {
-            access,
-            due,
-            op: Some(op),
-            result: None,
-            reply,
-        };
-        (Box::new(pending), answer)
-    }
-}
-
-impl<T, F> Request for Pending<T, F>
-where
-    T: Send + 'static,
-    F: FnOnce(&Connection, &Site) -> Result<T, StoreError> + Send + 'static,
-{
-    fn access(&self) -> Access {
-        self.access
-    }
-
-    fn due(&self) -> Instant {
-        self.due
-    }
-
-    fn abandoned(&self) -> bool {
-        self.reply.is_closed()
-    }
-
-    fn run(&mut self, conn: &Connection, site: &Site) -> Ran {
-        let Some(op) = self.op.take() else {
-            return Ran::Failed;
-        };
-        let (result, ran) = match catch_unwind(AssertUnwindSafe(|| op(conn, site))) {
-            Ok(Ok(v)) => (Ok(Ok(v)), Ran::Ok),
-            Ok(Err(e)) => (Ok(Err(e)), Ran::Failed),
-            Err(_) => (Err(Failure::Panicked), Ran::Panicked),
-        };
-        self.result = Some(result);
-        ran
-    }
-
-    fn take_error(&mut self) -> Option<StoreError> {
-        match self.result.take() {
-            Some(Ok(Err(e))) => Some(e),
-            other => {
-                self.result = other;
-                None
-            }
-        }
-    }
-
-    fn answer(self: Box<Self>) {
-        let Pending { result, reply, .. } = *self;
-        // A request that never ran was abandoned: nobody waits for it.
-        if let Some(result) = result {
-            let _ = reply.send(result);
-        }
-    }
-
-    fn fail(self: Box<Self>, failure: Failure) {
-        let _ = self.reply.send(Err(failure));
-    }
 }
 
 /// The store's options the thread needs.
@@ -322,7 +108,7 @@ pub(crate) fn run(
         commit_interval,
     } = options;
     let opened = read_boot_id(std::path::Path::new(BOOT_ID_PATH)).and_then(|boot_id| {
-        let conn = db::open(&path, busy_timeout)?;
+        let conn = schema::open(&path, busy_timeout)?;
         Ok((conn, Site::new(path, boot_id)))
     });
     let (conn, site) = match opened {
@@ -374,6 +160,8 @@ struct Thread {
 /// Invariant: `next` is at most [`Pace::BURST`] intervals after the last
 /// commit, so that a commit made early (for an urgent write, see
 /// [`longest_wait`]) delays the next one by at most one interval.
+///
+/// [`longest_wait`]: crate::request::longest_wait
 struct Pace {
     interval: Duration,
     /// The theoretical time of the next commit, were commits evenly
@@ -540,328 +328,15 @@ impl Thread {
     }
 }
 
-/// Executes one statement without arguments, prepared once per connection.
-fn exec(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
-    conn.prepare_cached(sql)?.execute([]).map(drop)
-}
-
-/// Runs `reads` in one read transaction (one snapshot) and answers them,
-/// leaving `reads` empty.
-fn run_reads(conn: &Connection, site: &Site, reads: &mut Vec<Box<dyn Request>>) {
-    reads.retain(|r| !r.abandoned());
-    // Alone, a read needs no transaction of its own.
-    let grouped = reads.len() > 1;
-    if grouped && let Err(e) = exec(conn, "BEGIN") {
-        let failure = Failure::db("the read transaction did not begin", e);
-        reads.drain(..).for_each(|r| r.fail(failure.clone()));
-        return;
-    }
-    for r in reads.iter_mut() {
-        // An error that ends the transaction leaves the reads after it in
-        // autocommit mode, each its own snapshot: still right for a read.
-        r.run(conn, site);
-    }
-    if grouped && !conn.is_autocommit() {
-        // Nothing was written: ending the transaction cannot lose anything.
-        let _ = exec(conn, "COMMIT");
-        if !conn.is_autocommit() {
-            let _ = conn.execute_batch("ROLLBACK");
-        }
-    }
-    reads.drain(..).for_each(Request::answer);
-}
-
-const SAVEPOINT: &str = "SAVEPOINT regent_request";
-const RELEASE: &str = "RELEASE regent_request";
-const ROLLBACK_TO: &str = "ROLLBACK TO regent_request";
-
-/// Runs `writes` in one write transaction, commits once, then answers
-/// them, leaving `writes` empty.
-fn run_writes(conn: &Connection, site: &Site, stats: &Stats, writes: &mut Vec<Box<dyn Request>>) {
-    writes.retain(|w| !w.abandoned());
-    if writes.is_empty() {
-        return;
-    }
-    let fail_all = |writes: &mut Vec<Box<dyn Request>>, failure: Failure| {
-        if !conn.is_autocommit() {
-            let _ = conn.execute_batch("ROLLBACK");
-        }
-        writes.drain(..).for_each(|w| w.fail(failure.clone()));
-    };
-    // Waits up to the busy timeout for another connection's write lock.
-    if let Err(e) = exec(conn, "BEGIN IMMEDIATE") {
-        return fail_all(
-            writes,
-            Failure::db("the write transaction did not begin", e),
-        );
-    }
-    for i in 0..writes.len() {
-        let savepoint = writes[i].access() == Access::Write;
-        if savepoint && let Err(e) = exec(conn, SAVEPOINT) {
-            return fail_all(writes, Failure::db("a savepoint failed", e));
-        }
-        let changes = conn.total_changes();
-        let ran = writes[i].run(conn, site);
-        let lost = conn.is_autocommit();
-        let stray = !savepoint && ran != Ran::Ok && conn.total_changes() != changes;
-        if lost || stray {
-            // Either SQLite rolled the whole transaction back (an I/O
-            // error, a full disk, no memory), or a one-statement write
-            // failed after it changed rows, which only rolling back the
-            // whole batch undoes: every write of the batch fails.
-            let why = if lost {
-                "its group commit was rolled back after an error"
-            } else {
-                "its group commit was rolled back after a request failed half-way"
-            };
-            let failure = match writes[i].take_error() {
-                Some(e) => Failure::Batch {
-                    kind: e.kind(),
-                    why,
-                    source: Some(Arc::new(e)),
-                },
-                None => Failure::Batch {
-                    kind: ErrorKind::Unavailable,
-                    why,
-                    source: None,
-                },
-            };
-            return fail_all(writes, failure);
-        }
-        if !savepoint {
-            continue;
-        }
-        let ended = match ran {
-            Ran::Ok => exec(conn, RELEASE),
-            Ran::Failed | Ran::Panicked => {
-                exec(conn, ROLLBACK_TO).and_then(|()| exec(conn, RELEASE))
-            }
-        };
-        if let Err(e) = ended {
-            return fail_all(writes, Failure::db("a savepoint failed", e));
-        }
-    }
-    // The fsync: every write of the batch is durable when it returns.
-    if let Err(e) = exec(conn, "COMMIT") {
-        return fail_all(writes, Failure::db("the group commit failed", e));
-    }
-    let answered = writes.len() as u64;
-    stats.commits.fetch_add(1, Ordering::Relaxed);
-    stats.writes.fetch_add(answered, Ordering::Relaxed);
-    stats.largest.fetch_max(answered, Ordering::Relaxed);
-    writes.drain(..).for_each(Request::answer);
-}
-
-// ---------------------------------------------------------------- watches
-
-/// What the shared poll publishes for one election.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum Polled {
-    /// Not polled yet.
-    Unread,
-    /// Who leads: `None` is no leader.
-    Leader(Option<LeaderInfo>),
-    /// The election's row, or the poll as a whole, failed to read. The
-    /// streams read the election again through `current_leader`, which
-    /// reports the error with its cause.
-    Failed,
-}
-
-/// The shared poll: every election the store's streams watch, however
-/// many, is read in one read transaction per poll interval, and its state
-/// published on one `watch` channel that all its streams share.
-///
-/// A poll reads rows only if something may have changed them: another
-/// connection committed (`PRAGMA data_version` moved), this connection
-/// wrote, or the election is newly watched. Otherwise it only judges the
-/// rows it kept against the clock, which is how expiry is seen. Rows are
-/// read one lookup each for a few elections, and in one scan of the table
-/// for many (more than [`SCAN_ABOVE`], and at least a quarter of the
-/// table). A row read again that differs only in its expiry (a renewal)
-/// is neither copied nor validated again.
-struct Watches {
-    interval: Duration,
-    /// By the election's name, which the scan reads.
-    elections: HashMap<Box<str>, Watched>,
-    /// The rows the last scan saw.
-    table_rows: usize,
-    /// When the next poll is due; `None` while nothing is watched.
-    next: Option<Instant>,
-    /// `PRAGMA data_version` at the last poll; `None` when the rows kept
-    /// cannot be trusted (nothing read yet, or the last poll failed).
-    data_version: Option<i64>,
-    /// This connection changed rows since the last poll.
-    wrote: bool,
-}
-
-/// Above this many elections watched, the poll may scan the table rather
-/// than look each row up.
-const SCAN_ABOVE: usize = 32;
-
-struct Watched {
-    election: ElectionName,
-    state: watch::Sender<Polled>,
-    /// The row as last read: `Ok(None)` when there was none.
-    seen: Result<Option<Seen>, ()>,
-    /// Newly watched, or a stream joined since the last poll: read the row
-    /// and notify every stream, changed or not (a new stream's first state
-    /// was read apart from the poll, and may differ from the channel's).
-    fresh: bool,
-    /// Seen by the scan in progress.
-    found: bool,
-}
-
-impl Watches {
-    fn new(interval: Duration) -> Self {
-        Watches {
-            interval,
-            elections: HashMap::new(),
-            table_rows: 0,
-            next: None,
-            data_version: None,
-            wrote: false,
-        }
-    }
-
-    fn add(&mut self, election: ElectionName) -> watch::Receiver<Polled> {
-        if self.next.is_none() {
-            self.next = Some(later(Instant::now(), self.interval));
-        }
-        let name: Box<str> = election.as_str().into();
-        let watched = self.elections.entry(name).or_insert_with(|| Watched {
-            election,
-            state: watch::Sender::new(Polled::Unread),
-            seen: Err(()),
-            fresh: true,
-            found: false,
-        });
-        watched.fresh = true;
-        watched.state.subscribe()
-    }
-
-    /// The next poll runs at once (if anything is watched).
-    fn poll_now(&mut self) {
-        if self.next.is_some() {
-            self.next = Some(Instant::now());
-        }
-    }
-
-    fn poll(&mut self, conn: &Connection, site: &Site) {
-        self.elections.retain(|_, w| !w.state.is_closed());
-        if self.elections.is_empty() {
-            self.next = None;
-            self.data_version = None;
-            return;
-        }
-        let wrote = std::mem::take(&mut self.wrote);
-        let read = self.read(conn, site, wrote);
-        if !conn.is_autocommit() {
-            // Nothing was written: ending the transaction cannot lose anything.
-            if exec(conn, "COMMIT").is_err() {
-                let _ = conn.execute_batch("ROLLBACK");
-            }
-        }
-        // Read after the rows: a row written after the clock was read would
-        // look as if it expired beyond its ttl.
-        let now = monotonic_now_ns();
-        for w in self.elections.values_mut() {
-            let election = &w.election;
-            let polled = match (&read, &w.seen) {
-                (Err(()), _) | (_, Err(())) => Polled::Failed,
-                (Ok(()), Ok(None)) => Polled::Leader(None),
-                (Ok(()), Ok(Some(seen))) => match seen.live_at(site, election, now) {
-                    Ok(true) => {
-                        // Unchanged: nothing to clone or send.
-                        if !w.fresh
-                            && matches!(&*w.state.borrow(), Polled::Leader(Some(l)) if seen.is_leader(l))
-                        {
-                            continue;
-                        }
-                        Polled::Leader(Some(seen.leader()))
-                    }
-                    Ok(false) => Polled::Leader(None),
-                    Err(_) => Polled::Failed,
-                },
-            };
-            let fresh = std::mem::take(&mut w.fresh);
-            w.state.send_if_modified(|current| {
-                let changed = fresh || *current != polled;
-                *current = polled;
-                changed
-            });
-        }
-        self.next = Some(later(Instant::now(), self.interval));
-    }
-
-    /// Reads again the rows that may have changed, in one read
-    /// transaction left open for the caller to end. `Err` when the
-    /// transaction or its view could not be read at all.
-    fn read(&mut self, conn: &Connection, site: &Site, wrote: bool) -> Result<(), ()> {
-        let version = exec(conn, "BEGIN").and_then(|()| db::data_version(conn));
-        let version = match version {
-            Ok(v) => v,
-            Err(e) => {
-                tracing::debug!(path = %site.path.display(), error = %e, "sqlite store: the poll of the watches failed");
-                self.data_version = None;
-                return Err(());
-            }
-        };
-        let all = wrote || self.data_version != Some(version);
-        self.data_version = Some(version);
-        let many = self.elections.len();
-        if all && many > SCAN_ABOVE && many * 4 >= self.table_rows {
-            return self.scan(conn, site);
-        }
-        for w in self.elections.values_mut() {
-            if !all && !w.fresh && w.seen.is_ok() {
-                continue;
-            }
-            let before = std::mem::replace(&mut w.seen, Err(())).ok().flatten();
-            w.seen = db::read_again(conn, site, &w.election, before).map_err(drop);
-        }
-        Ok(())
-    }
-
-    /// Reads every row of the table, keeping those watched.
-    fn scan(&mut self, conn: &Connection, site: &Site) -> Result<(), ()> {
-        // Invariant: after a scan, `found` is set exactly on the elections
-        // it saw; the others have no row.
-        for w in self.elections.values_mut() {
-            w.found = false;
-        }
-        let scanned = db::scan_rows(conn, |name, row| {
-            if let Some(w) = self.elections.get_mut(name) {
-                let before = std::mem::replace(&mut w.seen, Err(())).ok().flatten();
-                w.seen = db::refresh(site, &w.election, row, 1, before)
-                    .map(Some)
-                    .map_err(drop);
-                w.found = true;
-            }
-        });
-        match scanned {
-            Ok(rows) => {
-                self.table_rows = rows;
-                for w in self.elections.values_mut() {
-                    if !w.found {
-                        w.seen = Ok(None);
-                    }
-                }
-                Ok(())
-            }
-            Err(e) => {
-                tracing::debug!(path = %site.path.display(), error = %e, "sqlite store: the poll of the watches failed");
-                self.data_version = None;
-                Err(())
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use std::sync::mpsc;
 
+    use regent_core::ErrorKind;
+
     use super::*;
+    use crate::batch::exec;
+    use crate::request::{Answer, Pending};
 
     type Op = Box<dyn FnOnce(&Connection, &Site) -> Result<i64, StoreError> + Send>;
 
@@ -1063,22 +538,6 @@ mod tests {
         assert!(watches.next.is_some_and(|at| at > Instant::now()));
     }
 
-    /// The wait bound: the commit interval at the default ttl, a twentieth
-    /// of the ttl below 20 intervals, down to the store's minimum ttl.
-    #[test]
-    fn a_request_waits_at_most_a_twentieth_of_its_ttl() {
-        let interval = Duration::from_millis(50);
-        let wait = |ms| longest_wait(Duration::from_millis(ms), interval);
-        assert_eq!(wait(10_000), interval);
-        assert_eq!(wait(1_000), interval);
-        assert_eq!(wait(100), Duration::from_millis(5));
-        assert_eq!(wait(10), Duration::from_micros(500));
-        assert_eq!(
-            longest_wait(Duration::from_millis(100), Duration::ZERO),
-            Duration::ZERO
-        );
-    }
-
     /// A commit made early for an urgent write delays the next one by at
     /// most one commit interval: the pace does not run ahead.
     #[test]
@@ -1102,7 +561,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("temp dir");
         let path = dir.path().join("regent.db");
         let mut thread = Thread {
-            conn: db::open(&path, Duration::from_secs(1)).expect("open"),
+            conn: schema::open(&path, Duration::from_secs(1)).expect("open"),
             bell: None,
             site: Site::new(
                 path,

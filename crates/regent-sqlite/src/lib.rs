@@ -362,11 +362,15 @@
 //! never taken over, and never a panic: an operator deletes the row to free
 //! the election.
 
+mod batch;
 mod bell;
 mod clock;
 mod conn;
 mod db;
 mod error;
+mod poll;
+mod request;
+mod schema;
 mod store;
 mod target;
 
@@ -379,4 +383,4 @@ pub use store::{
 pub use target::{KIND, SqliteTarget};
 
 /// The schema version this build writes, and the only one it opens.
-pub const SCHEMA_VERSION: i64 = db::SCHEMA_VERSION;
+pub const SCHEMA_VERSION: i64 = schema::SCHEMA_VERSION;

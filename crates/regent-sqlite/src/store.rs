@@ -16,10 +16,13 @@ use regent_core::{
 use rusqlite::Connection;
 use tokio::sync::{oneshot, watch};
 
+use crate::batch::Stats;
 use crate::bell;
 use crate::clock::later;
-use crate::conn::{self, Access, Message, Pending, Polled};
+use crate::conn::{self, Message};
 use crate::db::{self, Site};
+use crate::poll::Polled;
+use crate::request::{self, Access, Pending};
 
 /// The shortest ttl the store accepts: 10 ms. See the crate docs.
 pub const MIN_TTL: Duration = Duration::from_millis(10);
@@ -61,7 +64,7 @@ struct Inner {
     requests: mpsc::Sender<Message>,
     /// The connection thread, to unpark it for an urgent request.
     thread: std::thread::Thread,
-    stats: Arc<conn::Stats>,
+    stats: Arc<Stats>,
     path: PathBuf,
     options: conn::Options,
     /// The wake-up bell's listener, started by the first watch: `None`
@@ -193,7 +196,7 @@ impl SqliteStoreBuilder {
             poll_interval: self.poll_interval,
             commit_interval: self.commit_interval,
         };
-        let stats = Arc::new(conn::Stats::default());
+        let stats = Arc::new(Stats::default());
         let thread_stats = Arc::clone(&stats);
         let thread = std::thread::Builder::new()
             .name("regent-sqlite".into())
@@ -304,7 +307,7 @@ impl SqliteStore {
     /// answered once it is committed. `access` must say truly what `op`
     /// does (see [`Access`]). `ttl`, that of the lease the call is for,
     /// bounds how long the request waits for others
-    /// ([`conn::longest_wait`]).
+    /// ([`request::longest_wait`]).
     async fn call<T: Send + 'static>(
         &self,
         access: Access,
@@ -314,7 +317,7 @@ impl SqliteStore {
     ) -> Result<T, StoreError> {
         let commit_interval = self.inner.options.commit_interval;
         let wait = ttl.map_or(commit_interval, |ttl| {
-            conn::longest_wait(ttl, commit_interval)
+            request::longest_wait(ttl, commit_interval)
         });
         let (request, answer) = Pending::request(access, later(Instant::now(), wait), op);
         if self.inner.requests.send(Message::Request(request)).is_err() {

@@ -31,8 +31,12 @@
 //!   paused (GC, SIGSTOP, swapping) or its writes delayed in the network
 //!   past its lease. The resource the leader writes must remember the largest
 //!   token it has seen and reject smaller ones; then a stale leader's writes
-//!   are refused. regent makes the token the only way to hold leadership:
-//!   there is no `is_leader() -> bool`.
+//!   are refused. regent makes the token the only proof of leadership: the
+//!   [`Leadership`] guard has no `is_leader() -> bool`, and
+//!   [`Leadership::check`] answers with the token or with why the term
+//!   ended. [`Status::is_leader`] exists for display and health endpoints:
+//!   a snapshot of what the candidate last published, which proves
+//!   nothing.
 //!
 //! # Timing rules
 //!
@@ -65,16 +69,23 @@
 //! # Fencing contract
 //!
 //! A store must issue tokens that grow strictly per election, forever: a
-//! counter bumped in the takeover transaction (SQLite, PostgreSQL), the
-//! leader key's create revision (etcd), the key's modify index at
-//! acquisition (Consul), the node's czxid (ZooKeeper). A resource accepts a
-//! write with token `t` only if `t >=` the largest token it has accepted.
+//! counter bumped in the acquire's transaction, in a table of its own so
+//! that deleting the lease row keeps it (SQLite), the leader key's create
+//! revision (etcd), the key's modify index at acquisition (Consul), a
+//! counter in the blob's metadata that also grows with the service's clock
+//! (Azure Blob), the node's czxid (ZooKeeper), a counter in the process
+//! (the memory store). A resource accepts a write with token `t` only if
+//! `t >=` the largest token it has accepted.
 //!
 //! # Stores
 //!
 //! The contract is in [`store`]; [`memory::MemoryStore`] implements it in
-//! process memory with fault injection, for tests. Every store crate runs the
-//! conformance suite (`testing`, feature `testing`) against its real engine.
+//! process memory with fault injection, for tests. The stores built are
+//! separate crates: `regent-sqlite`, `regent-etcd`, `regent-consul`,
+//! `regent-azblob` and `regent-zookeeper` (PostgreSQL and Redis stores are
+//! planned, not built). Every store crate runs the conformance suite
+//! (`testing`, feature `testing`) against its real engine; `testing::Layered`
+//! wraps a store to count, slow, fail or flaw its calls in tests.
 
 mod backoff;
 mod candidate;

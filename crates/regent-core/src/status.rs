@@ -65,7 +65,10 @@ impl Status {
         }
     }
 
-    /// Whether this candidate leads.
+    /// Whether this candidate leads, as it last published: for display and
+    /// health checks. It proves nothing: it may be stale the moment it is
+    /// read, and work on the leader's behalf must carry the token that
+    /// [`Leadership::check`](crate::Leadership::check) returns.
     pub fn is_leader(&self) -> bool {
         matches!(self, Status::Leader { .. })
     }

@@ -3,10 +3,11 @@
 //!
 //! # Two styles of store
 //!
-//! * **Race** stores (SQLite, Consul, Azure Blob, Redis, PostgreSQL) keep one
-//!   record per election. [`LeaseStore::try_acquire`] is an atomic
-//!   compare-and-set that wins only if the record is free or expired.
-//!   `queued` in [`Acquire::Held`] is always `None`.
+//! * **Race** stores (SQLite, Consul, Azure Blob; the planned Redis and
+//!   PostgreSQL stores would be too) keep one record per election.
+//!   [`LeaseStore::try_acquire`] is an atomic compare-and-set that wins only
+//!   if the record is free or expired. `queued` in [`Acquire::Held`] is
+//!   always `None`.
 //! * **Queue** stores (etcd's election recipe, ZooKeeper) keep one record per
 //!   candidate, ordered by the store (create revision, sequence number). The
 //!   first live record leads. A candidate that is not first stays queued: the
@@ -208,11 +209,12 @@ pub enum WatchMode {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum SafetyClass {
-    /// Replicated by consensus (etcd, Consul, ZooKeeper): survives the loss
-    /// of a minority of servers.
+    /// Replicated by consensus (etcd, Consul, ZooKeeper, Azure Blob):
+    /// survives the loss of a minority of servers.
     Consensus,
-    /// One durable node (SQLite, PostgreSQL, Redis with AOF): a single point
-    /// of failure, but never two leaders while it lives.
+    /// One durable node (SQLite; the planned PostgreSQL store, and Redis
+    /// with AOF, would be too): a single point of failure, but never two
+    /// leaders while it lives.
     SingleNode,
     /// Process memory only: for tests.
     Ephemeral,

@@ -8,8 +8,8 @@ use std::fmt;
 use std::time::Duration;
 
 use regent_core::target::{
-    ConnectFuture, OptionKind, OptionValue, Options, Source, StoreKind, StoreOption, Target,
-    TargetError, printable,
+    ConnectFuture, Detail, Mention, OptionKind, OptionValue, Options, Source, StoreKind,
+    StoreOption, Target, TargetError, printable,
 };
 use regent_core::{BoxStore, ErrorKind, StoreError};
 
@@ -206,10 +206,13 @@ fn parse_with_env(
 ) -> Result<AzblobTarget, TargetError> {
     let url = parse_url(url)?;
     let own = |name: &str| options.get(name).cloned();
-    let azure = |var: &str| {
+    // Azure's variable `var`, as a value of regent's option `option`.
+    let azure = |option: &'static str, var: &str| {
         env(var).filter(|v| !v.is_empty()).map(|value| OptionValue {
             value,
             source: Source::Env(var.to_owned()),
+            store: &KIND,
+            option,
         })
     };
     let [cs, account, key, sas, endpoint] = [
@@ -220,88 +223,106 @@ fn parse_with_env(
         "endpoint",
     ]
     .map(own);
-    let account_error = |source: &Source, e: crate::AccountError| {
-        TargetError::new(format!("{source}: {}", e.0.trim_start_matches("the ")))
+    let account_error = |v: &OptionValue, e: crate::AccountError| {
+        TargetError::bad_value(v, format!(": {}", e.0.trim_start_matches("the ")))
     };
     let (cs, account, key, sas) = if [&cs, &account, &key, &sas].iter().any(|o| o.is_some()) {
         (cs, account, key, sas)
     } else {
-        let cs = azure(AZURE_STORAGE_CONNECTION_STRING);
+        let cs = azure("connection-string", AZURE_STORAGE_CONNECTION_STRING);
         if cs.is_some() {
             // As `az` does: the connection string alone.
             (cs, None, None, None)
         } else {
-            let key = azure(AZURE_STORAGE_KEY);
+            let key = azure("key", AZURE_STORAGE_KEY);
             let sas = if key.is_some() {
                 None
             } else {
-                azure(AZURE_STORAGE_SAS_TOKEN)
+                azure("sas-token", AZURE_STORAGE_SAS_TOKEN)
             };
-            (None, azure(AZURE_STORAGE_ACCOUNT), key, sas)
+            (None, azure("account", AZURE_STORAGE_ACCOUNT), key, sas)
         }
     };
     let (account, from) = match (cs, account, key, sas) {
         (Some(cs), None, None, None) => {
             if let Some(e) = &endpoint {
-                return Err(TargetError::new(format!(
-                    "{} is set, but the connection string of {} names the endpoint; keep one",
-                    e.source, cs.source
-                )));
+                return Err(TargetError::conflict(
+                    e,
+                    &[&cs],
+                    Detail::new("is set, but the connection string of ")
+                        .given(cs.given())
+                        .text(" names the endpoint; keep one"),
+                ));
             }
-            let text = secret_text(&cs)?;
+            let text = cs.text()?;
             let account = StorageAccount::from_connection_string(text)
-                .map_err(|e| TargetError::new(format!("{}: {e}", cs.source)))?;
+                .map_err(|e| TargetError::bad_value(&cs, format!(": {e}")))?;
             (account, cs.source.to_string())
         }
         (Some(cs), Some(other), _, _)
         | (Some(cs), _, Some(other), _)
         | (Some(cs), _, _, Some(other)) => {
-            return Err(TargetError::new(format!(
-                "{} and {} both name the storage account; give a connection string, or an \
-                 account with its key or SAS token",
-                cs.source, other.source
-            )));
+            return Err(TargetError::conflict(
+                &cs,
+                &[&other],
+                Detail::new("and ").given(other.given()).text(
+                    " both name the storage account; give a connection string, or an account \
+                     with its key or SAS token",
+                ),
+            ));
         }
         (None, Some(name), key, sas) => {
             let name_text = name.text()?;
             let account = match (key, sas) {
-                (Some(k), None) => StorageAccount::with_key(name_text, secret_text(&k)?)
-                    .map_err(|e| account_error(&k.source, e))?,
-                (None, Some(s)) => StorageAccount::with_sas(name_text, secret_text(&s)?)
-                    .map_err(|e| account_error(&s.source, e))?,
+                (Some(k), None) => StorageAccount::with_key(name_text, k.text()?)
+                    .map_err(|e| account_error(&k, e))?,
+                (None, Some(s)) => StorageAccount::with_sas(name_text, s.text()?)
+                    .map_err(|e| account_error(&s, e))?,
                 (Some(k), Some(s)) => {
-                    return Err(TargetError::new(format!(
-                        "{} and {} are both set; give the account's key or a SAS token",
-                        k.source, s.source
-                    )));
+                    return Err(TargetError::conflict(
+                        &k,
+                        &[&s],
+                        Detail::new("and ")
+                            .given(s.given())
+                            .text(" are both set; give the account's key or a SAS token"),
+                    ));
                 }
                 (None, None) => {
-                    return Err(TargetError::new(format!(
-                        "{} names storage account '{}' but no credential: set \
-                         REGENT_AZBLOB_KEY or REGENT_AZBLOB_SAS_TOKEN (or AZURE_STORAGE_KEY or \
-                         AZURE_STORAGE_SAS_TOKEN)",
-                        name.source,
-                        printable(name_text)
-                    )));
+                    return Err(TargetError::missing(
+                        &name,
+                        &["key", "sas-token"],
+                        Detail::new(format!(
+                            "names storage account '{}' but no credential: set ",
+                            printable(name_text)
+                        ))
+                        .option("key", Mention::Set)
+                        .text(" or ")
+                        .option("sas-token", Mention::Set)
+                        .text(" (or AZURE_STORAGE_KEY or AZURE_STORAGE_SAS_TOKEN)"),
+                    ));
                 }
             };
             let account = match &endpoint {
                 Some(e) => account
                     .with_endpoint(e.text()?)
-                    .map_err(|err| account_error(&e.source, err))?,
+                    .map_err(|err| account_error(e, err))?,
                 None => account,
             };
             (account, name.source.to_string())
         }
         (None, None, Some(secret), _) | (None, None, None, Some(secret)) => {
-            return Err(TargetError::new(format!(
-                "{} is set but no storage account: set --azblob-account (or \
-                 AZURE_STORAGE_ACCOUNT)",
-                secret.source
-            )));
+            return Err(TargetError::missing(
+                &secret,
+                &["account"],
+                Detail::new("is set but no storage account: set ")
+                    .option("account", Mention::Set)
+                    .text(" (or AZURE_STORAGE_ACCOUNT)"),
+            ));
         }
         (None, None, None, None) => {
-            return Err(TargetError::new(
+            return Err(TargetError::missing_for(
+                &KIND,
+                &["connection-string", "account"],
                 "azblob:// needs a storage account: set AZURE_STORAGE_CONNECTION_STRING \
                  (UseDevelopmentStorage=true for Azurite on this host), or AZURE_STORAGE_ACCOUNT \
                  with AZURE_STORAGE_KEY or AZURE_STORAGE_SAS_TOKEN",
@@ -311,32 +332,27 @@ fn parse_with_env(
     Ok(AzblobTarget { url, account, from })
 }
 
-fn secret_text(v: &OptionValue) -> Result<&str, TargetError> {
-    v.value
-        .to_str()
-        .ok_or_else(|| TargetError::new(format!("{} is not valid UTF-8", v.source)))
-}
-
 /// `azblob://CONTAINER[/BLOB | /PREFIX/]`.
 fn parse_url(url: &str) -> Result<BlobUrl, TargetError> {
-    let shown = printable(url);
+    let bad = |detail: Detail| TargetError::url(&KIND, url, detail);
     let Some((scheme, rest)) = url.split_once("://") else {
-        return Err(TargetError::new(format!(
-            "'{shown}' is not an azblob:// URL: write azblob://CONTAINER[/BLOB]"
+        return Err(bad(Detail::new(
+            "is not an azblob:// URL: write azblob://CONTAINER[/BLOB]",
         )));
     };
     if !scheme.eq_ignore_ascii_case("azblob") {
         // https://ACCOUNT.blob.core.windows.net/…, wasbs://, abfss://.
-        return Err(TargetError::new(format!(
-            "'{shown}': regent names a blob store as azblob://CONTAINER[/BLOB]; the account \
-             and its endpoint come from AZURE_STORAGE_CONNECTION_STRING or \
-             AZURE_STORAGE_ACCOUNT (and --azblob-endpoint)"
-        )));
+        return Err(bad(Detail::new(
+            ": regent names a blob store as azblob://CONTAINER[/BLOB]; the account and its \
+             endpoint come from AZURE_STORAGE_CONNECTION_STRING or AZURE_STORAGE_ACCOUNT (and ",
+        )
+        .option("endpoint", Mention::Set)
+        .text(")")));
     }
     if rest.contains(['?', '#', '@']) {
-        return Err(TargetError::new(format!(
-            "'{shown}' holds a query, fragment or user: credentials are never part of the URL \
-             (set AZURE_STORAGE_CONNECTION_STRING or AZURE_STORAGE_KEY)"
+        return Err(bad(Detail::new(
+            "holds a query, fragment or user: credentials are never part of the URL (set \
+             AZURE_STORAGE_CONNECTION_STRING or AZURE_STORAGE_KEY)",
         )));
     }
     let (container, path) = rest.split_once('/').unwrap_or((rest, ""));
@@ -356,10 +372,12 @@ fn parse_url(url: &str) -> Result<BlobUrl, TargetError> {
         Blob::Prefix(p) => probe.blob_prefix(p.clone()),
     };
     probe.build().map_err(|e| {
-        TargetError::new(format!(
-            "'{shown}': {}",
-            e.to_string().trim_start_matches("azblob store: ")
-        ))
+        // The builder's rule, without the kind's and the store's prefixes.
+        let text = e.to_string();
+        let rule = text
+            .trim_start_matches(&format!("{}: ", e.kind()))
+            .trim_start_matches("azblob store: ");
+        bad(Detail::new(format!(": {rule}")))
     })?;
     Ok(BlobUrl { container, blob })
 }
@@ -381,7 +399,7 @@ mod tests {
         options: &Options,
         vars: &'static [(&'static str, &'static str)],
     ) -> Result<AzblobTarget, String> {
-        parse_with_env(url, options, &env_of(vars)).map_err(|e| e.message().to_owned())
+        parse_with_env(url, options, &env_of(vars)).map_err(|e| e.to_string())
     }
 
     const DEV: &[(&str, &str)] = &[(
@@ -420,6 +438,15 @@ mod tests {
             let e = target(url, &Options::new(), DEV).unwrap_err();
             assert!(e.contains(want), "{url}: {e}");
         }
+        // The builder's rule, without the kind of error and the store's name.
+        assert_eq!(
+            target("azblob://Leases", &Options::new(), DEV).unwrap_err(),
+            "azblob URL 'azblob://Leases': the container name 'Leases' must be 3 to 63 lower-case \
+             letters, digits and single '-' between them (Azure's rule)"
+        );
+        // Credentials in the URL are never quoted.
+        let e = target("azblob://user:s3cret@leases", &Options::new(), DEV).unwrap_err();
+        assert!(!e.contains("s3cret"), "{e}");
     }
 
     #[test]
@@ -484,9 +511,10 @@ mod tests {
             &[(AZURE_STORAGE_KEY, "c2VjcmV0")],
         )
         .unwrap_err();
-        assert!(
-            e.contains("AZURE_STORAGE_KEY is set but no storage account"),
-            "{e}"
+        assert_eq!(
+            e,
+            "azblob option `key` (AZURE_STORAGE_KEY) is set but no storage account: set option \
+             `account` (or AZURE_STORAGE_ACCOUNT)"
         );
         let e = target("azblob://leases", &Options::new(), &[]).unwrap_err();
         assert!(e.contains("UseDevelopmentStorage=true"), "{e}");

@@ -49,16 +49,13 @@ fn parse(url: &str, _options: &Options) -> Result<Box<dyn Target>, TargetError> 
         .split_once(':')
         .filter(|(scheme, _)| KIND.takes(scheme))
         .map(|(_, rest)| rest)
-        .ok_or_else(|| {
-            TargetError::new(format!(
-                "--store '{}' is not a sqlite: URL",
-                regent_core::target::redacted(url)
-            ))
-        })?;
+        .ok_or_else(|| TargetError::url(&KIND, url, "is not a sqlite: URL"))?;
     let path = rest.strip_prefix("//").unwrap_or(rest);
     if path.is_empty() {
-        return Err(TargetError::new(
-            "--store sqlite: needs a file path, e.g. sqlite:/var/lib/app/regent.db",
+        return Err(TargetError::url(
+            &KIND,
+            url,
+            "needs a file path, e.g. sqlite:/var/lib/app/regent.db",
         ));
     }
     Ok(Box::new(SqliteTarget {
@@ -86,8 +83,10 @@ impl Target for SqliteTarget {
 mod tests {
     use super::*;
 
-    fn path_of(url: &str) -> Result<String, TargetError> {
-        (KIND.parse)(url, &Options::new()).map(|t| t.to_string())
+    fn path_of(url: &str) -> Result<String, String> {
+        (KIND.parse)(url, &Options::new())
+            .map(|t| t.to_string())
+            .map_err(|e| e.to_string())
     }
 
     #[test]
@@ -96,6 +95,16 @@ mod tests {
         assert_eq!(path_of("sqlite:rel.db"), Ok("sqlite:rel.db".into()));
         assert_eq!(path_of("sqlite:///abs.db"), Ok("sqlite:/abs.db".into()));
         assert_eq!(path_of("SQLite:/x.db"), Ok("sqlite:/x.db".into()));
-        assert!(path_of("sqlite:").is_err());
+        assert_eq!(
+            path_of("sqlite:"),
+            Err(
+                "sqlite URL 'sqlite:' needs a file path, e.g. sqlite:/var/lib/app/regent.db".into()
+            )
+        );
+        let e = (KIND.parse)("etcd://h", &Options::new()).unwrap_err();
+        assert!(
+            matches!(&e, TargetError::Url { store, url, .. } if store.name == "sqlite" && url == "etcd://h"),
+            "{e:?}"
+        );
     }
 }

@@ -7,8 +7,8 @@ use std::fmt;
 use std::time::Duration;
 
 use regent_core::target::{
-    ConnectFuture, OptionKind, Options, StoreKind, StoreOption, Target, TargetError, port_number,
-    printable,
+    ConnectFuture, Detail, Mention, OptionKind, Options, StoreKind, StoreOption, Target,
+    TargetError, port_number, printable, redacted,
 };
 use regent_core::{BoxStore, ErrorKind, StoreError};
 
@@ -40,8 +40,8 @@ pub const DEFAULT_PORT: u16 = 2181;
 /// anything, as Curator's default. Credentials never go on the command
 /// line, where `ps` shows them.
 ///
-/// Every rule broken is a [`TargetError`] naming the URL part, flag or
-/// variable and the rule, before any connection.
+/// Every rule broken is a [`TargetError`] naming the URL part or the
+/// option and the rule, before any connection.
 pub static KIND: StoreKind = StoreKind {
     name: "zookeeper",
     schemes: &["zk"],
@@ -129,45 +129,43 @@ fn parse(url: &str, options: &Options) -> Result<Box<dyn Target>, TargetError> {
 ///
 /// A [`TargetError`] naming the URL part or option and the rule.
 pub fn parse_target(url: &str, options: &Options) -> Result<ZkTarget, TargetError> {
-    let shown = printable(url);
+    let use_forms = || format!("; use {}", KIND.forms);
+    let bad = |detail: Detail| TargetError::url(&KIND, url, detail);
     let Some((scheme, rest)) = url.split_once("://") else {
-        return Err(TargetError::new(format!(
-            "--store {shown}: not a ZooKeeper URL; use {}",
-            KIND.forms
-        )));
+        return Err(bad(Detail::new(": not a ZooKeeper URL").text(use_forms())));
     };
     if scheme.eq_ignore_ascii_case("zookeeper") {
-        return Err(TargetError::new(format!(
-            "--store {shown}: ZooKeeper's scheme here is zk://, as in zk://{rest}"
-        )));
+        return Err(bad(Detail::new(format!(
+            ": ZooKeeper's scheme here is zk://, as in {}",
+            redacted(&format!("zk://{rest}"))
+        ))));
     }
     if !scheme.eq_ignore_ascii_case("zk") {
-        return Err(TargetError::new(format!(
-            "--store {shown}: not a ZooKeeper URL; use {}",
-            KIND.forms
-        )));
+        return Err(bad(Detail::new(": not a ZooKeeper URL").text(use_forms())));
     }
     if rest.contains(['?', '#']) {
-        return Err(TargetError::new(format!(
-            "--store {shown}: a zk:// URL takes no query or fragment; use {}",
-            KIND.forms
-        )));
+        return Err(bad(
+            Detail::new(": a zk:// URL takes no query or fragment").text(use_forms())
+        ));
     }
     let (hosts, path) = match rest.find('/') {
         Some(i) => (&rest[..i], &rest[i..]),
         None => (rest, ""),
     };
     if hosts.contains('@') {
-        return Err(TargetError::new(format!(
-            "--store {shown}: credentials do not go in the URL (`ps` would show them); use \
-             REGENT_ZOOKEEPER_DIGEST or --zookeeper-digest-file"
-        )));
+        return Err(bad(Detail::new(
+            ": credentials do not go in the URL (`ps` would show them); use ",
+        )
+        .option("digest", Mention::Set)
+        .text(" or ")
+        .option("digest-file", Mention::Set)));
     }
     let mut servers = Vec::new();
     for h in hosts.split(',') {
-        servers.push(parse_server(h).map_err(|why| {
-            TargetError::new(format!("--store {shown}: {why}; use {}", KIND.forms))
-        })?);
+        servers.push(
+            parse_server(h)
+                .map_err(|why| bad(Detail::new(format!(": {why}")).text(use_forms())))?,
+        );
     }
     let chroot = path.trim_end_matches('/');
     if !chroot.is_empty()
@@ -175,10 +173,10 @@ pub fn parse_target(url: &str, options: &Options) -> Result<ZkTarget, TargetErro
             || chroot.split('/').skip(1).any(|p| p == "." || p == "..")
             || chroot.chars().any(|c| c.is_control()))
     {
-        return Err(TargetError::new(format!(
-            "--store {shown}: the chroot {} is not a ZooKeeper path (no empty, . or .. parts)",
+        return Err(bad(Detail::new(format!(
+            ": the chroot {} is not a ZooKeeper path (no empty, . or .. parts)",
             printable(chroot)
-        )));
+        ))));
     }
     let digest = digest(options)?;
     Ok(ZkTarget {
@@ -229,22 +227,26 @@ fn parse_server(h: &str) -> Result<String, String> {
 /// The digest credentials: `digest` (a variable), or the first line of
 /// `digest-file`; both is an error.
 fn digest(options: &Options) -> Result<Option<(String, String)>, TargetError> {
+    const FORMAT: &str = ": ZooKeeper digest credentials are USER:PASSWORD";
     let given = options.get("digest");
     let file = options.get("digest-file");
     if let (Some(v), Some(f)) = (given, file) {
-        return Err(TargetError::new(format!(
-            "{} and {} both give ZooKeeper digest credentials; give one",
-            v.source, f.source
-        )));
+        return Err(TargetError::conflict(
+            v,
+            &[f],
+            Detail::new("and ")
+                .given(f.given())
+                .text(" both give ZooKeeper digest credentials; give one"),
+        ));
     }
-    let (text, from) = match (given, file) {
-        (Some(v), None) => (v.text()?.to_owned(), v.source.to_string()),
+    let (text, malformed) = match (given, file) {
+        (Some(v), None) => (v.text()?.to_owned(), TargetError::bad_value(v, FORMAT)),
         (None, Some(f)) => {
             let path = std::path::Path::new(&f.value);
-            let text = std::fs::read_to_string(path)
-                .map_err(|e| TargetError::new(format!("{} {}: {e}", f.source, path.display())))?;
+            let text =
+                std::fs::read_to_string(path).map_err(|e| TargetError::unreadable(f, path, e))?;
             let line = text.lines().next().unwrap_or_default().to_owned();
-            (line, format!("{} {}", f.source, path.display()))
+            (line, TargetError::bad_file(f, path, FORMAT))
         }
         _ => return Ok(None),
     };
@@ -252,9 +254,7 @@ fn digest(options: &Options) -> Result<Option<(String, String)>, TargetError> {
         Some((user, password)) if !user.is_empty() => {
             Ok(Some((user.to_owned(), password.to_owned())))
         }
-        _ => Err(TargetError::new(format!(
-            "{from}: ZooKeeper digest credentials are USER:PASSWORD"
-        ))),
+        _ => Err(malformed),
     }
 }
 
@@ -290,7 +290,7 @@ mod tests {
     use super::*;
 
     fn p(url: &str) -> Result<ZkTarget, String> {
-        parse_target(url, &Options::new()).map_err(|e| e.message().to_owned())
+        parse_target(url, &Options::new()).map_err(|e| e.to_string())
     }
 
     #[test]
@@ -320,6 +320,26 @@ mod tests {
         ] {
             let e = p(url).unwrap_err();
             assert!(e.contains(needle), "{url}: {e}");
+            assert!(e.starts_with("zookeeper URL '"), "{url}: {e}");
+        }
+        assert_eq!(
+            p("zk://u:p@h").unwrap_err(),
+            "zookeeper URL 'zk://***@h': credentials do not go in the URL (`ps` would show them); \
+             use option `digest` or option `digest-file`"
+        );
+    }
+
+    /// Regression: `zk://user:password@h` was quoted whole in the message,
+    /// password included; so was `zookeeper://user:password@h`.
+    #[test]
+    fn messages_never_quote_credentials_typed_into_the_url() {
+        for url in [
+            "zk://app:hunter2@h",
+            "zookeeper://app:hunter2@h/x",
+            "zk:app:hunter2@h",
+        ] {
+            let e = p(url).unwrap_err();
+            assert!(!e.contains("hunter2") && !e.contains("app"), "{url}: {e}");
         }
     }
 
@@ -341,13 +361,33 @@ mod tests {
 
         o.set(&KIND, "digest", "a:b").unwrap();
         let e = parse_target("zk://h", &o).unwrap_err();
-        assert!(e.message().contains("give one"), "{e}");
+        assert!(
+            matches!(&e, TargetError::Conflict { options, .. } if options.len() == 2),
+            "{e:?}"
+        );
+        assert_eq!(
+            e.to_string(),
+            "zookeeper option `digest` and option `digest-file` both give ZooKeeper digest \
+             credentials; give one"
+        );
 
         let mut o = Options::new();
         o.set(&KIND, "digest", "nocolon").unwrap();
+        let e = parse_target("zk://h", &o).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "zookeeper option `digest`: ZooKeeper digest credentials are USER:PASSWORD"
+        );
+
+        let mut o = Options::new();
+        o.set(&KIND, "digest-file", dir.path().join("gone"))
+            .unwrap();
         let e = parse_target("zk://h", &o).unwrap_err();
-        assert!(e.message().contains("USER:PASSWORD"), "{e}");
-        assert!(!e.message().contains("nocolon"), "{e}");
+        assert!(matches!(e, TargetError::Unreadable { .. }), "{e:?}");
+        assert!(
+            e.to_string()
+                .starts_with("zookeeper option `digest-file`: cannot read ")
+        );
     }
 
     #[test]

@@ -16,11 +16,16 @@
 //!
 //! A URL whose store this build leaves out says so and names the cargo
 //! feature that brings it.
+//!
+//! Errors name options by name (`` etcd option `cacert` ``), the way
+//! [`connect`] takes them: a [`TargetError`] never speaks of a front end's
+//! flags or variables. A front end with those renders the error's fields
+//! in its own terms (see [`regent_core::target`]).
 
 use std::ffi::OsString;
 
 use crate::{BoxStore, StoreError};
-use regent_core::target::{Options, StoreKind, Target, TargetError, printable, redacted};
+use regent_core::target::{Options, SchemeProblem, StoreKind, StoreOption, Target, TargetError};
 
 /// The store kinds this build includes: one entry per enabled feature.
 static KINDS: &[&StoreKind] = &[
@@ -75,12 +80,13 @@ pub fn supported_forms() -> String {
     KINDS.iter().map(|k| k.forms).collect::<Vec<_>>().join(", ")
 }
 
-/// The kind whose flag (without dashes, `etcd-cacert`) this is.
-fn kind_of_flag(flag: &str) -> Option<&'static StoreKind> {
-    KINDS.iter().copied().find(|k| {
+/// The kind and option whose flag (without dashes, `etcd-cacert`) this is.
+fn option_of_flag(flag: &str) -> Option<(&'static StoreKind, &'static StoreOption)> {
+    KINDS.iter().copied().find_map(|k| {
         k.options
             .iter()
-            .any(|o| o.has_flag() && o.flag_name(k) == flag)
+            .find(|o| o.has_flag() && o.flag_name(k) == flag)
+            .map(|o| (k, o))
     })
 }
 
@@ -88,43 +94,38 @@ fn kind_of_flag(flag: &str) -> Option<&'static StoreKind> {
 ///
 /// # Errors
 ///
-/// A [`TargetError`] for a URL without a scheme, an unknown scheme, or one
-/// whose store this build leaves out (naming the feature that brings it).
+/// [`TargetError::Scheme`] for a URL without a scheme, an unknown scheme,
+/// or one whose store this build leaves out (naming the feature that
+/// brings it).
 pub fn kind_of(url: &str) -> Result<&'static StoreKind, TargetError> {
-    let shown = redacted(url);
     let Some((scheme, _)) = url.split_once(':') else {
-        return Err(TargetError::new(format!(
-            "--store '{shown}' has no scheme; expected one of {}",
-            supported_forms()
-        )));
+        return Err(TargetError::scheme(
+            url,
+            "",
+            SchemeProblem::Missing,
+            supported_forms(),
+        ));
     };
     if let Some(kind) = KINDS.iter().find(|k| k.answers(scheme)) {
         return Ok(kind);
     }
     let lower = scheme.to_ascii_lowercase();
-    Err(TargetError::new(
-        match CATALOG.iter().find(|k| k.scheme == lower) {
-            Some(Known {
-                scheme,
-                store,
-                feature: Some(feature),
-            }) => format!(
-                "--store scheme '{scheme}' is not in this build of regent: build it with the \
-                 cargo feature '{feature}' (of the regent crate; regent-cli: '{store}'); \
-                 supported: {}",
-                supported_forms()
-            ),
-            Some(Known { scheme, .. }) => format!(
-                "--store scheme '{scheme}' is not supported by this build yet; supported: {}",
-                supported_forms()
-            ),
-            None => format!(
-                "--store has unknown scheme '{}'; supported: {}",
-                printable(scheme),
-                supported_forms()
-            ),
-        },
-    ))
+    let (scheme, problem) = match CATALOG.iter().find(|k| k.scheme == lower) {
+        Some(Known {
+            scheme,
+            store,
+            feature: Some(feature),
+        }) => (
+            *scheme,
+            SchemeProblem::LeftOut {
+                feature,
+                cli_feature: store,
+            },
+        ),
+        Some(Known { scheme, .. }) => (*scheme, SchemeProblem::Planned),
+        None => (scheme, SchemeProblem::Unknown),
+    };
+    Err(TargetError::scheme(url, scheme, problem, supported_forms()))
 }
 
 /// Parses `url` with the options a front end was given: `flags` as
@@ -137,7 +138,10 @@ pub fn kind_of(url: &str) -> Result<&'static StoreKind, TargetError> {
 ///
 /// # Errors
 ///
-/// A [`TargetError`] naming the URL part, flag or variable and the rule.
+/// A [`TargetError`] naming the store, the URL part or the options and the
+/// rule: [`ForeignOption`](TargetError::ForeignOption) for a flag of
+/// another store, [`UnknownOption`](TargetError::UnknownOption) without a
+/// store for a flag of none.
 pub fn parse(
     url: &str,
     flags: &[(String, OsString)],
@@ -145,17 +149,10 @@ pub fn parse(
 ) -> Result<Box<dyn Target>, TargetError> {
     let kind = kind_of(url)?;
     for (flag, _) in flags {
-        match kind_of_flag(flag) {
-            Some(k) if std::ptr::eq(k, kind) => {}
-            Some(k) => {
-                return Err(TargetError::new(format!(
-                    "--{flag} applies only to {} stores (--store {}), not to {}",
-                    k.name,
-                    k.short_forms,
-                    redacted(url)
-                )));
-            }
-            None => return Err(TargetError::new(format!("--{flag} is not a store option"))),
+        match option_of_flag(flag) {
+            Some((k, _)) if std::ptr::eq(k, kind) => {}
+            Some((k, o)) => return Err(TargetError::foreign_option(kind, url, k, o.name)),
+            None => return Err(TargetError::unknown_option(None, flag)),
         }
     }
     let options = kind.resolve(
@@ -174,7 +171,8 @@ pub fn parse(
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ConnectError {
-    /// The URL or an option cannot be used.
+    /// The URL or an option cannot be used; the error names the options
+    /// by name.
     #[error(transparent)]
     Target(#[from] TargetError),
     /// The store could not be opened.
@@ -308,13 +306,22 @@ mod tests {
     #[test]
     fn etcd_flags_on_another_store_are_refused_but_variables_ignored() {
         let flags = [("etcd-user".to_owned(), OsString::from("u"))];
-        let e = parse("sqlite:/x.db", &flags, |_| None)
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("--etcd-user applies only to etcd stores"), "{e}");
+        let e = parse("sqlite:/x.db", &flags, |_| None).unwrap_err();
         assert!(
-            e.contains("(--store etcd://… or etcds://…), not to sqlite:/x.db"),
-            "{e}"
+            matches!(&e, TargetError::ForeignOption { store, owner, option, .. }
+                if store.name == "sqlite" && owner.name == "etcd" && *option == "user"),
+            "{e:?}"
+        );
+        assert_eq!(
+            e.to_string(),
+            "etcd option `user` applies only to etcd stores (etcd://… or etcds://…), not to \
+             sqlite:/x.db"
+        );
+        let flags = [("etcd-nope".to_owned(), OsString::from("u"))];
+        let e = parse("sqlite:/x.db", &flags, |_| None).unwrap_err();
+        assert!(
+            matches!(&e, TargetError::UnknownOption { store: None, option, .. } if option == "etcd-nope"),
+            "{e:?}"
         );
         let env = |k: &str| match k {
             "REGENT_ETCD_USER" => Some(OsString::from("u")),
@@ -409,11 +416,158 @@ mod tests {
         let store = connect(&url, &[]).await.unwrap();
         assert_eq!(store.info().name, "sqlite");
         let e = connect(&url, &[("user", "u")]).await.unwrap_err();
-        assert!(matches!(e, ConnectError::Target(_)), "{e}");
         assert!(
-            e.to_string()
-                .contains("sqlite stores have no option 'user'"),
+            matches!(&e, ConnectError::Target(TargetError::UnknownOption { store: Some(k), .. }) if k.name == "sqlite"),
             "{e}"
         );
+        assert_eq!(
+            e.to_string(),
+            "sqlite stores have no option 'user'; they take none"
+        );
+    }
+
+    /// A flag of regent's CLI (`--etcd-cacert`) or one of its variables
+    /// (`REGENT_ETCD_PASSWORD`) in a message.
+    fn speaks_cli(message: &str) -> bool {
+        message.contains("REGENT_")
+            || message
+                .match_indices("--")
+                .any(|(i, _)| message[i + 2..].starts_with(|c: char| c.is_ascii_lowercase()))
+    }
+
+    /// Library users get errors that name the store and the option, never
+    /// a flag or variable of the CLI (issue 26): one case per store kind
+    /// and kind of mistake, through each kind's parser with options set by
+    /// name, as `connect` passes them.
+    #[test]
+    fn errors_name_the_store_and_the_option_not_the_cli() {
+        let dir = tempfile::tempdir().unwrap();
+        let junk = dir.path().join("junk");
+        std::fs::write(&junk, "not pem").unwrap();
+        let gone = dir.path().join("gone");
+        let junk = junk.to_str().unwrap();
+        let gone = gone.to_str().unwrap();
+        /// A URL, options by name, and the words the message must hold.
+        type Case<'a> = (&'a str, Vec<(&'a str, &'a str)>, Vec<&'a str>);
+        let cases: Vec<Case> = vec![
+            #[cfg(feature = "sqlite")]
+            ("sqlite:", vec![], vec!["sqlite URL 'sqlite:'"]),
+            #[cfg(feature = "etcd")]
+            (
+                "etcd://root:hunter2@h:1",
+                vec![],
+                vec![
+                    "etcd URL 'etcd://***@h:1'",
+                    "option `user`",
+                    "option `password`",
+                ],
+            ),
+            #[cfg(feature = "etcd")]
+            (
+                "etcd://h:1",
+                vec![("user", "root")],
+                vec!["etcd option `user`", "option `password-file`"],
+            ),
+            #[cfg(feature = "etcd")]
+            (
+                "etcd://h:1",
+                vec![("cacert", junk)],
+                vec!["etcd option `cacert` is set", "etcds://"],
+            ),
+            #[cfg(feature = "etcd")]
+            (
+                "etcd://h:1",
+                vec![("user", "u"), ("password-file", gone)],
+                vec!["etcd option `password-file`: cannot read"],
+            ),
+            #[cfg(feature = "etcd-tls")]
+            (
+                "etcds://h:1",
+                vec![("cacert", junk)],
+                vec!["etcd option `cacert`", "not a PEM file"],
+            ),
+            #[cfg(feature = "consul")]
+            (
+                "consul://h?dc=a",
+                vec![("dc", "b")],
+                vec!["consul option `dc`", "keep one"],
+            ),
+            #[cfg(feature = "consul")]
+            (
+                "consul://h",
+                vec![("lock-delay", "soon")],
+                vec!["consul option `lock-delay` 'soon' is not a lock delay"],
+            ),
+            #[cfg(feature = "consul")]
+            (
+                "consuls://h",
+                vec![("cert", junk)],
+                vec!["consul option `cert` needs its private key: option `key`"],
+            ),
+            #[cfg(feature = "consul")]
+            (
+                "consul://tok@h",
+                vec![],
+                vec!["consul URL 'consul://***@h'", "option `token`"],
+            ),
+            #[cfg(feature = "azblob")]
+            (
+                "azblob://leases",
+                vec![("account", "contoso")],
+                vec![
+                    "azblob option `account`",
+                    "option `key` or option `sas-token`",
+                ],
+            ),
+            #[cfg(any(feature = "etcd", feature = "azblob"))]
+            (
+                "https://acct.blob.core.windows.net/leases",
+                vec![],
+                vec!["URL 'https://acct.blob.core.windows.net/leases'"],
+            ),
+            #[cfg(feature = "zookeeper")]
+            (
+                "zk://u:p@h",
+                vec![],
+                vec!["zookeeper URL 'zk://***@h'", "option `digest-file`"],
+            ),
+            #[cfg(feature = "zookeeper")]
+            (
+                "zk://h",
+                vec![("digest", "nocolon")],
+                vec!["zookeeper option `digest`", "USER:PASSWORD"],
+            ),
+        ];
+        for (url, options, words) in cases {
+            let kind = kind_of(url).unwrap();
+            let mut given = Options::new();
+            for (name, value) in &options {
+                given.set(kind, name, value).unwrap();
+            }
+            let e = (kind.parse)(url, &given).expect_err(url);
+            let message = e.to_string();
+            assert_eq!(e.store().map(|k| k.name), Some(kind.name), "{message}");
+            // The option it is about is one of those given, by name.
+            assert!(
+                options.is_empty() || options.iter().any(|(name, _)| e.options().contains(name)),
+                "{message}: {:?}",
+                e.options()
+            );
+            for w in words {
+                assert!(message.contains(w), "{url}: no {w:?} in {message}");
+            }
+            assert!(!speaks_cli(&message), "{url}: {message}");
+            assert!(
+                !message.contains("hunter2") && !message.contains(":p@"),
+                "{message}"
+            );
+        }
+        // Without etcd and Consul, no case reads a file.
+        let _ = (junk, gone);
+        // The facade's own errors too.
+        for url in ["nothing", "mongo://x", "redis://h"] {
+            let message = kind_of(url).unwrap_err().to_string();
+            assert!(!speaks_cli(&message), "{url}: {message}");
+        }
     }
 }

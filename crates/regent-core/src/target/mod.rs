@@ -18,6 +18,22 @@
 //! then [connects](Target::connect) and explains the errors of its store in
 //! terms of the options the user gave ([`Target::hint`]).
 //!
+//! # Errors name options, front ends spell them
+//!
+//! A URL or options a store cannot take is a [`TargetError`]: what sort of
+//! mistake (a malformed URL, a bad value, a conflict, a missing option, a
+//! file that cannot be read, …), the store kind, the options involved by
+//! name and where each value came from ([`GivenOption`], [`Source`]), and
+//! what is wrong as a [`Detail`] whose references to other options are
+//! kept apart from its words. Its `Display` is the library's wording:
+//! `` etcd option `cacert`: cannot read /x: No such file or directory ``.
+//! A front end with flags and variables renders the same error in its own
+//! terms (the `regent` CLI: `--etcd-cacert /x: No such file or directory`)
+//! from the variant's fields and [`Detail::pieces`]; the convention of the
+//! table above gives it every name. No message quotes a secret: URLs are
+//! [`redacted`], values of [secret](OptionKind::Secret) options never
+//! appear.
+//!
 //! Nothing here does IO: the environment comes in as a function, files are
 //! the store crates' business.
 //!
@@ -29,16 +45,28 @@
 //! free of allocation. The parsed target, which holds per-use state (paths,
 //! PEM texts, credentials), is a trait object.
 
+mod detail;
+mod error;
+mod text;
+
+#[cfg(test)]
+mod tests;
+
 use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
 use std::fmt;
 use std::future::Future;
+use std::path::PathBuf;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::error::StoreError;
 use crate::store::BoxStore;
 use crate::types::HolderId;
+
+pub use detail::{Detail, GivenOption, Mention, Piece, Source};
+pub use text::{port_number, printable, redacted};
 
 /// The future [`Target::connect`] returns.
 pub type ConnectFuture<'a> =
@@ -137,10 +165,11 @@ pub struct StoreKind {
 
 impl fmt::Debug for StoreKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Short: errors carry their kind, and their `Debug` should not
+        // print every option's help.
         f.debug_struct("StoreKind")
             .field("name", &self.name)
             .field("schemes", &self.schemes)
-            .field("options", &self.options)
             .finish_non_exhaustive()
     }
 }
@@ -176,7 +205,7 @@ impl StoreKind {
     /// variable (`env` answers by the variable's name). Empty variables
     /// count as unset; secrets have no flag.
     pub fn resolve(
-        &self,
+        &'static self,
         flag: impl Fn(&str) -> Option<OsString>,
         env: impl Fn(&str) -> Option<OsString>,
     ) -> Options {
@@ -186,6 +215,8 @@ impl StoreKind {
                 flag(&name).map(|value| OptionValue {
                     value,
                     source: Source::Flag(format!("--{name}")),
+                    store: self,
+                    option: o.name,
                 })
             });
             let value = from_flag.or_else(|| {
@@ -195,6 +226,8 @@ impl StoreKind {
                     .map(|value| OptionValue {
                         value,
                         source: Source::Env(var),
+                        store: self,
+                        option: o.name,
                     })
             });
             if let Some(v) = value {
@@ -205,65 +238,61 @@ impl StoreKind {
     }
 }
 
-/// Where an option's value came from: messages name it the way the user
-/// gave it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Source {
-    /// A command-line flag, with its dashes (`--etcd-cacert`).
-    Flag(String),
-    /// An environment variable (`REGENT_ETCD_CACERT`).
-    Env(String),
-    /// Set by a program through [`Options::set`], by option name.
-    Api(String),
-}
-
-impl Source {
-    /// Whether it is a command-line flag.
-    pub fn is_flag(&self) -> bool {
-        matches!(self, Self::Flag(_))
-    }
-}
-
-impl fmt::Display for Source {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Flag(s) | Self::Env(s) => f.write_str(s),
-            Self::Api(name) => write!(f, "option '{name}'"),
-        }
-    }
-}
-
-/// An option's value and where it came from. `Debug` hides the value of a
-/// secret only if the holder wraps it; store crates keep secrets out of
-/// their own `Debug` output.
-#[derive(Clone, PartialEq, Eq)]
+/// An option's value, where it came from, and which option of which store
+/// it is. `Debug` shows where it came from, never the value, which may be
+/// a secret.
+#[derive(Clone)]
 pub struct OptionValue {
     /// The value as given.
     pub value: OsString,
     /// Where it came from.
     pub source: Source,
+    /// The store kind whose option it is.
+    pub store: &'static StoreKind,
+    /// The option's name.
+    pub option: &'static str,
 }
 
 impl fmt::Debug for OptionValue {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // Values may be secrets: show where they came from, not what.
         f.debug_struct("OptionValue")
+            .field("store", &self.store.name)
+            .field("option", &self.option)
             .field("source", &self.source)
             .finish_non_exhaustive()
     }
 }
+
+impl PartialEq for OptionValue {
+    fn eq(&self, other: &Self) -> bool {
+        self.value == other.value
+            && self.source == other.source
+            && std::ptr::eq(self.store, other.store)
+            && self.option == other.option
+    }
+}
+
+impl Eq for OptionValue {}
 
 impl OptionValue {
     /// The value as UTF-8 text.
     ///
     /// # Errors
     ///
-    /// A [`TargetError`] naming the source when it is not UTF-8.
+    /// [`TargetError::BadValue`] when it is not UTF-8.
     pub fn text(&self) -> Result<&str, TargetError> {
         self.value
             .to_str()
-            .ok_or_else(|| TargetError::new(format!("{} is not valid UTF-8", self.source)))
+            .ok_or_else(|| TargetError::bad_value(self, "is not valid UTF-8"))
+    }
+
+    /// The option as given, for errors: its name and source, not its value.
+    pub fn given(&self) -> GivenOption {
+        GivenOption {
+            option: self.option,
+            source: self.source.clone(),
+        }
     }
 }
 
@@ -283,29 +312,23 @@ impl Options {
     ///
     /// # Errors
     ///
-    /// A [`TargetError`] when `kind` has no option `name`.
+    /// [`TargetError::UnknownOption`] when `kind` has no option `name`.
     pub fn set(
         &mut self,
-        kind: &StoreKind,
+        kind: &'static StoreKind,
         name: &str,
         value: impl AsRef<OsStr>,
     ) -> Result<&mut Self, TargetError> {
-        let option = kind.option(name).ok_or_else(|| {
-            TargetError::new(format!(
-                "{} stores have no option '{name}'; they take: {}",
-                kind.name,
-                kind.options
-                    .iter()
-                    .map(|o| o.name)
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ))
-        })?;
+        let option = kind
+            .option(name)
+            .ok_or_else(|| TargetError::unknown_option(Some(kind), name))?;
         self.values.insert(
             option.name,
             OptionValue {
                 value: value.as_ref().to_owned(),
                 source: Source::Api(option.name.to_owned()),
+                store: kind,
+                option: option.name,
             },
         );
         Ok(self)
@@ -376,159 +399,142 @@ pub trait Target: fmt::Display + fmt::Debug + Send + Sync {
     }
 }
 
-/// A URL or options a store cannot take; the message names the URL part,
-/// flag or variable and the rule.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{message}")]
-pub struct TargetError {
-    message: String,
+/// Why a URL names no store of this build: [`TargetError::Scheme`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SchemeProblem {
+    /// The URL has no scheme at all.
+    Missing,
+    /// A store regent has, which this build leaves out.
+    LeftOut {
+        /// The cargo feature of the `regent` crate that brings it.
+        feature: &'static str,
+        /// The feature of the `regent-cli` crate that brings it.
+        cli_feature: &'static str,
+    },
+    /// A store regent plans and has not built yet.
+    Planned,
+    /// No store regent knows.
+    Unknown,
 }
 
-impl TargetError {
-    /// A new error with `message`, which names what to change.
-    pub fn new(message: impl Into<String>) -> Self {
-        Self {
-            message: message.into(),
-        }
-    }
-
-    /// The message.
-    pub fn message(&self) -> &str {
-        &self.message
-    }
-}
-
-/// `url` as a message may quote it: whatever lies between `://` (or the
-/// start) and the last `@` becomes `***`, and control characters are
-/// escaped.
+/// A URL or options a store cannot take, found before any connection.
 ///
-/// The last `@` of the whole URL rather than of the authority: a password
-/// may hold `/`, `?` or `#`, which would end the authority early and leave
-/// the rest of the password in the message. Hiding part of a path that
-/// holds `@` costs only detail.
-pub fn redacted(url: &str) -> String {
-    let Some(at) = url.rfind('@') else {
-        return printable(url);
-    };
-    let keep = url.find("://").filter(|&i| i < at).map_or(0, |i| i + 3);
-    printable(&format!("{}***{}", &url[..keep], &url[at..]))
-}
-
-/// `s` with control characters escaped, so that a message cannot move the
-/// cursor or hide part of itself.
-pub fn printable(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        if c.is_control() {
-            out.extend(c.escape_default());
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
-
-/// A port: ASCII digits only (`u16::from_str` would take a leading `+`),
-/// from 1 to 65535.
-pub fn port_number(p: &str) -> Option<u16> {
-    if p.is_empty() || !p.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    p.parse().ok().filter(|&n| n > 0)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn parse_nothing(_: &str, _: &Options) -> Result<Box<dyn Target>, TargetError> {
-        Err(TargetError::new("nothing"))
-    }
-
-    static KIND: StoreKind = StoreKind {
-        name: "ex",
-        schemes: &["ex", "exs"],
-        advises: &["http"],
-        forms: "ex://HOST",
-        short_forms: "ex://…",
-        default_call_timeout: Duration::from_secs(1),
-        options: &[
-            StoreOption {
-                name: "ca-cert",
-                kind: OptionKind::Path,
-                value_name: "FILE",
-                help: "A CA.",
-            },
-            StoreOption {
-                name: "password",
-                kind: OptionKind::Secret,
-                value_name: "PASSWORD",
-                help: "A password.",
-            },
-        ],
-        examples: &[],
-        parse: parse_nothing,
-    };
-
-    #[test]
-    fn names_follow_one_convention() {
-        let ca = KIND.option("ca-cert").unwrap();
-        assert_eq!(ca.flag_name(&KIND), "ex-ca-cert");
-        assert_eq!(ca.env_name(&KIND), "REGENT_EX_CA_CERT");
-        assert!(ca.has_flag());
-        assert!(!KIND.option("password").unwrap().has_flag());
-        assert_eq!(KIND.secret_env_names(), ["REGENT_EX_PASSWORD"]);
-        assert!(KIND.takes("EXS") && !KIND.takes("http") && KIND.answers("HTTP"));
-    }
-
-    #[test]
-    fn flags_win_over_variables_and_secrets_have_no_flag() {
-        let flag = |n: &str| (n == "ex-ca-cert" || n == "ex-password").then(|| OsString::from("f"));
-        let env = |v: &str| match v {
-            "REGENT_EX_CA_CERT" => Some(OsString::from("e")),
-            "REGENT_EX_PASSWORD" => Some(OsString::from("pw")),
-            _ => None,
-        };
-        let o = KIND.resolve(flag, env);
-        let ca = o.get("ca-cert").unwrap();
-        assert_eq!(ca.value, "f");
-        assert_eq!(ca.source.to_string(), "--ex-ca-cert");
-        let pw = o.get("password").unwrap();
-        assert_eq!(
-            (pw.value.to_str(), pw.source.is_flag()),
-            (Some("pw"), false)
-        );
-        assert_eq!(pw.source.to_string(), "REGENT_EX_PASSWORD");
-        assert!(!format!("{o:?}").contains("pw\""), "{o:?}");
-        // Empty variables are unset.
-        let o = KIND.resolve(|_| None, |_| Some(OsString::new()));
-        assert!(o.is_empty());
-    }
-
-    #[test]
-    fn programs_set_options_by_name() {
-        let mut o = Options::new();
-        o.set(&KIND, "ca-cert", "/ca.pem").unwrap();
-        assert_eq!(
-            o.get("ca-cert").unwrap().source.to_string(),
-            "option 'ca-cert'"
-        );
-        let e = o.set(&KIND, "nope", "x").unwrap_err();
-        assert!(
-            e.message().contains("no option 'nope'") && e.message().contains("ca-cert, password"),
-            "{e}"
-        );
-    }
-
-    #[test]
-    fn redaction_and_ports() {
-        assert_eq!(redacted("etcd://h:1/ns"), "etcd://h:1/ns");
-        assert_eq!(redacted("etcd://u:p@h/a@b"), "etcd://***@b");
-        assert_eq!(redacted("x:u:p@h"), "***@h");
-        assert_eq!(printable("a\tb"), "a\\tb");
-        assert_eq!(port_number("02379"), Some(2379));
-        for bad in ["", "+80", "-1", "0", "65536", "٣"] {
-            assert_eq!(port_number(bad), None, "{bad}");
-        }
-    }
+/// Every variant names the store kind and the options involved by name;
+/// values of options never appear (they may be secrets), URLs only
+/// [`redacted`]. `Display` is the library's wording (`` etcd option
+/// `user` 'root' needs a password: set option `password`, or pass option
+/// `password-file` ``); a front end with flags and variables spells the
+/// same fields its own way (see the [module docs](self)). A [`Detail`]
+/// continues a sentence whose subject is the variant's option, variable or
+/// URL.
+///
+/// Store crates build one with the constructors ([`TargetError::url`],
+/// [`TargetError::bad_value`], …), which redact and escape what they quote.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub enum TargetError {
+    /// The URL's scheme names no store of this build.
+    #[non_exhaustive]
+    Scheme {
+        /// The URL, [`redacted`].
+        url: String,
+        /// Its scheme, [`printable`]; empty when it has none.
+        scheme: String,
+        /// Why no store takes it.
+        problem: SchemeProblem,
+        /// The URL forms this build supports.
+        supported: String,
+    },
+    /// The URL is not one the store takes.
+    #[non_exhaustive]
+    Url {
+        /// The store kind.
+        store: &'static StoreKind,
+        /// The URL, [`redacted`].
+        url: String,
+        /// What is wrong with it.
+        detail: Detail,
+    },
+    /// An option the store does not have.
+    #[non_exhaustive]
+    UnknownOption {
+        /// The store kind; `None` when no store of this build has it (a
+        /// front end's flag, by its name without dashes).
+        store: Option<&'static StoreKind>,
+        /// The name as given, [`printable`].
+        option: String,
+    },
+    /// An option of another store than the URL's.
+    #[non_exhaustive]
+    ForeignOption {
+        /// The URL's store kind.
+        store: &'static StoreKind,
+        /// The URL, [`redacted`].
+        url: String,
+        /// The store kind whose option it is.
+        owner: &'static StoreKind,
+        /// The option's name.
+        option: &'static str,
+    },
+    /// An option's value, or the file it names, is not one the store takes.
+    #[non_exhaustive]
+    BadValue {
+        /// The store kind.
+        store: &'static StoreKind,
+        /// The option.
+        option: GivenOption,
+        /// The file the option names, when what is wrong is in it.
+        path: Option<PathBuf>,
+        /// What is wrong, after the option (and the file).
+        detail: Detail,
+    },
+    /// Options that contradict each other or the URL.
+    #[non_exhaustive]
+    Conflict {
+        /// The store kind.
+        store: &'static StoreKind,
+        /// The options involved, at least one; the detail follows the
+        /// first and names the others.
+        options: Vec<GivenOption>,
+        /// What contradicts what, and which to keep.
+        detail: Detail,
+    },
+    /// An option (a secret, a certificate's key, a credential) the others
+    /// given need, or the store needs, is missing.
+    #[non_exhaustive]
+    Missing {
+        /// The store kind.
+        store: &'static StoreKind,
+        /// The options any one of which would do, by name.
+        missing: Vec<&'static str>,
+        /// The option that needs it; `None` when the store does.
+        needed_by: Option<GivenOption>,
+        /// What is missing and how to give it, after the option that needs
+        /// it (or alone).
+        detail: Detail,
+    },
+    /// The file an option names cannot be read.
+    #[non_exhaustive]
+    Unreadable {
+        /// The store kind.
+        store: &'static StoreKind,
+        /// The option.
+        option: GivenOption,
+        /// The file.
+        path: PathBuf,
+        /// Why it cannot be read.
+        source: Arc<std::io::Error>,
+    },
+    /// A variable of another tool the store reads by itself, not an option
+    /// (`CONSUL_HTTP_ADDR`), has a value the store cannot use.
+    #[non_exhaustive]
+    BadVariable {
+        /// The store kind.
+        store: &'static StoreKind,
+        /// The variable.
+        variable: String,
+        /// What is wrong with its value.
+        detail: Detail,
+    },
 }

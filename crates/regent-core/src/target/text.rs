@@ -1,0 +1,41 @@
+//! URLs and values as messages may quote them: secrets hidden, control
+//! characters escaped.
+
+/// `url` as a message may quote it: whatever lies between `://` (or the
+/// start) and the last `@` becomes `***`, and control characters are
+/// escaped.
+///
+/// The last `@` of the whole URL rather than of the authority: a password
+/// may hold `/`, `?` or `#`, which would end the authority early and leave
+/// the rest of the password in the message. Hiding part of a path that
+/// holds `@` costs only detail.
+pub fn redacted(url: &str) -> String {
+    let Some(at) = url.rfind('@') else {
+        return printable(url);
+    };
+    let keep = url.find("://").filter(|&i| i < at).map_or(0, |i| i + 3);
+    printable(&format!("{}***{}", &url[..keep], &url[at..]))
+}
+
+/// `s` with control characters escaped, so that a message cannot move the
+/// cursor or hide part of itself.
+pub fn printable(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// A port: ASCII digits only (`u16::from_str` would take a leading `+`),
+/// from 1 to 65535.
+pub fn port_number(p: &str) -> Option<u16> {
+    if p.is_empty() || !p.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    p.parse().ok().filter(|&n| n > 0)
+}

@@ -124,7 +124,7 @@ pub(crate) enum Command {
     DemoTask(crate::demo::TaskArgs),
     /// Internal: the torture campaign's leader command.
     #[command(hide = true, name = "__torture-writer")]
-    TortureWriter(crate::torture::writer::WriterArgs),
+    TortureWriter(crate::torture::WriterArgs),
 }
 
 /// Where the election lives.

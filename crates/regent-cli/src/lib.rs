@@ -111,7 +111,7 @@ pub fn main() -> ExitCode {
     match cli.command {
         Command::Shim(args) => return shim::main(args),
         Command::DemoTask(args) => return demo::task_main(args),
-        Command::TortureWriter(args) => return torture::writer::main(args),
+        Command::TortureWriter(args) => return torture::writer_main(args),
         _ => {}
     }
     tracing_subscriber::fmt()

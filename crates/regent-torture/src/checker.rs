@@ -41,14 +41,16 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use super::fence::{Role, Write};
-use super::nemesis::{Fault, FaultKind};
+use crate::fault::{Fault, FaultKind};
+use crate::fence::{Role, Write};
 
 /// A writer process found alive at the end.
-#[derive(Debug, Clone, Serialize)]
-pub(crate) struct Survivor {
-    pub(crate) pid: i32,
-    pub(crate) argv: Vec<String>,
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Survivor {
+    /// Its pid.
+    pub pid: i32,
+    /// Its command line.
+    pub argv: Vec<String>,
 }
 
 /// What the checker reads.
@@ -65,54 +67,82 @@ pub(crate) struct Input<'a> {
 /// A broken rule, with its evidence. Times are CLOCK_MONOTONIC ns.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "rule", rename_all = "kebab-case")]
-pub(crate) enum Violation {
+#[non_exhaustive]
+pub enum Violation {
     /// Writes refused by the fence from one process of one term.
     StaleWrite {
+        /// The writes.
         #[serde(flatten)]
         writes: WriteRun,
-        /// The newer term the fence had already taken at the first one.
+        /// The newer term the fence had already taken at the first one:
+        /// its leader id.
         newer_id: String,
+        /// That newer term's token.
         newer_token: u64,
+        /// When the newer term's best write was taken.
         newer_since_ns: u64,
     },
     /// A term began after a term with a larger token.
     TokenRegression {
+        /// The leader id of the earlier term.
         earlier_id: String,
+        /// Its token (the larger).
         earlier_token: u64,
+        /// When it began.
         earlier_ns: u64,
+        /// The leader id of the later term.
         later_id: String,
+        /// Its token (not larger).
         later_token: u64,
+        /// When it began.
         later_ns: u64,
     },
     /// One token written by several leader ids.
-    SharedToken { token: u64, ids: Vec<String> },
+    SharedToken {
+        /// The token.
+        token: u64,
+        /// The leader ids that wrote it.
+        ids: Vec<String>,
+    },
     /// Writes from one process after every candidate had exited.
     WriteAfterExit {
+        /// The writes.
         #[serde(flatten)]
         writes: WriteRun,
+        /// When the last candidate exited.
         all_exited_ns: u64,
     },
     /// A writer process alive after every candidate had exited (killed
     /// then).
     Survivor {
+        /// Its pid.
         pid: i32,
+        /// Its command line.
         argv: Vec<String>,
-        /// The id and token of its last write, if it wrote.
+        /// The id of its last write, if it wrote.
         id: Option<String>,
+        /// The token of its last write, if it wrote.
         token: Option<u64>,
     },
 }
 
 /// Writes from one process of one term: whose, how many, when.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub(crate) struct WriteRun {
-    pub(crate) id: String,
-    pub(crate) token: u64,
-    pub(crate) pid: i32,
-    pub(crate) role: Role,
-    pub(crate) count: u64,
-    pub(crate) first_ns: u64,
-    pub(crate) last_ns: u64,
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct WriteRun {
+    /// The leader id the writes carried.
+    pub id: String,
+    /// The token they carried.
+    pub token: u64,
+    /// The writer's pid.
+    pub pid: i32,
+    /// The command, or its background job.
+    pub role: Role,
+    /// How many writes.
+    pub count: u64,
+    /// When the first was received.
+    pub first_ns: u64,
+    /// When the last was received.
+    pub last_ns: u64,
 }
 
 /// Writes (in time order, each with a note) grouped per process and
@@ -146,37 +176,45 @@ fn group<'a, T>(
 /// Time from faults of one kind that hit the leader to the first accepted
 /// write of a newer term.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub(crate) struct Gaps {
+pub struct Gaps {
     /// Faults of this kind that found a leader.
-    pub(crate) faults: u64,
+    pub faults: u64,
     /// Of those, how many were followed by a newer term (the gaps
     /// measured).
-    pub(crate) new_terms: u64,
+    pub new_terms: u64,
     /// Of those, how many the term outlived: a later fault found it still
     /// leading.
-    pub(crate) survived: u64,
-    pub(crate) median_ms: Option<f64>,
-    pub(crate) p90_ms: Option<f64>,
-    pub(crate) max_ms: Option<f64>,
+    pub survived: u64,
+    /// The median gap, ms.
+    pub median_ms: Option<f64>,
+    /// The 90th percentile, ms (nearest rank).
+    pub p90_ms: Option<f64>,
+    /// The longest gap, ms.
+    pub max_ms: Option<f64>,
 }
 
 /// The verdict.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub(crate) struct Findings {
-    pub(crate) accepted_writes: u64,
-    pub(crate) refused_writes: u64,
-    /// Refused writes from frozen trees (`stop-tree`): the fence at work.
-    pub(crate) expected_refused_writes: u64,
+#[non_exhaustive]
+pub struct Findings {
+    /// Writes the fence took.
+    pub accepted_writes: u64,
+    /// Writes the fence refused.
+    pub refused_writes: u64,
+    /// Refused writes from frozen trees (`stop-tree`), or from either side
+    /// of a timing-only peer group's split: the fence at work.
+    pub expected_refused_writes: u64,
     /// Distinct tokens written.
-    pub(crate) terms: u64,
+    pub terms: u64,
     /// Faults injected, per kind.
-    pub(crate) faults: BTreeMap<String, u64>,
+    pub faults: BTreeMap<String, u64>,
     /// Per fault kind that hits the leader.
-    pub(crate) gaps: BTreeMap<String, Gaps>,
+    pub gaps: BTreeMap<String, Gaps>,
     /// What followed each fault, in the order of the input's faults.
     #[serde(skip)]
     pub(crate) after: Vec<After>,
-    pub(crate) violations: Vec<Violation>,
+    /// The rules broken, with their evidence; none is the campaign passed.
+    pub violations: Vec<Violation>,
 }
 
 /// Whether a refused write `w` came from a tree frozen in its term, or

@@ -32,7 +32,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::task::{JoinHandle, JoinSet};
 
-use crate::clock::mono_ns;
+use regent_proc::mono_ns;
 
 /// The longest request line the fence reads.
 pub(crate) const MAX_LINE: usize = 512;
@@ -40,7 +40,8 @@ pub(crate) const MAX_LINE: usize = 512;
 /// Who wrote: the command regent started, or its background job.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
-pub(crate) enum Role {
+#[non_exhaustive]
+pub enum Role {
     /// The command itself (`__torture-writer`).
     Cmd,
     /// The command's background job (`__torture-writer --background`).
@@ -58,16 +59,21 @@ impl std::fmt::Display for Role {
 
 /// One write the fence received.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub(crate) struct Write {
+pub struct Write {
     /// When the fence received it, CLOCK_MONOTONIC nanoseconds.
-    pub(crate) at_ns: u64,
-    pub(crate) token: u64,
-    pub(crate) id: String,
-    pub(crate) pid: i32,
-    pub(crate) role: Role,
-    pub(crate) seq: u64,
+    pub at_ns: u64,
+    /// The fencing token it carried (`$REGENT_FENCING_TOKEN`).
+    pub token: u64,
+    /// The leader id it carried (`$REGENT_LEADER_ID`).
+    pub id: String,
+    /// The writer's pid, as seen from outside any PID namespace.
+    pub pid: i32,
+    /// The command, or its background job.
+    pub role: Role,
+    /// The writer's sequence number.
+    pub seq: u64,
     /// Whether the fence took it.
-    pub(crate) accepted: bool,
+    pub accepted: bool,
 }
 
 /// The fence's state: the largest token taken, and every write.

@@ -1,237 +1,27 @@
-//! The nemesis: the kinds of fault, how each is injected, and the log of
-//! what was done.
+//! The nemesis: how each kind of fault is injected into a campaign under
+//! way, and which store process a store fault hits.
 
 use std::collections::BTreeSet;
-use std::fmt;
 use std::time::Duration;
 
+use regent_proc::mono_ns;
 use rustix::process::Signal;
-use serde::Serialize;
 
-use super::Campaign;
-use super::procfs::{self, argv, children_in_mode, descendants, is_mode};
-use super::proxy::Mode;
-use super::writer::MODE as WRITER;
-use crate::clock::mono_ns;
-
-/// A kind of fault, named as `--faults` takes it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub(crate) enum FaultKind {
-    KillLeader,
-    TermLeader,
-    StopLeader,
-    StopTree,
-    KillShim,
-    StopLeaderKillShim,
-    KillCmd,
-    KillFollower,
-    StoreStop,
-    StoreKill,
-    StoreCut,
-    StoreDelay,
-    ClockFast,
-    ClockSlow,
-    Partition,
-}
-
-impl FaultKind {
-    pub(crate) const ALL: [Self; 15] = [
-        Self::KillLeader,
-        Self::TermLeader,
-        Self::StopLeader,
-        Self::StopTree,
-        Self::KillShim,
-        Self::StopLeaderKillShim,
-        Self::KillCmd,
-        Self::KillFollower,
-        Self::StoreStop,
-        Self::StoreKill,
-        Self::StoreCut,
-        Self::StoreDelay,
-        Self::ClockFast,
-        Self::ClockSlow,
-        Self::Partition,
-    ];
-
-    pub(crate) fn name(self) -> &'static str {
-        match self {
-            Self::KillLeader => "kill-leader",
-            Self::TermLeader => "term-leader",
-            Self::StopLeader => "stop-leader",
-            Self::StopTree => "stop-tree",
-            Self::KillShim => "kill-shim",
-            Self::StopLeaderKillShim => "stop-leader-kill-shim",
-            Self::KillCmd => "kill-cmd",
-            Self::KillFollower => "kill-follower",
-            Self::StoreStop => "store-stop",
-            Self::StoreKill => "store-kill",
-            Self::StoreCut => "store-cut",
-            Self::StoreDelay => "store-delay",
-            Self::ClockFast => "clock-fast",
-            Self::ClockSlow => "clock-slow",
-            Self::Partition => "partition",
-        }
-    }
-
-    /// Why the fault cannot be injected in this `setting`, as a usage
-    /// error names it; `None` if it can. `store-kill` needs a store torture
-    /// started (`--store-command`: it restarts it), `store-stop` any store
-    /// process (`--store-command` or `--store-pid`), `store-cut` and
-    /// `store-delay` a store URL whose endpoints can be proxied; the clock
-    /// faults libfaketime, and a store on the network (a clock of its own)
-    /// or a peer group (each member's clock counts); `partition` a peer
-    /// group, which has no store.
-    pub(crate) fn refused(self, setting: &Setting) -> Option<String> {
-        let no_store = |what: &str| {
-            Some(format!(
-                "--faults {self}: a peer group (--peer) has no store to {what}"
-            ))
-        };
-        match self {
-            Self::StoreStop | Self::StoreKill | Self::StoreCut | Self::StoreDelay
-                if setting.peer =>
-            {
-                no_store(match self {
-                    Self::StoreStop => "stop",
-                    Self::StoreKill => "kill",
-                    _ => "cut off",
-                })
-            }
-            Self::StoreStop if !setting.store_process => Some(format!(
-                "--faults {self}: needs --store-command or --store-pid; a store without a \
-                 server process (such as the default SQLite file) cannot be stopped"
-            )),
-            Self::StoreKill if !setting.store_command => Some(format!(
-                "--faults {self}: needs --store-command (torture restarts the store); a store \
-                 without a server process (such as the default SQLite file) cannot be killed"
-            )),
-            Self::StoreCut | Self::StoreDelay if !setting.proxiable => Some(format!(
-                "--faults {self}: needs --store URLs of the form scheme://HOST:PORT[,HOST:PORT]… \
-                 (explicit ports) to put a proxy between each candidate and the store; a file \
-                 store such as the default SQLite file has no connection to {}",
-                if self == Self::StoreCut {
-                    "cut"
-                } else {
-                    "delay"
-                }
-            )),
-            Self::ClockFast | Self::ClockSlow if !setting.proxiable && !setting.peer => {
-                Some(format!(
-                    "--faults {self}: needs a store with a clock of its own, reached over the \
-                     network (--store scheme://HOST:PORT…), or a peer group (--peer); processes \
-                     on one host, as with the default SQLite file, share one clock"
-                ))
-            }
-            Self::ClockFast | Self::ClockSlow if !setting.faketime => Some(format!(
-                "--faults {self}: needs libfaketime (Debian: apt install faketime, or \
-                 scripts/install-engines; elsewhere set REGENT_LIBFAKETIME to its \
-                 libfaketimeMT.so.1)"
-            )),
-            Self::Partition if !setting.peer => Some(format!(
-                "--faults {self}: cuts a peer group (--peer) in two; a store's candidates are \
-                 cut off from their store by store-cut"
-            )),
-            _ => None,
-        }
-    }
-
-    /// Whether the fault needs the candidates' store proxies.
-    pub(crate) fn needs_proxies(self) -> bool {
-        matches!(self, Self::StoreCut | Self::StoreDelay)
-    }
-}
-
-impl fmt::Display for FaultKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl Serialize for FaultKind {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(self.name())
-    }
-}
-
-/// What a campaign has to inject faults into ([`FaultKind::refused`]).
-#[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct Setting {
-    /// A store process torture may signal (`--store-command`, `--store-pid`).
-    pub(crate) store_process: bool,
-    /// A store process torture started (`--store-command`).
-    pub(crate) store_command: bool,
-    /// Store URLs whose endpoints can be proxied.
-    pub(crate) proxiable: bool,
-    /// libfaketime is there.
-    pub(crate) faketime: bool,
-    /// A peer group (`--peer`), not a store's candidates.
-    pub(crate) peer: bool,
-}
-
-/// `--faults`: kinds by name, comma-separated, at least one.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct FaultList(pub(crate) Vec<FaultKind>);
-
-pub(crate) fn parse_faults(s: &str) -> Result<FaultList, String> {
-    let mut kinds = Vec::new();
-    for name in s.split(',').map(str::trim).filter(|n| !n.is_empty()) {
-        let kind = FaultKind::ALL
-            .into_iter()
-            .find(|k| k.name() == name)
-            .ok_or_else(|| {
-                let names: Vec<_> = FaultKind::ALL.iter().map(|k| k.name()).collect();
-                format!("unknown fault '{name}'; known: {}", names.join(", "))
-            })?;
-        if !kinds.contains(&kind) {
-            kinds.push(kind);
-        }
-    }
-    if kinds.is_empty() {
-        return Err("name at least one fault".into());
-    }
-    Ok(FaultList(kinds))
-}
-
-/// One fault injected. Times are CLOCK_MONOTONIC ns.
-#[derive(Debug, Clone, Serialize)]
-pub(crate) struct Fault {
-    pub(crate) kind: FaultKind,
-    /// When the (first) signal was sent.
-    pub(crate) at_ns: u64,
-    /// When the fault ended (the thaw of a stop; `at_ns` for a kill).
-    pub(crate) end_ns: u64,
-    /// The leader when the fault began, for faults aimed at it (and store
-    /// faults, which hit it too).
-    pub(crate) leader_id: Option<String>,
-    pub(crate) leader_token: Option<u64>,
-    /// The index of the `--store` URL that leader talked to (with several
-    /// URLs, such as an agent per candidate: whether a store process hit
-    /// was the leader's own agent).
-    pub(crate) leader_url: Option<usize>,
-    /// The candidate hit, if one.
-    pub(crate) target: Option<String>,
-    /// The store process hit (`store-stop`, `store-kill`), by its index:
-    /// the `--store-command`s in the order given, then the `--store-pid`s.
-    pub(crate) store_process: Option<usize>,
-    /// The processes signalled.
-    pub(crate) pids: Vec<i32>,
-    /// What was done, in words.
-    pub(crate) detail: String,
-    /// The fault may give the group two leaders by design: any fault of a
-    /// peer group without quorum (timing-only), whose members join again
-    /// after it, or are split by it. Writes the fence refuses from any
-    /// member during it, and a little after, are the fence at work, not a
-    /// violation.
-    pub(crate) splits: bool,
-}
+use crate::campaign::Campaign;
+use crate::fault::{Fault, FaultKind};
+use crate::fence;
+use crate::procfs::{self, argv, children_in_mode, descendants, is_mode};
+use crate::proxy::Mode;
+use crate::store::StoreProcess;
+use crate::writer::MODE as WRITER;
 
 /// The leading candidate, as the fence saw it.
-pub(super) struct Leader {
-    pub(super) id: String,
-    pub(super) token: u64,
-    pub(super) pid: i32,
+pub(crate) struct Leader {
+    pub(crate) id: String,
+    pub(crate) token: u64,
+    pub(crate) pid: i32,
     /// The index of the `--store` URL it talks to.
-    pub(super) url: usize,
+    pub(crate) url: usize,
 }
 
 /// The next of `n` processes to hit, among those that `qualify`: the next
@@ -272,9 +62,9 @@ impl Campaign {
     /// recently, if that write is fresh (within a ttl, at least 0.5 s and
     /// at most 2 s: a writer writes every 50 ms) and its regent is alive.
     /// A longer window would name a leader frozen or cut off for seconds.
-    pub(super) fn leader(&self) -> Option<Leader> {
+    pub(crate) fn leader(&self) -> Option<Leader> {
         let (id, token, at) = {
-            let fence = super::fence::lock(&self.fence);
+            let fence = fence::lock(&self.fence);
             let w = fence.writes().iter().rev().find(|w| w.accepted)?;
             (w.id.clone(), w.token, w.at_ns)
         };
@@ -315,7 +105,7 @@ impl Campaign {
 
     /// Injects one fault of `kind`; `None` if it found nothing to hit (no
     /// leader, no shim at that moment).
-    pub(super) async fn inject(&mut self, kind: FaultKind) -> Option<Fault> {
+    pub(crate) async fn inject(&mut self, kind: FaultKind) -> Option<Fault> {
         let mut fault = Fault {
             kind,
             at_ns: mono_ns(),
@@ -368,8 +158,11 @@ impl Campaign {
                             );
                         }
                         Err(e) => {
-                            warn_user!("regent torture: {e}");
-                            fault.detail = format!("SIGKILL; no skewed replacement: {e}");
+                            warn_user!(self.console, "regent torture: {}", regent_core::report(&e));
+                            fault.detail = format!(
+                                "SIGKILL; no skewed replacement: {}",
+                                regent_core::report(&e)
+                            );
                         }
                     }
                 }
@@ -404,8 +197,15 @@ impl Campaign {
                     match store.kill_and_restart().await {
                         Ok(pid) => fault.detail = format!("{what}SIGKILL, restarted as pid {pid}"),
                         Err(e) => {
-                            warn_user!("regent torture: cannot restart the store: {e}");
-                            fault.detail = format!("{what}SIGKILL; restart failed: {e}");
+                            warn_user!(
+                                self.console,
+                                "regent torture: cannot restart the store: {}",
+                                regent_core::report(&e)
+                            );
+                            fault.detail = format!(
+                                "{what}SIGKILL; restart failed: {}",
+                                regent_core::report(&e)
+                            );
                         }
                     }
                 }
@@ -429,7 +229,7 @@ impl Campaign {
         // that joins claims the lead if its id wins before it hears the
         // successor elected meanwhile (torture found it: kill-shim of 5,
         // 4 elected on 5's GOODBYE, 5's new node leading 10 ms later).
-        if self.peer.as_ref().is_some_and(|g| !g.quorum) {
+        if self.peer.as_ref().is_some_and(|g| !g.quorum()) {
             fault.splits = true;
         }
         Some(fault)
@@ -442,7 +242,7 @@ impl Campaign {
         let is_ours: Vec<bool> = self
             .store_processes
             .iter()
-            .map(super::StoreProcess::is_ours)
+            .map(StoreProcess::is_ours)
             .collect();
         next_turn(
             &mut self.store_turns,
@@ -606,7 +406,7 @@ impl Campaign {
                 tokio::time::sleep(pause).await;
                 let group = self.peer.as_ref()?;
                 group.cut(&side, Mode::Pass);
-                f.splits = !group.quorum;
+                f.splits = !group.quorum();
                 f.pids = self
                     .candidates
                     .iter()

@@ -28,192 +28,34 @@
 //! a survivor is.
 //!
 //! The points are reached through the `REGENT_FAILPOINT` hook (see
-//! `failpoint.rs`: the process that reaches the stage holds there until
+//! [`failpoint`](crate::failpoint): the process that reaches the stage holds there until
 //! the sweep has killed its victim) or by time, measured from the term's
 //! first write, which the writer makes as it starts: 0, 5, 20 and 50 ms
 //! after, and 10 ms before the first renewal is due. The graceful points
 //! are reached by a SIGTERM of the leading regent, the hand-back by a
 //! kill -9 of it.
 
-use std::path::PathBuf;
+mod cell;
+mod point;
+
+use std::path::Path;
 use std::time::Duration;
 
+use regent_proc::mono_ns;
 use rustix::process::Signal;
-use serde::Serialize;
 use tokio::time::Instant;
 
-use super::{Campaign, fence, procfs, writer};
-use crate::clock::mono_ns;
-use crate::error::CliError;
-
-/// A point of a term's life.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Point {
-    /// regent has the acquire's answer; the go is not sent.
-    Acquired,
-    /// The supervisor has the go (and the ticket); CMD has not started.
-    BeforeCmd,
-    /// This many ms after CMD's first write.
-    AfterStart(u64),
-    /// 10 ms before the first renewal is due.
-    BeforeRenewal,
-    /// A renewal answered, before its deadline reaches the supervisor.
-    Renewed,
-    /// A graceful stop (SIGTERM of regent): the supervisor is about to
-    /// stop CMD.
-    Stopping,
-    /// A graceful stop: CMD is gone, regent is about to release.
-    Release,
-    /// regent was killed: its supervisor's release process is about to
-    /// give the lease back by the ticket.
-    HandBack,
-}
-
-impl Point {
-    const ALL: [Point; 11] = [
-        Point::Acquired,
-        Point::BeforeCmd,
-        Point::AfterStart(0),
-        Point::AfterStart(5),
-        Point::AfterStart(20),
-        Point::AfterStart(50),
-        Point::BeforeRenewal,
-        Point::Renewed,
-        Point::Stopping,
-        Point::Release,
-        Point::HandBack,
-    ];
-
-    fn name(self) -> String {
-        match self {
-            Point::Acquired => "acquire answered, before the go".into(),
-            Point::BeforeCmd => "go taken, before CMD starts".into(),
-            Point::AfterStart(ms) => format!("CMD started +{ms} ms"),
-            Point::BeforeRenewal => "10 ms before a renewal".into(),
-            Point::Renewed => "renewal answered, not yet passed on".into(),
-            Point::Stopping => "graceful stop, before CMD stops".into(),
-            Point::Release => "graceful stop, before the release".into(),
-            Point::HandBack => "hand-back by ticket under way".into(),
-        }
-    }
-
-    /// The failpoint stage that holds the term at this point.
-    fn stage(self) -> Option<&'static str> {
-        match self {
-            Point::Acquired => Some("regent-acquired"),
-            Point::BeforeCmd => Some("init-before-cmd"),
-            Point::Renewed => Some("regent-renewed"),
-            Point::Stopping => Some("supervisor-stopping"),
-            Point::Release => Some("regent-release"),
-            Point::HandBack => Some("release-by-ticket"),
-            Point::AfterStart(_) | Point::BeforeRenewal => None,
-        }
-    }
-
-    /// The processes of the term that exist at this point.
-    fn victims(self, namespaced: bool) -> Vec<Victim> {
-        let mut v = match self {
-            Point::Acquired | Point::BeforeCmd => vec![Victim::Regent, Victim::Shim, Victim::Init],
-            Point::AfterStart(_) | Point::BeforeRenewal | Point::Renewed | Point::Stopping => {
-                vec![Victim::Regent, Victim::Shim, Victim::Init, Victim::Cmd]
-            }
-            // The supervisor waits for regent's word that it released.
-            Point::Release => vec![Victim::Regent, Victim::Shim, Victim::Init],
-            Point::HandBack => vec![Victim::Release, Victim::Shim, Victim::Init],
-        };
-        if !namespaced {
-            v.retain(|&x| x != Victim::Init);
-        }
-        v
-    }
-
-    /// Whether a term may go on past a crash at this point (its
-    /// pre-started supervisor died: regent starts another).
-    fn best_for_survival(self) -> bool {
-        self == Point::Acquired
-    }
-
-    /// The best failover this crash allows.
-    fn best(self, victim: Victim) -> Best {
-        match (self, victim) {
-            // Nobody alive holds the term's ticket: the supervisor has
-            // not got it yet.
-            (Point::Acquired, Victim::Regent) => Best::Ttl,
-            // The namespace's end takes the release process with it.
-            (Point::HandBack, Victim::Init) => Best::Ttl,
-            _ => Best::Fast,
-        }
-    }
-}
-
-/// A process of a term.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-enum Victim {
-    Regent,
-    Shim,
-    Init,
-    Cmd,
-    Release,
-}
-
-impl Victim {
-    fn name(self) -> &'static str {
-        match self {
-            Victim::Regent => "regent",
-            Victim::Shim => "shim",
-            Victim::Init => "init",
-            Victim::Cmd => "cmd",
-            Victim::Release => "release",
-        }
-    }
-}
-
-/// What a crash at a point should cost at best.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-enum Best {
-    /// A hand-over in milliseconds (judged: under half a ttl), or none:
-    /// the term goes on (its pre-started supervisor died, and regent
-    /// started another in time).
-    Fast,
-    /// The lease runs out: at most a crash failover.
-    Ttl,
-}
-
-/// One run of a cell.
-#[derive(Debug, Clone, Serialize)]
-struct Run {
-    /// From the kill to the next term's first write; `None` when the term
-    /// survived or no next term wrote in time.
-    failover_ms: Option<f64>,
-    survived: bool,
-    /// No term wrote within the bound.
-    leaderless: bool,
-    overlaps: usize,
-    survivors: Vec<i32>,
-}
-
-/// A crash point × a process: its runs and verdict.
-#[derive(Debug, Clone, Serialize)]
-pub(super) struct Cell {
-    point: String,
-    process: Victim,
-    best: Best,
-    runs: Vec<Run>,
-    failover_p50_ms: Option<f64>,
-    failover_max_ms: Option<f64>,
-    overlaps: usize,
-    survivors: usize,
-    /// What is wrong, if anything.
-    violations: Vec<String>,
-}
-
-impl Cell {
-    pub(super) fn ok(&self) -> bool {
-        self.violations.is_empty()
-    }
-}
+use self::cell::judge;
+pub(crate) use self::cell::print_table;
+pub use self::cell::{Cell, SweepRun};
+use self::point::Point;
+pub use self::point::{Best, Victim};
+use crate::campaign::Campaign;
+use crate::error::Error;
+use crate::failpoint;
+use crate::fence;
+use crate::procfs;
+use crate::writer;
 
 /// The term a sweep run crashes.
 struct Crashed {
@@ -226,10 +68,13 @@ struct Crashed {
 }
 
 /// Runs the sweep: `runs` runs per cell. Returns the cells.
-pub(super) async fn sweep(c: &mut Campaign, runs: u32) -> Result<Vec<Cell>, CliError> {
+pub(crate) async fn sweep(c: &mut Campaign, runs: u32) -> Result<Vec<Cell>, Error> {
     let namespaced = namespaced(c).await?;
     if !namespaced {
-        say!("regent torture: no PID namespace here; the init's points are left out");
+        say!(
+            c.console,
+            "regent torture: no PID namespace here; the init's points are left out"
+        );
     }
     let renew_every = c.ttl / 5;
     let mut cells = Vec::new();
@@ -262,7 +107,7 @@ pub(super) async fn sweep(c: &mut Campaign, runs: u32) -> Result<Vec<Cell>, CliE
 
 /// Whether CMD gets a PID namespace here: one candidate's tree is looked
 /// at (an init under its shim).
-async fn namespaced(c: &mut Campaign) -> Result<bool, CliError> {
+async fn namespaced(c: &mut Campaign) -> Result<bool, Error> {
     c.spawn()?;
     let pid = c.candidates.last().map_or(0, |x| x.pid);
     let until = Instant::now() + c.failover + Duration::from_secs(10);
@@ -278,10 +123,9 @@ async fn namespaced(c: &mut Campaign) -> Result<bool, CliError> {
             }
         }
         if Instant::now() >= until {
-            return Err(CliError::failure(format!(
-                "the first candidate neither started a supervisor nor led within {:?}",
-                c.failover + Duration::from_secs(10)
-            )));
+            return Err(Error::NoSupervisor {
+                within: c.failover + Duration::from_secs(10),
+            });
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
     };
@@ -298,17 +142,12 @@ async fn run_once(
     victim: Victim,
     renew_every: Duration,
     n: u32,
-) -> Result<Run, CliError> {
+) -> Result<SweepRun, Error> {
     let before = max_token(c);
     let hold = c.dir.join(format!("sweep-{n}.held"));
     c.env = point
         .stage()
-        .map(|s| {
-            vec![(
-                crate::failpoint::ENV.to_owned(),
-                format!("{s}:{}", hold.display()),
-            )]
-        })
+        .map(|s| vec![(failpoint::ENV.to_owned(), failpoint::spec(s, &hold))])
         .unwrap_or_default();
     c.spawn()?;
     c.spawn()?;
@@ -318,11 +157,10 @@ async fn run_once(
         None => {
             release_hold(&hold);
             clean_up(c).await;
-            return Err(CliError::failure(format!(
-                "sweep: the term never reached '{}' (candidate logs in {})",
-                point.name(),
-                c.dir.display()
-            )));
+            return Err(Error::PointNotReached {
+                point: point.name(),
+                logs: c.dir.clone(),
+            });
         }
     };
     release_hold(&hold);
@@ -339,7 +177,7 @@ async fn reach(
     victim: Victim,
     renew_every: Duration,
     before: u64,
-    hold: &std::path::Path,
+    hold: &Path,
 ) -> Option<Crashed> {
     let within = c.failover + Duration::from_secs(10);
     // Graceful points and the hand-back: a term that writes, then a
@@ -362,7 +200,7 @@ async fn reach(
     }
     let (id, token) = match point.stage() {
         Some(_) => {
-            let (holder, token) = wait_held(hold, within).await?;
+            let failpoint::Holder { pid: holder, token } = wait_held(hold, within).await?;
             let id = c
                 .candidates
                 .iter()
@@ -442,7 +280,7 @@ async fn reach(
 
 /// Waits for the next term after the crash, then for the crashed term's
 /// processes to be gone, and judges the writes.
-async fn observe(c: &mut Campaign, point: Point, x: &Crashed) -> Run {
+async fn observe(c: &mut Campaign, point: Point, x: &Crashed) -> SweepRun {
     let bound = c.failover + Duration::from_secs(2);
     let until = Instant::now() + bound;
     let expect_survival = point.best_for_survival();
@@ -494,7 +332,7 @@ async fn observe(c: &mut Campaign, point: Point, x: &Crashed) -> Run {
             .count(),
         _ => 0,
     };
-    Run {
+    SweepRun {
         failover_ms: next
             .as_ref()
             .filter(|_| !survived)
@@ -503,99 +341,6 @@ async fn observe(c: &mut Campaign, point: Point, x: &Crashed) -> Run {
         leaderless: next.is_none(),
         overlaps,
         survivors: left,
-    }
-}
-
-fn judge(c: &Campaign, point: Point, victim: Victim, best: Best, runs: Vec<Run>) -> Cell {
-    let mut times: Vec<f64> = runs.iter().filter_map(|r| r.failover_ms).collect();
-    times.sort_by(f64::total_cmp);
-    let p50 = times.get(times.len().saturating_sub(1) / 2).copied();
-    let max = times.last().copied();
-    let overlaps = runs.iter().map(|r| r.overlaps).sum();
-    let survivors = runs.iter().map(|r| r.survivors.len()).sum();
-    let mut violations = Vec::new();
-    if overlaps > 0 {
-        violations.push(format!(
-            "{overlaps} writes of the crashed term after the next term's first"
-        ));
-    }
-    if survivors > 0 {
-        violations.push(format!(
-            "{survivors} processes of the crashed term outlived it"
-        ));
-    }
-    let leaderless = runs.iter().filter(|r| r.leaderless).count();
-    if leaderless > 0 {
-        violations.push(format!(
-            "{leaderless} runs had no new term within {:?}",
-            c.failover + Duration::from_secs(2)
-        ));
-    }
-    let ttl_ms = c.ttl.as_secs_f64() * 1e3;
-    let crash_ms = (c.failover + Duration::from_secs(2)).as_secs_f64() * 1e3;
-    match best {
-        Best::Fast => {
-            if let Some(m) = max.filter(|&m| m >= ttl_ms / 2.0) {
-                violations.push(format!(
-                    "a hand-over took {m:.0} ms, half a ttl or more: the lease was waited out"
-                ));
-            }
-        }
-        Best::Ttl => {
-            if let Some(m) = max.filter(|&m| m > crash_ms) {
-                violations.push(format!("a failover took {m:.0} ms, past {crash_ms:.0} ms"));
-            }
-        }
-    }
-    Cell {
-        point: point.name(),
-        process: victim,
-        best,
-        runs,
-        failover_p50_ms: p50,
-        failover_max_ms: max,
-        overlaps,
-        survivors,
-        violations,
-    }
-}
-
-/// The sweep's table, on stdout.
-pub(super) fn print_table(cells: &[Cell]) {
-    say!(
-        "\n{:<40} {:<8} {:>4} {:>5} {:>12} {:>10} {:>8} {:>9}",
-        "crash point",
-        "process",
-        "runs",
-        "best",
-        "failover p50",
-        "max",
-        "overlaps",
-        "survivors"
-    );
-    for cell in cells {
-        let ms = |v: Option<f64>| match v {
-            Some(v) if v >= 1000.0 => format!("{:.2} s", v / 1e3),
-            Some(v) => format!("{v:.0} ms"),
-            None if cell.runs.iter().any(|r| r.survived) => "survived".into(),
-            None => "-".into(),
-        };
-        let best = match cell.best {
-            Best::Fast => "ms",
-            Best::Ttl => "ttl",
-        };
-        say!(
-            "{:<40} {:<8} {:>4} {:>5} {:>12} {:>10} {:>8} {:>9}{}",
-            cell.point,
-            cell.process.name(),
-            cell.runs.len(),
-            best,
-            ms(cell.failover_p50_ms),
-            ms(cell.failover_max_ms),
-            cell.overlaps,
-            cell.survivors,
-            if cell.ok() { "" } else { "  VIOLATION" }
-        );
     }
 }
 
@@ -623,14 +368,12 @@ async fn wait_write(c: &Campaign, token: u64, within: Duration) -> Option<fence:
 
 /// Waits for the failpoint's file: the pid of the process holding there,
 /// and the term's token if it knew it.
-async fn wait_held(hold: &std::path::Path, within: Duration) -> Option<(i32, Option<u64>)> {
+async fn wait_held(hold: &Path, within: Duration) -> Option<failpoint::Holder> {
     let until = Instant::now() + within;
     loop {
         let text = std::fs::read_to_string(hold).unwrap_or_default();
         if text.ends_with('\n') {
-            let mut words = text.split_whitespace();
-            let pid = words.next()?.parse().ok()?;
-            return Some((pid, words.next().and_then(|t| t.parse().ok())));
+            return failpoint::parse_holder(&text);
         }
         if Instant::now() >= until {
             return None;
@@ -639,10 +382,8 @@ async fn wait_held(hold: &std::path::Path, within: Duration) -> Option<(i32, Opt
     }
 }
 
-fn release_hold(hold: &std::path::Path) {
-    let mut go = hold.as_os_str().to_owned();
-    go.push(".go");
-    let _ = std::fs::write(PathBuf::from(go), b"");
+fn release_hold(hold: &Path) {
+    let _ = std::fs::write(failpoint::go_file(hold), b"");
 }
 
 fn max_token(c: &Campaign) -> u64 {
@@ -721,7 +462,7 @@ fn is_release(pid: i32) -> bool {
 }
 
 fn is_background(pid: i32) -> bool {
-    has_arg(pid, "--background")
+    has_arg(pid, writer::BACKGROUND)
 }
 
 fn nanos(d: Duration) -> u64 {

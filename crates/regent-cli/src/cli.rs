@@ -104,18 +104,6 @@ pub(crate) enum Command {
     /// through and that nothing outlived the campaign.
     #[command(after_help = crate::torture::AFTER_HELP)]
     Torture(crate::torture::TortureArgs),
-    /// Measure leader hand-overs: regent beside each engine's own tool
-    /// (etcdctl elect and lock, consul lock, Curator's LeaderLatch).
-    ///
-    /// Starts the stores installed here on free ports of 127.0.0.1 (SQLite:
-    /// a temporary file), keeps a leader and a follower of each tool on
-    /// each, and per case stops the leader again and again: graceful (its
-    /// own graceful signal) and crash (kill -9, ttl 2 s). Prints p50, p99
-    /// and max per store, tool and case; --out writes a markdown report
-    /// with an SVG plot per case, --json every sample. A progress bar shows
-    /// on stderr when that is a terminal.
-    #[command(after_help = crate::bench::AFTER_HELP)]
-    Bench(crate::bench::BenchArgs),
     /// Internal: the process that owns CMD's process group.
     #[command(hide = true, name = "__shim")]
     Shim(crate::shim::ShimArgs),

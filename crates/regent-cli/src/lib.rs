@@ -1,8 +1,9 @@
 //! `regent`: the sidecar CLI. `regent run -- CMD` runs CMD only while this
 //! instance leads; `status` and `watch` show the leader; `demo` shows
 //! failovers live on the embedded store; `torture` runs a fault campaign
-//! against a fenced resource and reports violations; `bench` times leader
-//! hand-overs beside each engine's own tool. See `regent --help`.
+//! against a fenced resource and reports violations. See `regent --help`.
+//! (Hand-over benchmarks beside each engine's own tool: the unpublished
+//! crate `regent-bench`, `scripts/bench`.)
 //!
 //! # Design notes
 //!
@@ -82,7 +83,6 @@ macro_rules! say {
     }};
 }
 
-mod bench;
 mod cli;
 mod clock;
 mod demo;
@@ -127,11 +127,7 @@ pub fn main() -> ExitCode {
         // not a panic: regent must still stop CMD and release the lease.
         .log_internal_errors(false)
         .init();
-    // The bench drives blocking engines and processes: no runtime.
-    let command = match cli.command {
-        Command::Bench(args) => return bench::main(args),
-        command => command,
-    };
+    let command = cli.command;
     store::hide_environment_if_secret();
     // One thread: the shim is spawned from the main thread, which lives as
     // long as the process, so the shim's parent-death signal cannot fire
@@ -159,10 +155,7 @@ pub fn main() -> ExitCode {
             Command::Watch(args) => show::watch(args).await,
             Command::Demo(args) => demo::demo(args).await,
             Command::Torture(args) => torture::torture(args).await,
-            Command::Shim(_)
-            | Command::DemoTask(_)
-            | Command::TortureWriter(_)
-            | Command::Bench(_) => {
+            Command::Shim(_) | Command::DemoTask(_) | Command::TortureWriter(_) => {
                 unreachable!("handled above")
             }
         }

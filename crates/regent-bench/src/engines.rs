@@ -1,33 +1,46 @@
 //! The stores a bench runs on, started by regent-testkit on free ports of
 //! `127.0.0.1` and stopped by PID when dropped: a SQLite file, one etcd
-//! member, one Consul dev agent, one standalone ZooKeeper server (with the
-//! Curator participant compiled for it); and what the report says of them.
+//! member, one Consul dev agent, a Consul cluster (three servers, four
+//! client agents), one standalone ZooKeeper server (with the Curator
+//! participant compiled for it), or nothing (the memory store); how the
+//! tools reach them; and what the report says of them.
 
+use std::path::Path;
 use std::process::{Command, Stdio};
 
 use regent_testkit::engines::{
-    Consul, Engine as _, EngineError, Etcd, LatchParticipant, Sqlite, ZooKeeper,
+    Consul, ConsulCluster, Engine as _, EngineError, Etcd, LatchParticipant, ZooKeeper,
 };
 use serde_json::Value;
+use tempfile::TempDir;
 
-use super::BenchError;
-use super::plan::StoreKind;
+use crate::error::BenchError;
+use crate::store::StoreKind;
+
+/// Client agents of the Consul cluster: regent's candidates use the first
+/// pair, `consul lock`'s the second (`Tool::agents`).
+pub(crate) const CLUSTER_AGENTS: usize = 4;
 
 /// A running store and what its tools need of it.
 #[derive(Debug)]
 pub(crate) enum RunningStore {
-    Sqlite(Sqlite),
+    /// The directory that holds the database file `e.db`.
+    Sqlite(TempDir),
     Etcd(Etcd),
     Consul(Consul),
+    ConsulCluster(ConsulCluster),
     ZooKeeper {
         server: ZooKeeper,
         participant: LatchParticipant,
     },
+    Memory,
 }
 
 impl RunningStore {
-    /// Starts `kind`'s engine and waits until it serves.
-    pub(crate) fn start(kind: StoreKind) -> Result<Self, BenchError> {
+    /// Starts `kind`'s engine and waits until it serves. SQLite's file
+    /// goes in a new directory under `sqlite_dir` (the system's temporary
+    /// directory if `None`).
+    pub(crate) fn start(kind: StoreKind, sqlite_dir: Option<&Path>) -> Result<Self, BenchError> {
         let engine_error = |e: EngineError| match e {
             EngineError::NotInstalled { .. }
             | EngineError::NotInstalledAt { .. }
@@ -37,9 +50,22 @@ impl RunningStore {
             e => BenchError::Failed(format!("cannot start {kind}: {e}")),
         };
         Ok(match kind {
-            StoreKind::Sqlite => Self::Sqlite(Sqlite::start().map_err(engine_error)?),
+            StoreKind::Sqlite => {
+                let mut builder = tempfile::Builder::new();
+                builder.prefix("regent-bench-sqlite-");
+                let dir = match sqlite_dir {
+                    Some(parent) => builder.tempdir_in(parent),
+                    None => builder.tempdir(),
+                };
+                Self::Sqlite(dir.map_err(|e| {
+                    BenchError::Failed(format!("a directory for SQLite's file: {e}"))
+                })?)
+            }
             StoreKind::Etcd => Self::Etcd(Etcd::start().map_err(engine_error)?),
             StoreKind::Consul => Self::Consul(Consul::start().map_err(engine_error)?),
+            StoreKind::ConsulCluster => {
+                Self::ConsulCluster(ConsulCluster::start(CLUSTER_AGENTS).map_err(engine_error)?)
+            }
             StoreKind::ZooKeeper => {
                 // The JVM compiles while the server starts.
                 let compiling = std::thread::spawn(LatchParticipant::compile);
@@ -55,39 +81,61 @@ impl RunningStore {
                     participant,
                 }
             }
+            StoreKind::Memory => Self::Memory,
         })
     }
 
+    /// Which store it is.
     pub(crate) fn kind(&self) -> StoreKind {
         match self {
             Self::Sqlite(_) => StoreKind::Sqlite,
             Self::Etcd(_) => StoreKind::Etcd,
             Self::Consul(_) => StoreKind::Consul,
+            Self::ConsulCluster(_) => StoreKind::ConsulCluster,
             Self::ZooKeeper { .. } => StoreKind::ZooKeeper,
+            Self::Memory => StoreKind::Memory,
         }
     }
 
     /// The `--store` URL regent takes (ZooKeeper: under the chroot
-    /// `/regent-bench`).
+    /// `/regent-bench`; the Consul cluster: its first client agent; the
+    /// memory store has none that another process could use).
     pub(crate) fn store_url(&self) -> String {
         match self {
-            Self::Sqlite(e) => e.store_url(),
+            Self::Sqlite(dir) => format!("sqlite:{}", dir.path().join("e.db").display()),
             Self::Etcd(e) => e.store_url(),
             Self::Consul(e) => e.store_url(),
+            Self::ConsulCluster(c) => format!("consul://{}", c.agents()[0].address()),
             Self::ZooKeeper { server, .. } => format!("zk://{}/regent-bench", server.address()),
+            Self::Memory => "memory:".to_owned(),
+        }
+    }
+
+    /// The `--store` URL of the candidate in `slot` of a series whose
+    /// candidates use the client agents `agents`: on the Consul cluster,
+    /// its own agent; elsewhere the store's one URL.
+    pub(crate) fn regent_url(&self, agents: [usize; 2], slot: usize) -> String {
+        match self.consul_agent(agents, slot) {
+            Some(agent) if matches!(self, Self::ConsulCluster(_)) => {
+                format!("consul://{}", agent.address())
+            }
+            _ => self.store_url(),
+        }
+    }
+
+    /// The Consul agent the candidate in `slot` talks to: the dev agent,
+    /// or on the cluster the client agent `agents[slot]`.
+    pub(crate) fn consul_agent(&self, agents: [usize; 2], slot: usize) -> Option<&Consul> {
+        match self {
+            Self::Consul(agent) => Some(agent),
+            Self::ConsulCluster(cluster) => cluster.agents().get(agents[slot]),
+            _ => None,
         }
     }
 
     pub(crate) fn etcd(&self) -> Option<&Etcd> {
         match self {
             Self::Etcd(e) => Some(e),
-            _ => None,
-        }
-    }
-
-    pub(crate) fn consul(&self) -> Option<&Consul> {
-        match self {
-            Self::Consul(e) => Some(e),
             _ => None,
         }
     }
@@ -122,14 +170,14 @@ impl RunningStore {
             .count())
     }
 
-    /// Whether the Consul agent holds a session named `name`.
-    pub(crate) fn consul_has_session(&self, name: &str) -> Result<bool, BenchError> {
+    /// `GET PATH` on the first Consul agent, which must answer 200; its
+    /// body as JSON.
+    fn consul_get(&self, path: &str) -> Result<Value, BenchError> {
         let agent = self
-            .consul()
+            .consul_agent([0, 0], 0)
             .ok_or_else(|| BenchError::Failed("not a Consul store".into()))?;
-        let path = format!("/v1/session/node/{}", agent.node());
         let response = agent
-            .http_get(&path)
+            .http_get(path)
             .map_err(|e| BenchError::Failed(format!("GET {path}: {e}")))?;
         if response.status != 200 {
             return Err(BenchError::Failed(format!(
@@ -137,13 +185,54 @@ impl RunningStore {
                 response.status, response.body
             )));
         }
-        let sessions: Value = serde_json::from_str(&response.body)
-            .map_err(|e| BenchError::Failed(format!("GET {path}: {e}: {}", response.body)))?;
+        serde_json::from_str(&response.body)
+            .map_err(|e| BenchError::Failed(format!("GET {path}: {e}: {}", response.body)))
+    }
+
+    /// Whether Consul holds a session named `name` (on any node).
+    pub(crate) fn consul_has_session(&self, name: &str) -> Result<bool, BenchError> {
+        let sessions = self.consul_get("/v1/session/list")?;
         Ok(sessions
             .as_array()
             .into_iter()
             .flatten()
             .any(|s| s.get("Name").and_then(Value::as_str) == Some(name)))
+    }
+
+    /// The session that holds the Consul key `key` now, as Consul holds
+    /// it (`GET /v1/kv/KEY`, then `GET /v1/session/info/ID`).
+    pub(crate) fn consul_holder_session(&self, key: &str) -> Result<Value, BenchError> {
+        let entry = self.consul_get(&format!("/v1/kv/{key}"))?;
+        let id = entry[0]["Session"]
+            .as_str()
+            .ok_or_else(|| BenchError::Failed(format!("{key} is not locked: {entry}")))?;
+        let info = self.consul_get(&format!("/v1/session/info/{id}"))?;
+        Ok(info[0].clone())
+    }
+
+    /// The requests the engine itself counted so far, where it counts them:
+    /// etcd's `grpc_server_msg_received_total` (every gRPC message, by
+    /// method, keep-alives and watch requests included), ZooKeeper's
+    /// `zk_packets_received` (`mntr`; sessions' pings included). `None` for
+    /// the other stores.
+    pub(crate) fn engine_requests(&self) -> Option<f64> {
+        if let Some(etcd) = self.etcd() {
+            let text = etcd.metrics().ok()?;
+            return Some(
+                text.lines()
+                    .filter(|l| l.starts_with("grpc_server_msg_received_total{"))
+                    .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+                    .sum(),
+            );
+        }
+        if let Some((zk, _)) = self.zookeeper() {
+            let text = zk.four_letter_word("mntr").ok()?;
+            return text.lines().find_map(|l| {
+                let (k, v) = l.split_once(char::is_whitespace)?;
+                (k == "zk_packets_received").then(|| v.trim().parse().ok())?
+            });
+        }
+        None
     }
 
     /// The engine and its tools' versions, for the report.
@@ -163,14 +252,20 @@ impl RunningStore {
                     etcdctl,
                 ]
             }
-            Self::Consul(agent) => {
-                let out = agent.consul_command().arg("version").output();
-                vec![
-                    out.map(|o| first_line(&o.stdout))
-                        .unwrap_or_else(|e| format!("consul: {e}")),
-                    "a dev agent (`consul agent -dev`: one server, in memory)".to_owned(),
-                ]
-            }
+            Self::Consul(agent) => vec![
+                consul_version(agent),
+                "a dev agent (`consul agent -dev`: one server, in memory)".to_owned(),
+            ],
+            Self::ConsulCluster(cluster) => vec![
+                consul_version(&cluster.agents()[0]),
+                format!(
+                    "a cluster of {} servers and {CLUSTER_AGENTS} client agents; each \
+                     candidate talks to its own agent (regent's: agents 0 and 1, consul \
+                     lock's: 2 and 3)",
+                    ConsulCluster::SERVERS
+                ),
+            ],
+            Self::Memory => vec!["regent's in-memory store, in the measuring process".to_owned()],
             Self::ZooKeeper {
                 server,
                 participant,
@@ -199,6 +294,15 @@ impl RunningStore {
             }
         }
     }
+}
+
+fn consul_version(agent: &Consul) -> String {
+    agent
+        .consul_command()
+        .arg("version")
+        .output()
+        .map(|o| first_line(&o.stdout))
+        .unwrap_or_else(|e| format!("consul: {e}"))
 }
 
 fn first_line(bytes: &[u8]) -> String {

@@ -1,14 +1,48 @@
-//! `regent bench --short`, as CI runs it: on SQLite and etcd, every
+//! `regent-bench --short`, as CI runs it: on SQLite and etcd, every
 //! (store, tool, case) gets a row with numbers in the report, every case a
 //! plot, and the JSON every sample. etcd comes from `scripts/install-engines`;
 //! without it the bench exits 2 naming that script, and the test fails.
+//!
+//! The candidates run the `regent` binary: `REGENT_BIN`, else `regent` in
+//! the target directory of this test (`cargo test --workspace` builds it;
+//! `cargo test -p regent-bench` alone does not: `cargo build -p
+//! regent-cli` first).
 
+use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-const REGENT: &str = env!("CARGO_BIN_EXE_regent");
+const HARNESS: &str = env!("CARGO_BIN_EXE_regent-bench");
+
+/// The `regent` binary the harness runs, as the harness finds it.
+fn regent() -> PathBuf {
+    if let Some(path) = std::env::var_os("REGENT_BIN").filter(|p| !p.is_empty()) {
+        return PathBuf::from(path);
+    }
+    // target/PROFILE/deps/bench-HASH → target/PROFILE/regent
+    let exe = std::env::current_exe().expect("the test's own path");
+    let path = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .map(|dir| dir.join("regent"))
+        .expect("a target directory");
+    assert!(
+        path.is_file(),
+        "no regent binary at {}: build it with `cargo build -p regent-cli` (cargo test \
+         --workspace does), or set REGENT_BIN",
+        path.display()
+    );
+    path
+}
+
+/// `regent-bench ARGS`, running the `regent` binary of this build.
+fn harness() -> Command {
+    let mut command = Command::new(HARNESS);
+    command.env("REGENT_BIN", regent());
+    command
+}
 
 /// The rows `--short --stores sqlite,etcd` must have: (store, case, tool).
 const ROWS: &[(&str, &str, &str)] = &[
@@ -45,19 +79,19 @@ fn short_mode_on_sqlite_and_etcd_reports_every_row_and_plot() {
     let out = dir.path().join("docs").join("benchmarks.md");
     let json = dir.path().join("samples.json");
     let began = Instant::now();
-    let run = Command::new(REGENT)
-        .args(["bench", "--short", "--stores", "sqlite,etcd", "--out"])
+    let run = harness()
+        .args(["--short", "--stores", "sqlite,etcd", "--out"])
         .arg(&out)
         .arg("--json")
         .arg(&json)
         .output()
-        .expect("run regent bench");
+        .expect("run regent-bench");
     let took = began.elapsed();
     let stderr = String::from_utf8_lossy(&run.stderr);
     let stdout = String::from_utf8_lossy(&run.stdout);
     assert!(
         run.status.success(),
-        "regent bench failed ({}):\n{stderr}\n{stdout}",
+        "regent-bench failed ({}):\n{stderr}\n{stdout}",
         run.status
     );
     assert!(
@@ -93,7 +127,7 @@ fn short_mode_on_sqlite_and_etcd_reports_every_row_and_plot() {
             assert_eq!(row[9], expected, "{row:?}");
         }
     }
-    assert!(report.contains("cargo run --release -p regent-cli -- bench --short"));
+    assert!(report.contains("scripts/bench --short"), "{report}");
     assert!(report.contains("- cores: "), "{report}");
     assert!(report.contains("etcd Version: "), "{report}");
     for case in ["graceful", "crash"] {
@@ -138,14 +172,14 @@ fn short_mode_on_sqlite_and_etcd_reports_every_row_and_plot() {
 #[test]
 fn a_store_asked_for_without_its_engine_is_a_usage_error_naming_the_install_script() {
     let empty = tempfile::tempdir().unwrap();
-    let run = Command::new(REGENT)
-        .args(["bench", "--short", "--stores", "sqlite,etcd"])
+    let run = harness()
+        .args(["--short", "--stores", "sqlite,etcd"])
         // No etcd anywhere: an empty PATH, and no override.
         .env("PATH", empty.path())
         .env_remove("REGENT_ETCD_BIN")
         .env_remove("REGENT_ETCDCTL_BIN")
         .output()
-        .expect("run regent bench");
+        .expect("run regent-bench");
     let stderr = String::from_utf8_lossy(&run.stderr);
     assert_eq!(run.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("etcd"), "{stderr}");
@@ -155,12 +189,14 @@ fn a_store_asked_for_without_its_engine_is_a_usage_error_naming_the_install_scri
 #[test]
 fn usage_errors_exit_2() {
     for args in [
-        &["bench", "--stores", "redis"][..],
-        &["bench", "--cases", "stampede"],
-        &["bench", "--runs", "0"],
-        &["bench", "--out", "report.txt"],
+        &["--stores", "redis"][..],
+        &["--cases", "stampede"],
+        &["--runs", "0"],
+        &["--out", "report.txt"],
+        &["--stores", "memory"],
+        &["--window", "0s"],
     ] {
-        let run = Command::new(REGENT).args(args).output().unwrap();
+        let run = harness().args(args).output().unwrap();
         assert_eq!(
             run.status.code(),
             Some(2),
@@ -179,9 +215,8 @@ fn short_load_cases_on_etcd_count_store_operations() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("load.md");
     let json = dir.path().join("load.json");
-    let run = Command::new(REGENT)
+    let run = harness()
         .args([
-            "bench",
             "--short",
             "--stores",
             "etcd",
@@ -193,11 +228,11 @@ fn short_load_cases_on_etcd_count_store_operations() {
         .arg("--json")
         .arg(&json)
         .output()
-        .expect("run regent bench");
+        .expect("run regent-bench");
     let stderr = String::from_utf8_lossy(&run.stderr);
     assert!(
         run.status.success(),
-        "regent bench failed ({}):\n{stderr}",
+        "regent-bench failed ({}):\n{stderr}",
         run.status
     );
     let report = std::fs::read_to_string(&out).expect("the report");
@@ -254,5 +289,178 @@ fn short_load_cases_on_etcd_count_store_operations() {
             );
         }
         assert!(row["threads"].as_u64().unwrap() >= 1, "{row}");
+    }
+}
+
+/// Without a `regent` binary the harness says how to build one, before
+/// any engine starts.
+#[test]
+fn a_missing_regent_binary_is_a_usage_error_naming_the_build_command() {
+    let run = Command::new(HARNESS)
+        .args([
+            "--short",
+            "--stores",
+            "sqlite",
+            "--regent",
+            "/nonexistent/regent",
+        ])
+        .output()
+        .expect("run regent-bench");
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("/nonexistent/regent"), "{stderr}");
+    assert!(
+        stderr.contains("cargo build --release -p regent-cli -p regent-bench"),
+        "{stderr}"
+    );
+}
+
+/// The scale case as `scripts/test` ran SQLite's smoke run (100 elections,
+/// a 3 s window), with followers and the memory store's floor: each size
+/// in a process of its own, and every leader still leads (every follower
+/// still follows) at the window's end.
+#[test]
+fn short_scale_on_sqlite_and_memory_keeps_every_leader_and_follower() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("scale.json");
+    let run = harness()
+        .args([
+            "--short",
+            "--stores",
+            "sqlite,memory",
+            "--cases",
+            "scale",
+            "--window",
+            "3s",
+            "--followers",
+            "--json",
+        ])
+        .arg(&json)
+        .output()
+        .expect("run regent-bench");
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(
+        run.status.success(),
+        "regent-bench failed ({}):\n{stderr}",
+        run.status
+    );
+    assert!(
+        stdout.contains("## Scale: many elections, one process"),
+        "{stdout}"
+    );
+    let samples: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let load = samples["load"].as_array().expect("load samples");
+    let rows = |store: &str| -> Vec<Value> {
+        load.iter()
+            .find(|l| l["case"] == "scale" && l["store"] == store)
+            .unwrap_or_else(|| panic!("no scale case on {store}: {samples}"))["rows"]
+            .as_array()
+            .unwrap()
+            .clone()
+    };
+    let sqlite = rows("sqlite");
+    // 1 and 100 elections, led and followed.
+    let got: Vec<(u64, &str)> = sqlite
+        .iter()
+        .map(|r| {
+            (
+                r["elections"].as_u64().unwrap(),
+                r["role"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [(1, "lead"), (1, "follow"), (100, "lead"), (100, "follow")]
+    );
+    let memory = rows("memory");
+    assert_eq!(memory.len(), 2, "no followers on the memory store");
+    for row in sqlite.iter().chain(&memory) {
+        assert_eq!(row["leaders_lost"], 0, "{row}");
+        assert!(row["threads"].as_u64().unwrap() >= 1, "{row}");
+        let elections = row["elections"].as_f64().unwrap();
+        let renewals = row["ops_per_ttl"]["renew"].as_f64().unwrap();
+        if row["role"] == "lead" {
+            // About 5 renewals per ttl each, at the default timing.
+            assert!(
+                renewals >= 3.0 * elections && renewals <= 7.0 * elections,
+                "{row}"
+            );
+            assert!(row["renew_avg_ms"].as_f64().is_some(), "{row}");
+        } else {
+            // A follower tries to acquire about once per renewal interval.
+            assert!(renewals == 0.0, "{row}");
+            let acquires = row["ops_per_ttl"]["try_acquire"].as_f64().unwrap();
+            assert!(acquires >= 2.0 * elections, "{row}");
+        }
+    }
+    for row in &sqlite {
+        assert!(
+            row["store_thread_cpu_ms_per_ttl"].as_f64().is_some(),
+            "{row}"
+        );
+        assert!(row["written_bytes_per_s"].as_f64().is_some(), "{row}");
+    }
+}
+
+/// The Consul cluster (three servers, a client agent per candidate), as
+/// `benches/consul_handover.rs` measured it before it joined the harness:
+/// regent at `consul lock`'s TTL and at its own default beside `consul
+/// lock`, the holder's session read back from Consul. `consul lock`'s
+/// command, run through `sh -c`, outlives a SIGTERM to `consul lock`;
+/// regent's never does.
+#[test]
+fn short_consul_cluster_runs_regent_at_two_ttls_beside_consul_lock() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("cluster.md");
+    let json = dir.path().join("cluster.json");
+    let run = harness()
+        .args([
+            "--short",
+            "--stores",
+            "consul-cluster",
+            "--runs",
+            "2",
+            "--out",
+        ])
+        .arg(&out)
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .expect("run regent-bench");
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(
+        run.status.success(),
+        "regent-bench failed ({}):\n{stderr}",
+        run.status
+    );
+    let report = std::fs::read_to_string(&out).expect("the report");
+    let rows = table_rows(&report);
+    let row = |tool: &str, ttl: &str| {
+        rows.iter()
+            .find(|r| {
+                r[0] == "consul-cluster"
+                    && r[1] == "graceful"
+                    && r[2] == tool
+                    && r[3].starts_with(ttl)
+            })
+            .unwrap_or_else(|| panic!("no row for {tool} ({ttl}):\n{report}"))
+            .clone()
+    };
+    assert_eq!(row("regent run", "--ttl 15s")[9], "0 of 2");
+    assert_eq!(row("regent run", "--ttl 10s")[9], "0 of 2");
+    assert_eq!(row("consul lock", "session 15 s")[9], "2 of 2");
+    assert_eq!(row("consul lock, exec CMD", "session 15 s")[9], "0 of 2");
+    assert_eq!(rows.len(), 4, "{report}");
+    assert!(
+        report.contains("### Sessions as Consul held them"),
+        "{report}"
+    );
+    assert!(report.contains("client agents"), "{report}");
+    let samples: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    for s in samples["series"].as_array().unwrap() {
+        let session = &s["holder_session"];
+        assert!(session["TTL"].is_string(), "{session}");
     }
 }

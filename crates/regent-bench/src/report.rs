@@ -7,16 +7,20 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::BenchError;
-use super::plan::{Case, StoreKind, Tool};
-use super::series::{SeriesResult, signal_name};
-use super::stats::Summary;
-use super::svg;
+use crate::case::{Case, Tool};
+use crate::error::BenchError;
+use crate::load::report as load_report;
+use crate::load::result::LoadResult;
+use crate::series::{SeriesResult, signal_name};
+use crate::stats::Summary;
+use crate::store::StoreKind;
+use crate::svg;
 
 /// What the report says of the machine and the run.
 #[derive(Debug, Clone)]
 pub(crate) struct Facts {
-    /// The command line, as given (`regent bench …`).
+    /// The harness's arguments, as given, each quoted for `sh` where it
+    /// needs it (`--short --stores sqlite,etcd …`).
     pub(crate) command: String,
     /// When it ran (UTC, to the second).
     pub(crate) date: String,
@@ -28,8 +32,10 @@ pub(crate) struct Facts {
 }
 
 impl Facts {
-    /// The machine's facts: cores, CPU, memory, kernel, regent's build.
-    pub(crate) fn machine() -> Vec<(String, String)> {
+    /// The machine's facts: cores, CPU, memory, kernel; the `regent`
+    /// binary run (`regent --version`, and its path) and the harness's
+    /// build.
+    pub(crate) fn machine(regent: &Path) -> Vec<(String, String)> {
         let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
         let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
         let cpu = cpuinfo
@@ -62,14 +68,27 @@ impl Facts {
         } else {
             "release build"
         };
+        let version = std::process::Command::new(regent)
+            .arg("--version")
+            .stdin(std::process::Stdio::null())
+            .output()
+            .ok()
+            .and_then(|o| {
+                String::from_utf8_lossy(&o.stdout)
+                    .lines()
+                    .next()
+                    .map(|l| l.trim().to_owned())
+            })
+            .unwrap_or_else(|| "?".to_owned());
         vec![
             ("cores".into(), cores.to_string()),
             ("CPU".into(), cpu),
             ("memory".into(), memory),
             ("kernel".into(), kernel),
+            ("regent".into(), format!("{version} ({})", regent.display())),
             (
-                "regent".into(),
-                format!("{} ({build})", env!("CARGO_PKG_VERSION")),
+                "harness".into(),
+                format!("regent-bench {} ({build})", env!("CARGO_PKG_VERSION")),
             ),
         ]
     }
@@ -145,7 +164,7 @@ pub(crate) fn write_markdown(
     out: &Path,
     facts: &Facts,
     results: &[SeriesResult],
-    loads: &[super::load::LoadResult],
+    loads: &[LoadResult],
 ) -> Result<Vec<PathBuf>, BenchError> {
     let write = |path: &Path, text: &str| {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
@@ -165,9 +184,10 @@ pub(crate) fn write_markdown(
     let _ = writeln!(md, "{title}\n");
     let _ = writeln!(
         md,
-        "Written by `regent bench` on {} ({:.0} min). To measure again (from the \
-         repository's root, engines installed by `scripts/install-engines`):\n\n```sh\n\
-         cargo run --release -p regent-cli -- {}\n```\n",
+        "Written by `regent-bench` (`crates/regent-bench`) on {} ({:.0} min). To \
+         measure again (from the repository's root, engines installed by \
+         `scripts/install-engines`; `scripts/bench` builds `regent` and the harness \
+         in release mode and runs it):\n\n```sh\nscripts/bench {}\n```\n",
         facts.date,
         facts.took.as_secs_f64() / 60.0,
         facts.command
@@ -237,7 +257,7 @@ pub(crate) fn write_markdown(
         let plot_rows: Vec<svg::Row> = rows
             .iter()
             .map(|r| svg::Row {
-                label: format!("{} / {} ({})", r.store, r.tool.name(), r.tool.ttl_note()),
+                label: format!("{} ({})", label(r), r.tool.ttl_note()),
                 regent: matches!(r.tool, Tool::Regent { .. }),
                 samples: r.samples(),
             })
@@ -251,13 +271,15 @@ pub(crate) fn write_markdown(
         );
         md.push_str(case_text(case));
         md.push('\n');
-        match case {
-            Case::Graceful => md.push_str(&sigterm_notes(&rows)),
-            Case::Crash => md.push_str(&release_notes(&rows)),
+        md.push_str(&sigterm_notes(&rows));
+        if case == Case::Crash {
+            md.push_str(&release_notes(&rows));
         }
+        md.push_str(&outlived_notes(&rows));
     }
+    md.push_str(&session_notes(results));
 
-    md.push_str(&super::load::markdown(loads));
+    md.push_str(&load_report::markdown(loads));
 
     let _ = writeln!(md, "## Machine and engines\n");
     for (k, v) in &facts.machine {
@@ -284,19 +306,17 @@ fn sigterm_notes(rows: &[&SeriesResult]) -> String {
         let _ = match Summary::of(&told) {
             Some(t) => writeln!(
                 s,
-                "- {} / {}: the old command had its SIGTERM {} ms after the signal (p50; \
+                "- {}: the old command had its SIGTERM {} ms after the signal (p50; \
                  {} of {} runs)",
-                r.store,
-                r.tool.name(),
+                label_among(rows, r),
                 ms(t.p50),
                 t.n,
                 r.runs.len()
             ),
             None => writeln!(
                 s,
-                "- {} / {}: the old command never had a SIGTERM ({} runs)",
-                r.store,
-                r.tool.name(),
+                "- {}: the old command never had a SIGTERM ({} runs)",
+                label_among(rows, r),
                 r.runs.len()
             ),
         };
@@ -328,9 +348,9 @@ fn release_notes(rows: &[&SeriesResult]) -> String {
             .count();
         let _ = writeln!(
             s,
-            "- {} / regent run: the lease was given back (hand-over under half the ttl) \
-             in {given_back} of {} runs{}",
-            r.store,
+            "- {}: the lease was given back (hand-over under half the ttl) in \
+             {given_back} of {} runs{}",
+            label_among(rows, r),
             summary.n,
             if given_back == 0 {
                 "; it expired by its ttl"
@@ -343,6 +363,103 @@ fn release_notes(rows: &[&SeriesResult]) -> String {
         s.push('\n');
     }
     s
+}
+
+/// For the tools that run a command, when any run's command outlived its
+/// tool process: in how many runs.
+fn outlived_notes(rows: &[&SeriesResult]) -> String {
+    let mut s = String::new();
+    for r in rows {
+        if let Some(k) = r.left_at_end().filter(|k| *k > 0) {
+            let _ = writeln!(
+                s,
+                "- {}: {k} of {} runs",
+                label_among(rows, r),
+                r.runs.len()
+            );
+        }
+    }
+    if !s.is_empty() {
+        s.insert_str(
+            0,
+            "The old command still ran once its tool process had exited (looked for \
+             again then; after a crash, once the tool was reaped), in:\n\n",
+        );
+        s.push('\n');
+    }
+    s
+}
+
+/// On Consul, the lock holders' sessions as Consul held them.
+fn session_notes(results: &[SeriesResult]) -> String {
+    let mut s = String::new();
+    for r in results {
+        let Some(session) = &r.session else { continue };
+        let _ = writeln!(
+            s,
+            "- {} / {} / {} ({}): {}",
+            r.store,
+            r.case,
+            r.tool.name(),
+            r.tool.ttl_note(),
+            session_summary(session)
+        );
+    }
+    if !s.is_empty() {
+        s.insert_str(
+            0,
+            "### Sessions as Consul held them\n\nThe lock holder's session, read back \
+             from Consul as each series' first leader led (`GET /v1/kv/KEY`, then `GET \
+             /v1/session/info/ID`):\n\n",
+        );
+        s.push('\n');
+    }
+    s
+}
+
+/// `TTL`, `LockDelay`, `Behavior` and health checks of a
+/// `/v1/session/info` entry (Consul 1.8 names them `NodeChecks` and
+/// `ServiceChecks`; older versions `Checks`).
+fn session_summary(session: &Value) -> String {
+    if let Some(error) = session.get("error") {
+        return format!("not read: {error}");
+    }
+    let field = |name: &str| session.get(name).cloned().unwrap_or(Value::Null);
+    let lock_delay = match field("LockDelay").as_u64() {
+        #[allow(clippy::cast_precision_loss)]
+        Some(ns) => format!("{:.0} s", ns as f64 / 1e9),
+        None => field("LockDelay").to_string(),
+    };
+    let mut s = format!(
+        "TTL {}, LockDelay {lock_delay}, Behavior {}",
+        field("TTL"),
+        field("Behavior"),
+    );
+    for checks in ["Checks", "NodeChecks", "ServiceChecks"] {
+        if let Some(v) = session.get(checks) {
+            let _ = write!(s, ", {checks} {v}");
+        }
+    }
+    s
+}
+
+/// `store / tool`: a series' name in the notes and plots.
+fn label(r: &SeriesResult) -> String {
+    format!("{} / {}", r.store, r.tool.name())
+}
+
+/// [`label`], with the ttl where another of `rows` has the same label
+/// (regent at two ttls on the Consul cluster).
+fn label_among(rows: &[&SeriesResult], r: &SeriesResult) -> String {
+    let same = rows
+        .iter()
+        .filter(|o| o.store == r.store && o.tool.name() == r.tool.name())
+        .count();
+    if same > 1 {
+        format!("{} ({})", label(r), r.tool.ttl_note())
+    } else {
+        label(r)
+    }
 }
 
 fn case_heading(case: Case) -> &'static str {
@@ -386,11 +503,12 @@ const METHOD: &str = "## Method
 Each store's engine is started by regent's test kit on free ports of \
 127.0.0.1 (etcd: one member, heartbeat 10 ms, election timeout 100 ms; \
 Consul: a dev agent, one server in memory, which is enough for the graceful \
-case; ZooKeeper: one standalone server, tickTime 100 ms; SQLite: a file in a \
-temporary directory). For each store and case, each tool keeps two candidates \
-running on an election of its own, a leader and a follower, and the tools \
-take turns run by run (the order reversed every other round), so that a \
-drift of the machine affects them alike. A run:
+case; the Consul cluster: three servers and a client agent per candidate, \
+as one is deployed; ZooKeeper: one standalone server, tickTime 100 ms; \
+SQLite: a file in a temporary directory). For each store and case, each \
+tool keeps two candidates running on an election of its own, a leader and a \
+follower, and the tools take turns run by run (the order reversed every \
+other round), so that a drift of the machine affects them alike. A run:
 
 1. waits until the follower stands in line: regent's has logged `following`, \
 etcdctl's key exists beside the leader's, `consul lock`'s session exists, the \
@@ -400,21 +518,22 @@ the signal falls anywhere in the renewal cycle;
 3. reads CLOCK_MONOTONIC and signals the leading tool process only;
 4. waits for the follower to lead: **the time measured** runs to its start;
 5. 0.5 s later, looks for the old leader's command (by PID and start time, \
-and its process group); then waits for the old tool process to exit;
+and its process group); then waits for the old tool process to exit, and \
+looks again;
 6. kills whatever is left of the old leader and starts a new follower in its \
-place: the new leader is the next run's victim.
+place (on the Consul cluster, on the old leader's agent): the new leader is \
+the next run's victim.
 
 Every process runs in a process group of its own and is killed by PID and \
 process group when the bench ends, on an error or Ctrl-C alike; nothing is \
 killed by name. `regent run` runs the hidden `regent __demo-task` as its \
 command, and so do `etcdctl lock` and `consul lock` (through `env`, with the \
-same variables regent sets). The raw samples: `regent bench --json FILE`.
+same variables regent sets). The raw samples: `scripts/bench … --json FILE`.
 
-Consul here is a dev agent that every candidate shares, enough for the \
-graceful case. Its crash case on a real topology (three servers, a client \
-agent per candidate, sessions read back from Consul) is \
-`cargo bench -p regent-cli --all-features --bench consul_handover`, with \
-its results in `docs/bench/2026-11-23-consul-handover.md`.
+Consul as a dev agent that every candidate shares is enough for the graceful \
+case. On a real topology (three servers, a client agent per candidate, \
+sessions read back from Consul) both cases are `scripts/bench --stores \
+consul-cluster`.
 ";
 
 /// Every sample, with the facts, as JSON.
@@ -432,8 +551,7 @@ pub(crate) fn to_json(facts: &Facts, results: &[SeriesResult]) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::plan::{Case, StoreKind, Tool};
-    use crate::bench::series::RunResult;
+    use crate::series::RunResult;
 
     fn run(ms: u64) -> RunResult {
         RunResult {
@@ -441,6 +559,7 @@ mod tests {
             new_leader: "b".into(),
             handover: Duration::from_millis(ms),
             left_running: None,
+            left_at_end: None,
             got_sigterm: None,
             old_stop: None,
             old_tool_exit: "exit status: 0".into(),
@@ -458,6 +577,7 @@ mod tests {
             runs: vec![run(1800), run(1900)],
             voided: Vec::new(),
             stopped: Some("the follower did not queue within 30s".into()),
+            session: None,
         };
         let facts = Facts {
             command: "regent bench".into(),

@@ -1,77 +1,20 @@
-//! The processes a bench starts: tool processes in process groups of their
-//! own (killed with their whole tree when dropped, never by name), the
-//! commands they run, `/proc`, the child log, and the interrupt flag every
-//! wait checks.
+//! The tool processes a bench starts: each in a process group of its own,
+//! its standard error in a file and its standard output in a file or read
+//! line by line, and killed with its whole tree when dropped (by PID and
+//! process group, never by name).
 
-use std::collections::BTreeSet;
 use std::io::{BufRead as _, BufReader, Write as _};
 use std::os::unix::process::{CommandExt as _, ExitStatusExt as _};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, LazyLock, Mutex};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use regent_proc::{Signal, group_members, kill_tree, own_group, signal, signal_group, stat};
+use regent_proc::{Signal, kill_tree, mono_ns, signal};
 
-use super::BenchError;
-use crate::clock::mono_ns;
-
-/// Set by SIGINT or SIGTERM to the bench: every wait then ends with
-/// [`BenchError::Interrupted`], and the guards kill what the bench started.
-static INTERRUPTED: LazyLock<Arc<AtomicBool>> = LazyLock::new(Arc::default);
-
-/// Catches SIGINT and SIGTERM into the interrupt flag.
-pub(crate) fn catch_interrupts() -> Result<(), BenchError> {
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(sig, Arc::clone(&INTERRUPTED))
-            .map_err(|e| BenchError::Failed(format!("cannot catch signals: {e}")))?;
-    }
-    Ok(())
-}
-
-/// [`BenchError::Interrupted`] once the bench was asked to stop.
-pub(crate) fn check_interrupted() -> Result<(), BenchError> {
-    if INTERRUPTED.load(Ordering::Relaxed) {
-        Err(BenchError::Interrupted)
-    } else {
-        Ok(())
-    }
-}
-
-/// Sleeps `d`, in slices, so that an interrupt is noticed.
-pub(crate) fn pause(d: Duration) -> Result<(), BenchError> {
-    let until = Instant::now() + d;
-    while let Some(left) = until.checked_duration_since(Instant::now()) {
-        check_interrupted()?;
-        std::thread::sleep(left.min(Duration::from_millis(20)));
-    }
-    check_interrupted()
-}
-
-/// Polls `probe` every `every` until it yields a value; an error naming
-/// `what` after `within`.
-pub(crate) fn wait_for<T>(
-    within: Duration,
-    every: Duration,
-    what: &str,
-    mut probe: impl FnMut() -> Result<Option<T>, BenchError>,
-) -> Result<T, BenchError> {
-    let until = Instant::now() + within;
-    loop {
-        check_interrupted()?;
-        if let Some(v) = probe()? {
-            return Ok(v);
-        }
-        if Instant::now() >= until {
-            return Err(BenchError::Failed(format!(
-                "timed out after {within:?} waiting for {what}"
-            )));
-        }
-        std::thread::sleep(every);
-    }
-}
+use crate::error::BenchError;
+use crate::wait::check_interrupted;
 
 /// A line of a tool's standard output, stamped with CLOCK_MONOTONIC as
 /// the bench read it.
@@ -241,85 +184,5 @@ pub(crate) fn describe_exit(status: Option<ExitStatus>) -> String {
             (None, Some(sig)) => format!("signal {sig}"),
             _ => format!("{s}"),
         },
-    }
-}
-
-// ------------------------------------------------------------------ the child log
-
-/// A line of the child log the demo task appends to:
-/// `start|stop ID TOKEN MONO_NS PID`.
-#[derive(Debug, Clone)]
-pub(crate) struct LogLine {
-    pub(crate) event: String,
-    pub(crate) id: String,
-    pub(crate) mono_ns: u64,
-    pub(crate) pid: i32,
-}
-
-pub(crate) fn read_log(log: &Path) -> Vec<LogLine> {
-    let text = std::fs::read_to_string(log).unwrap_or_default();
-    text.lines()
-        .filter_map(|line| {
-            let f: Vec<&str> = line.split_whitespace().collect();
-            Some(LogLine {
-                event: (*f.first()?).to_owned(),
-                id: (*f.get(1)?).to_owned(),
-                mono_ns: f.get(3)?.parse().ok()?,
-                pid: f.get(4)?.parse().ok()?,
-            })
-        })
-        .collect()
-}
-
-/// A leader's command, as it was when it logged its start: enough to tell
-/// later whether it, or anything in its process group, still runs.
-#[derive(Debug, Clone)]
-pub(crate) struct CommandProcess {
-    pub(crate) pid: i32,
-    /// Its start time in clock ticks: with the PID, names one process
-    /// even if the PID is reused.
-    start_ticks: u64,
-    pgid: i32,
-}
-
-impl CommandProcess {
-    /// The command that logged `start`, if it still runs.
-    pub(crate) fn of(start: &LogLine) -> Option<Self> {
-        let s = stat(start.pid).filter(|s| s.alive())?;
-        Some(Self {
-            pid: start.pid,
-            start_ticks: s.start_ticks,
-            pgid: s.pgrp,
-        })
-    }
-
-    fn is_itself(&self, pid: i32) -> bool {
-        stat(pid).is_some_and(|s| s.alive() && s.start_ticks == self.start_ticks)
-    }
-
-    /// The live processes of this command: itself, and whatever else lives
-    /// in its process group but `tool` (`etcdctl lock`'s and `consul
-    /// lock`'s commands share the tool's group).
-    pub(crate) fn alive_processes(&self, tool: i32) -> Vec<i32> {
-        let mut alive: BTreeSet<i32> = group_members(self.pgid)
-            .into_iter()
-            .filter(|&p| p != tool)
-            .collect();
-        if self.is_itself(self.pid) {
-            alive.insert(self.pid);
-        } else {
-            alive.remove(&self.pid);
-        }
-        alive.into_iter().collect()
-    }
-
-    /// SIGKILLs the command and its process group (never the bench's own).
-    pub(crate) fn kill(&self) {
-        if self.pgid > 1 && self.pgid != own_group() && !group_members(self.pgid).is_empty() {
-            signal_group(self.pgid, Signal::KILL);
-        }
-        if self.is_itself(self.pid) {
-            signal(self.pid, Signal::KILL);
-        }
     }
 }

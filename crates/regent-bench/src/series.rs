@@ -1,5 +1,5 @@
 //! A series: one tool on one store in one case, two candidates (a leader
-//! and a follower), and its runs. See the [method](super#method).
+//! and a follower), and its runs. See the [method](crate#method).
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -8,12 +8,16 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::BenchError;
-use super::engines::RunningStore;
-use super::plan::{Case, Tool};
-use super::proc::{self, CommandProcess, Stdout, ToolProcess, describe_exit, pause, wait_for};
-use super::stats::Summary;
-use crate::clock::mono_ns;
+use regent_proc::mono_ns;
+
+use crate::case::{Case, Tool};
+use crate::child_log::{CommandProcess, read_log};
+use crate::engines::RunningStore;
+use crate::error::BenchError;
+use crate::process::{Stdout, ToolProcess, describe_exit};
+use crate::stats::Summary;
+use crate::store::StoreKind;
+use crate::wait::{pause, wait_for};
 
 /// How long after the new leader's start the old command is looked for.
 const AFTER_START: Duration = Duration::from_millis(500);
@@ -46,6 +50,9 @@ pub(crate) struct RunResult {
     /// Processes of the old leader's command alive 0.5 s after the new
     /// start; `None` for tools that run no command.
     pub(crate) left_running: Option<Vec<i32>>,
+    /// … and once the old tool process had exited (or after 5 s of a
+    /// crash, 30 s of a graceful stop): the command outlived its tool.
+    pub(crate) left_at_end: Option<Vec<i32>>,
     /// Whether the old command logged SIGTERM; `None` without a command.
     pub(crate) got_sigterm: Option<bool>,
     /// Signal to the old command's SIGTERM, when it logged one: how much
@@ -66,7 +73,7 @@ enum Outcome {
 /// A finished series, for the report.
 #[derive(Debug, Clone)]
 pub(crate) struct SeriesResult {
-    pub(crate) store: super::plan::StoreKind,
+    pub(crate) store: StoreKind,
     pub(crate) case: Case,
     pub(crate) tool: Tool,
     pub(crate) runs: Vec<RunResult>,
@@ -75,6 +82,9 @@ pub(crate) struct SeriesResult {
     /// Why the series stopped before its last run: a native tool's failure
     /// ends its own series, not the bench (regent's ends the bench).
     pub(crate) stopped: Option<String>,
+    /// On Consul, the lock holder's session as Consul held it at the
+    /// series' first leader (`GET /v1/session/info`).
+    pub(crate) session: Option<Value>,
 }
 
 impl SeriesResult {
@@ -97,6 +107,17 @@ impl SeriesResult {
         })
     }
 
+    /// Runs whose old command still ran once its tool process had exited,
+    /// if the tool runs a command.
+    pub(crate) fn left_at_end(&self) -> Option<usize> {
+        self.tool.runs_command().then(|| {
+            self.runs
+                .iter()
+                .filter(|r| r.left_at_end.as_ref().is_some_and(|p| !p.is_empty()))
+                .count()
+        })
+    }
+
     pub(crate) fn to_json(&self) -> Value {
         let ms = |d: Duration| d.as_secs_f64() * 1e3;
         let summary = self.summary();
@@ -112,13 +133,16 @@ impl SeriesResult {
             "p99_ms": summary.map(|s| ms(s.p99)),
             "max_ms": summary.map(|s| ms(s.max)),
             "old_command_left_running": self.left_running(),
+            "old_command_outlived_its_tool": self.left_at_end(),
             "voided_runs": self.voided,
             "stopped_early": self.stopped,
+            "holder_session": self.session,
             "samples": self.runs.iter().map(|r| json!({
                 "handover_ms": ms(r.handover),
                 "old_leader": r.old_leader,
                 "new_leader": r.new_leader,
                 "old_command_alive_after_new_start": r.left_running,
+                "old_command_alive_after_tool_exit": r.left_at_end,
                 "old_command_got_sigterm": r.got_sigterm,
                 "old_command_sigterm_ms": r.old_stop.map(ms),
                 "old_tool_exit": r.old_tool_exit,
@@ -144,7 +168,7 @@ pub(crate) struct Series<'a> {
     tool: Tool,
     case: Case,
     /// The regent binary, as a path other programs can run.
-    exe: &'a Path,
+    regent: &'a Path,
     /// `etcd-crash-etcdctl-lock`: names the election, the files and the
     /// candidates.
     tag: String,
@@ -159,6 +183,7 @@ pub(crate) struct Series<'a> {
     voided: Vec<String>,
     /// Why the series stopped early, if it did (see `SeriesResult`).
     pub(crate) stopped: Option<String>,
+    session: Option<Value>,
 }
 
 impl<'a> Series<'a> {
@@ -166,7 +191,7 @@ impl<'a> Series<'a> {
         store: &'a RunningStore,
         tool: Tool,
         case: Case,
-        exe: &'a Path,
+        regent: &'a Path,
         root: &Path,
     ) -> Result<Self, BenchError> {
         let tag = format!("{}-{}-{}", store.kind(), case, tool.tag());
@@ -177,7 +202,7 @@ impl<'a> Series<'a> {
             store,
             tool,
             case,
-            exe,
+            regent,
             log: dir.join("commands.log"),
             dir,
             tag,
@@ -188,6 +213,7 @@ impl<'a> Series<'a> {
             runs: Vec::new(),
             voided: Vec::new(),
             stopped: None,
+            session: None,
         })
     }
 
@@ -219,7 +245,24 @@ impl<'a> Series<'a> {
         )
         .map_err(|e| self.with_evidence(e))?;
         self.leader = 0;
+        if self.store.kind().is_consul() {
+            // Best effort: the report says what the read found.
+            let session = self
+                .store
+                .consul_holder_session(&self.consul_key())
+                .unwrap_or_else(|e| json!({ "error": format!("{e:?}") }));
+            self.session = Some(session);
+        }
         self.spawn_follower(1)
+    }
+
+    /// The Consul key of the series' lock: regent's election under its
+    /// default prefix, `consul lock`'s `PREFIX/.lock`.
+    fn consul_key(&self) -> String {
+        match self.tool {
+            Tool::ConsulLock { .. } => format!("bench/{}/.lock", self.tag),
+            _ => format!("regent/{}", self.election()),
+        }
     }
 
     /// One hand-over: signal the leader, time the follower's start, look
@@ -262,7 +305,7 @@ impl<'a> Series<'a> {
             Duration::from_millis(10),
             "a leader again after a voided run",
             || {
-                Ok(proc::read_log(&log)
+                Ok(read_log(&log)
                     .into_iter()
                     .rev()
                     .filter(|e| e.event == "start")
@@ -324,8 +367,9 @@ impl<'a> Series<'a> {
             Case::Crash => Duration::from_secs(5),
         };
         let old_tool_exit = describe_exit(self.slot_mut(old)?.wait_exit(exit_within)?);
+        let left_at_end = old_command.as_ref().map(|c| c.alive_processes(old_pid));
         let stop = old_command.as_ref().and_then(|c| {
-            proc::read_log(&self.log)
+            read_log(&self.log)
                 .into_iter()
                 .find(|e| e.event == "stop" && e.pid == c.pid)
         });
@@ -343,6 +387,7 @@ impl<'a> Series<'a> {
             new_leader: new_name,
             handover,
             left_running,
+            left_at_end,
             got_sigterm,
             old_stop,
             old_tool_exit,
@@ -359,6 +404,7 @@ impl<'a> Series<'a> {
             runs: std::mem::take(&mut self.runs),
             voided: std::mem::take(&mut self.voided),
             stopped: self.stopped.take(),
+            session: self.session.take(),
         }
     }
 
@@ -390,7 +436,7 @@ impl<'a> Series<'a> {
         self.started += 1;
         let number = self.started;
         let name = format!("{}-{number}", self.tag);
-        let (mut command, stdout, stdin) = self.command(&name, number)?;
+        let (mut command, stdout, stdin) = self.command(&name, number, slot)?;
         let mut process = ToolProcess::spawn(&name, &mut command, &self.dir, stdout, stdin)?;
         if self.tool == Tool::CuratorLatch {
             // A JVM, then Curator's connection; then the latch starts.
@@ -413,12 +459,17 @@ impl<'a> Series<'a> {
         Ok(name)
     }
 
-    /// The command line of candidate `name`, where its standard output
-    /// goes, and whether it reads commands on its standard input.
-    fn command(&self, name: &str, number: usize) -> Result<(Command, Stdout, bool), BenchError> {
+    /// The command line of candidate `name` in `slot`, where its standard
+    /// output goes, and whether it reads commands on its standard input.
+    fn command(
+        &self,
+        name: &str,
+        number: usize,
+        slot: usize,
+    ) -> Result<(Command, Stdout, bool), BenchError> {
         let log = self.log.display().to_string();
-        let exe = self.exe.display().to_string();
-        let demo_task = [exe.as_str(), "__demo-task", "--log", &log, "--log-stop"];
+        let regent = self.regent.display().to_string();
+        let demo_task = [regent.as_str(), "__demo-task", "--log", &log, "--log-stop"];
         let env_ids = [
             format!("REGENT_LEADER_ID={name}"),
             format!("REGENT_FENCING_TOKEN={number}"),
@@ -426,8 +477,9 @@ impl<'a> Series<'a> {
         let missing = |what: &str| BenchError::Failed(format!("{}: not {what}", self.tag));
         Ok(match self.tool {
             Tool::Regent { ttl } => {
-                let mut c = Command::new(self.exe);
-                c.args(["run", "--store", &self.store.store_url()])
+                let mut c = Command::new(self.regent);
+                c.args(["run", "--store"])
+                    .arg(self.store.regent_url(self.tool.agents(), slot))
                     .args(["--election", &self.election(), "--id", name])
                     .arg("--ttl")
                     .arg(format!("{}ms", ttl.as_millis()))
@@ -458,7 +510,10 @@ impl<'a> Series<'a> {
                 (c, Stdout::File, false)
             }
             Tool::ConsulLock { exec } => {
-                let agent = self.store.consul().ok_or_else(|| missing("Consul"))?;
+                let agent = self
+                    .store
+                    .consul_agent(self.tool.agents(), slot)
+                    .ok_or_else(|| missing("Consul"))?;
                 let mut c = agent.consul_command();
                 c.arg("lock")
                     .arg(format!("-name={name}"))
@@ -567,7 +622,7 @@ impl<'a> Series<'a> {
         let (at_ns, command) = wait_for(within, Duration::from_millis(2), what, || {
             Ok(match tool {
                 Tool::Regent { .. } | Tool::EtcdctlLock | Tool::ConsulLock { .. } => {
-                    match proc::read_log(&log)
+                    match read_log(&log)
                         .into_iter()
                         .find(|s| s.event == "start" && s.id == name)
                     {

@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use super::stats::Summary;
+use crate::stats::Summary;
 
 /// One row of a plot.
 #[derive(Debug, Clone)]

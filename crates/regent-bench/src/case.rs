@@ -1,0 +1,301 @@
+//! What a bench measures: the hand-over cases and the tools of each
+//! (store, case), the load cases, and the ttls they run at.
+
+use std::fmt;
+use std::time::Duration;
+
+use rustix::process::Signal;
+
+use crate::store::StoreKind;
+
+/// regent's ttl, and the native tool's where it has one, on the stores
+/// whose tools take any ttl: the crash case's 2 s.
+pub(crate) const TTL: Duration = Duration::from_secs(2);
+
+/// `consul lock`'s session TTL (`api.DefaultLockSessionTTL`, no flag): the
+/// ttl regent gets on Consul too (its minimum is 10 s).
+pub(crate) const CONSUL_LOCK_TTL: Duration = Duration::from_secs(15);
+
+/// Consul's default session lock delay, which `consul lock` keeps.
+pub(crate) const CONSUL_LOCK_DELAY: Duration = Duration::from_secs(15);
+
+/// How often `consul lock` (Go's `api.Lock`) retries an acquire that the
+/// lock delay refused: `api.DefaultLockRetryTime`.
+pub(crate) const CONSUL_LOCK_RETRY: Duration = Duration::from_secs(5);
+
+/// The session TTL of `etcdctl elect` (`concurrency.NewSession`'s default;
+/// the command has no flag for it).
+pub(crate) const ETCDCTL_ELECT_TTL: Duration = Duration::from_secs(60);
+
+/// The Curator participant's session timeout (fixed in its source).
+pub(crate) const CURATOR_SESSION: Duration = Duration::from_secs(2);
+
+/// regent's ttl on `store`: the native tool's where it has one.
+pub(crate) fn regent_ttl(store: StoreKind) -> Duration {
+    match store {
+        StoreKind::Consul | StoreKind::ConsulCluster => CONSUL_LOCK_TTL,
+        StoreKind::Sqlite | StoreKind::Etcd | StoreKind::ZooKeeper | StoreKind::Memory => TTL,
+    }
+}
+
+/// What happens to the leading tool process. A new hand-over case is a
+/// variant: a name, the tools that run it, and how a run stops the leader
+/// (`series.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(crate) enum Case {
+    /// Its own graceful signal (SIGTERM; SIGINT for `etcdctl elect`): the
+    /// tool releases, the next leader's command starts.
+    Graceful,
+    /// SIGKILL of the tool process alone: the lease must expire.
+    Crash,
+}
+
+impl Case {
+    pub(crate) const ALL: [Self; 2] = [Self::Graceful, Self::Crash];
+
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Self::Graceful => "graceful",
+            Self::Crash => "crash",
+        }
+    }
+
+    pub(crate) fn title(self) -> &'static str {
+        match self {
+            Self::Graceful => "graceful stop of the leader (SIGTERM, or SIGINT for etcdctl elect)",
+            Self::Crash => "kill -9 of the leading process",
+        }
+    }
+
+    pub(crate) fn parse(s: &str) -> Option<Self> {
+        match s {
+            "graceful" => Some(Self::Graceful),
+            "crash" => Some(Self::Crash),
+            _ => None,
+        }
+    }
+
+    /// The tools that run this case on `store`, regent first.
+    pub(crate) fn tools(self, store: StoreKind) -> Vec<Tool> {
+        let native: &[Tool] = match (store, self) {
+            (StoreKind::Sqlite | StoreKind::Memory, _) => &[],
+            (StoreKind::Etcd, Self::Graceful) => &[Tool::EtcdctlElect],
+            (StoreKind::Etcd, Self::Crash) => &[Tool::EtcdctlLock],
+            (StoreKind::Consul | StoreKind::ConsulCluster, Self::Graceful) => &[
+                Tool::ConsulLock { exec: false },
+                Tool::ConsulLock { exec: true },
+            ],
+            (StoreKind::Consul | StoreKind::ConsulCluster, Self::Crash) => {
+                &[Tool::ConsulLock { exec: false }]
+            }
+            (StoreKind::ZooKeeper, _) => &[Tool::CuratorLatch],
+        };
+        if store == StoreKind::Memory {
+            // No process but the bench's own can reach it.
+            return Vec::new();
+        }
+        let mut tools = vec![Tool::Regent {
+            ttl: regent_ttl(store),
+        }];
+        if store == StoreKind::ConsulCluster {
+            // And at its own default, as a user who sets no --ttl runs it.
+            tools.push(Tool::Regent {
+                ttl: regent_core::DEFAULT_TTL,
+            });
+        }
+        tools.extend_from_slice(native);
+        tools
+    }
+}
+
+impl fmt::Display for Case {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A tool under test: regent, or an engine's own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum Tool {
+    /// `regent run --ttl TTL -- regent __demo-task …`.
+    Regent { ttl: Duration },
+    /// `etcdctl elect NAME PROPOSAL`: leads until SIGINT, printing its
+    /// proposal when elected.
+    EtcdctlElect,
+    /// `etcdctl lock --ttl 2 NAME CMD…`.
+    EtcdctlLock,
+    /// `consul lock PREFIX CMD` (through `$SHELL -c`); with `exec`, the
+    /// shell execs CMD.
+    ConsulLock { exec: bool },
+    /// A Curator `LeaderLatch` participant in a JVM of its own.
+    CuratorLatch,
+}
+
+impl Tool {
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Self::Regent { .. } => "regent run",
+            Self::EtcdctlElect => "etcdctl elect",
+            Self::EtcdctlLock => "etcdctl lock",
+            Self::ConsulLock { exec: false } => "consul lock",
+            Self::ConsulLock { exec: true } => "consul lock, exec CMD",
+            Self::CuratorLatch => "Curator LeaderLatch",
+        }
+    }
+
+    /// A short tag for file and election names.
+    pub(crate) fn tag(self) -> String {
+        match self {
+            Self::Regent { ttl } => format!("regent-ttl{}", ttl.as_secs()),
+            Self::EtcdctlElect => "etcdctl-elect".to_owned(),
+            Self::EtcdctlLock => "etcdctl-lock".to_owned(),
+            Self::ConsulLock { exec: false } => "consul-lock".to_owned(),
+            Self::ConsulLock { exec: true } => "consul-lock-exec".to_owned(),
+            Self::CuratorLatch => "curator".to_owned(),
+        }
+    }
+
+    /// On a [`StoreKind::ConsulCluster`], the client agents of the tool's
+    /// two candidates: every candidate talks only to its own agent, as on
+    /// a host of its own, and a new follower takes the agent of the leader
+    /// it replaces.
+    pub(crate) fn agents(self) -> [usize; 2] {
+        match self {
+            Self::ConsulLock { .. } => [2, 3],
+            _ => [0, 1],
+        }
+    }
+
+    /// The lease, session or ttl the tool's leadership lives by.
+    pub(crate) fn ttl(self) -> Duration {
+        match self {
+            Self::Regent { ttl } => ttl,
+            Self::EtcdctlElect => ETCDCTL_ELECT_TTL,
+            Self::EtcdctlLock => TTL,
+            Self::ConsulLock { .. } => CONSUL_LOCK_TTL,
+            Self::CuratorLatch => CURATOR_SESSION,
+        }
+    }
+
+    /// How the ttl is set, for the report.
+    pub(crate) fn ttl_note(self) -> String {
+        let s = self.ttl().as_secs();
+        match self {
+            Self::Regent { .. } => format!("--ttl {s}s"),
+            Self::EtcdctlElect => format!("session {s} s (fixed)"),
+            Self::EtcdctlLock => format!("--ttl {s}"),
+            Self::ConsulLock { .. } => format!(
+                "session {s} s, lock delay {} s (defaults)",
+                CONSUL_LOCK_DELAY.as_secs()
+            ),
+            Self::CuratorLatch => format!("session {s} s"),
+        }
+    }
+
+    /// How often the holder renews: the random part of the wait before the
+    /// signal spans one such interval, so that the signal falls anywhere in
+    /// the renewal cycle. regent: its default, a fifth of the ttl; etcd's
+    /// Go client: a third of the lease TTL; `consul lock`: half its session
+    /// TTL; ZooKeeper's Java client pings at a third of its session timeout.
+    pub(crate) fn renew_every(self) -> Duration {
+        match self {
+            Self::Regent { ttl } => ttl / 5,
+            Self::EtcdctlElect | Self::EtcdctlLock => self.ttl() / 3,
+            Self::ConsulLock { .. } => CONSUL_LOCK_TTL / 2,
+            Self::CuratorLatch => CURATOR_SESSION / 3,
+        }
+    }
+
+    /// The signal that stops the leading tool process in `case`: each
+    /// tool's own graceful stop. `etcdctl elect` resigns on SIGINT only
+    /// (SIGTERM kills it, leaving its session to expire).
+    pub(crate) fn signal(self, case: Case) -> Signal {
+        match (case, self) {
+            (Case::Crash, _) => Signal::KILL,
+            (Case::Graceful, Self::EtcdctlElect) => Signal::INT,
+            (Case::Graceful, _) => Signal::TERM,
+        }
+    }
+
+    /// Whether the tool runs a command (whose start is logged by the demo
+    /// task) rather than announcing its leadership on its standard output.
+    pub(crate) fn runs_command(self) -> bool {
+        match self {
+            Self::Regent { .. } | Self::EtcdctlLock | Self::ConsulLock { .. } => true,
+            Self::EtcdctlElect | Self::CuratorLatch => false,
+        }
+    }
+
+    /// The longest a hand-over may take before the bench gives up: after a
+    /// crash, the store ends the holder's lease within its ttl and slack
+    /// (Consul: two session TTLs, then the lock delay and `consul lock`'s
+    /// retry), plus a margin for a busy machine.
+    pub(crate) fn handover_bound(self, case: Case) -> Duration {
+        let margin = Duration::from_secs(20);
+        match (case, self) {
+            (Case::Graceful, _) => margin,
+            (Case::Crash, Self::ConsulLock { .. }) => {
+                2 * CONSUL_LOCK_TTL + CONSUL_LOCK_DELAY + CONSUL_LOCK_RETRY + margin
+            }
+            (Case::Crash, Self::Regent { ttl }) => 3 * ttl + margin,
+            (Case::Crash, _) => 2 * self.ttl() + margin,
+        }
+    }
+}
+
+/// A load case: what a crowd costs a store (`load/`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(crate) enum LoadCase {
+    /// Many candidates, one election: the store operations per failover.
+    Herd,
+    /// Many elections, one process: what holding them costs per ttl.
+    Scale,
+}
+
+impl LoadCase {
+    /// Every load case, in the order a bench runs them.
+    pub(crate) const ALL: [Self; 2] = [Self::Herd, Self::Scale];
+
+    /// Its name in `--cases` and the report.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Self::Herd => "herd",
+            Self::Scale => "scale",
+        }
+    }
+
+    /// The load case named `s`.
+    pub(crate) fn parse(s: &str) -> Option<Self> {
+        match s {
+            "herd" => Some(Self::Herd),
+            "scale" => Some(Self::Scale),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for LoadCase {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_parse_back() {
+        assert!(Case::ALL.iter().all(|c| Case::parse(c.name()) == Some(*c)));
+        assert!(
+            LoadCase::ALL
+                .iter()
+                .all(|c| LoadCase::parse(c.name()) == Some(*c))
+        );
+        assert!(
+            StoreKind::ALL
+                .iter()
+                .all(|s| StoreKind::parse(s.name()) == Some(*s))
+        );
+    }
+}

@@ -1,5 +1,6 @@
-//! The Linux process table as `/proc` shows it, and the clock every process
-//! on a host shares.
+//! The host facts regent's processes share: the Linux process table as
+//! `/proc` shows it, the clock every process on a host shares, and free
+//! ports of `127.0.0.1` ([`ports`]) for the servers they start.
 //!
 //! regent's sidecar sweeps what is left of a term's processes, its fault
 //! campaign (`regent-torture`) finds the process a fault should hit, and
@@ -20,6 +21,8 @@
 //! assert!(regent_proc::pids().contains(&me));
 //! assert!(!regent_proc::argv(me).is_empty());
 //! ```
+
+pub mod ports;
 
 use std::collections::BTreeSet;
 

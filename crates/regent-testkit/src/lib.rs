@@ -41,7 +41,7 @@ pub mod engines;
 pub mod fixtures;
 pub mod history;
 pub mod pki;
-pub mod ports;
+pub use regent_proc::ports;
 pub mod supervisor;
 
 /// The stack of [`block_on_big_stack`]'s threads: 16 MiB.

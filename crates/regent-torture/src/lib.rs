@@ -161,7 +161,6 @@ mod fault;
 mod fence;
 mod nemesis;
 mod peers;
-mod ports;
 mod procfs;
 mod proxy;
 mod report;

@@ -48,7 +48,7 @@ impl PeerGroup {
     /// Picks a listen address for each of `n` members and starts a proxy
     /// for each ordered pair; writes the group's secret into `dir`.
     pub(crate) fn new(peers: Peers, n: u8, dir: &Path) -> Result<Self, Error> {
-        let ports = crate::ports::free_ports(usize::from(n))
+        let ports = regent_proc::ports::free_ports(usize::from(n))
             .map_err(Error::io("peer group: no free port"))?;
         let listen: BTreeMap<u64, SocketAddr> = (1..=u64::from(n))
             .zip(ports)

@@ -47,9 +47,9 @@ pub fn unclaimed_range() -> Range<u16> {
 /// they differ from each other.
 ///
 /// ```
-/// let ports = regent_testkit::ports::free_ports(3)?;
+/// let ports = regent_proc::ports::free_ports(3)?;
 /// assert_eq!(ports.len(), 3);
-/// assert!(ports.iter().all(|p| regent_testkit::ports::unclaimed_range().contains(p)));
+/// assert!(ports.iter().all(|p| regent_proc::ports::unclaimed_range().contains(p)));
 /// # Ok::<(), std::io::Error>(())
 /// ```
 ///
@@ -91,8 +91,17 @@ pub fn free_ports(n: usize) -> io::Result<Vec<u16>> {
 mod tests {
     use super::*;
 
+    /// "Free a moment ago" holds only while nobody else picks: the two
+    /// tests, run side by side in one process, took each other's ports
+    /// (one in about ten runs).
+    fn serial() -> std::sync::MutexGuard<'static, ()> {
+        static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        SERIAL.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     #[test]
     fn ports_are_distinct_bindable_and_below_the_ephemeral_range() {
+        let _one_at_a_time = serial();
         let ports = free_ports(50).unwrap();
         let mut sorted = ports.clone();
         sorted.sort_unstable();
@@ -110,6 +119,7 @@ mod tests {
 
     #[test]
     fn a_port_in_use_is_never_handed_out() {
+        let _one_at_a_time = serial();
         // Fill a small part of the range; whatever is returned was free.
         let taken = free_ports(200).unwrap();
         let _held: Vec<TcpListener> = taken

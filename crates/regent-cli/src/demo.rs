@@ -9,28 +9,16 @@ use std::path::{Path, PathBuf};
 use std::process::{ExitCode, Stdio};
 use std::time::Duration;
 
-use clap::Args;
 use futures_util::StreamExt;
 use regent_core::{ElectionName, LeaderInfo, LeaseStore as _, Observer};
 use rustix::process::{Pid, Signal};
 use tokio::process::{Child, Command};
 use tokio::time::Instant;
 
-use crate::cli::{DemoArgs, StoreArgs};
+use crate::cli::{DemoArgs, StoreArgs, TaskArgs};
 use crate::clock::mono_ns;
 use crate::error::CliError;
 use crate::store;
-
-#[derive(Debug, Args)]
-pub(crate) struct TaskArgs {
-    /// Where to append "start ID TOKEN MONO_NS PID" when the task starts.
-    #[arg(long)]
-    pub(crate) log: PathBuf,
-    /// Also append "stop ID TOKEN MONO_NS PID" when SIGTERM arrives, then
-    /// die by it. The end-to-end tests use it to time the stop of a term.
-    #[arg(long)]
-    pub(crate) log_stop: bool,
-}
 
 /// The demo's leader task: notes when it started (on CLOCK_MONOTONIC, the
 /// clock the demo measures failures with), then works until stopped.
@@ -262,7 +250,7 @@ pub(crate) async fn demo(args: DemoArgs) -> Result<u8, CliError> {
         Some(ttl) => ttl,
     };
     let mut demo = Demo {
-        exe: crate::run::own_exe()?,
+        exe: crate::exe::own_exe()?,
         dir: tmp.path().to_owned(),
         url,
         election: election.clone(),

@@ -85,9 +85,12 @@ macro_rules! say {
 
 mod cli;
 mod clock;
+mod config;
 mod demo;
 mod error;
+mod exe;
 mod failpoint;
+mod output;
 #[cfg(feature = "peer")]
 mod peer;
 mod run;

@@ -6,10 +6,7 @@ use std::os::unix::process::ExitStatusExt;
 use std::process::Stdio;
 use std::time::Duration;
 
-use regent_core::{
-    CampaignError, Candidate, CandidateBuilder, ConfigError, Election, EndReason, HolderId,
-    Leadership, LeaseStore,
-};
+use regent_core::{CampaignError, Election, EndReason, Leadership, LeaseStore as _};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::UnixStream;
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
@@ -17,10 +14,13 @@ use tokio::process::{Child, Command};
 use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio::time::{Instant, sleep_until};
 
-use crate::cli::{ChildArgs, RestartArg, RunArgs, default_id};
+use crate::cli::{ChildArgs, PidNamespace, RestartArg, RunArgs};
 use crate::clock::to_mono_ns;
+use crate::config::RunConfig;
 use crate::error::{CliError, chain};
-use crate::shim::PidNamespace;
+// The torture adapter still names `run::own_exe`.
+pub(crate) use crate::exe::own_exe;
+
 use crate::store;
 
 /// What a signal, or the demo's lifeline, asks for.
@@ -84,66 +84,30 @@ enum TermEnd {
 }
 
 pub(crate) async fn run(args: RunArgs) -> Result<u8, CliError> {
-    let election = store::election(&args.store)?;
-    let target = store::target(&args.store)?;
-    let id = args.id.clone().unwrap_or_else(default_id);
-    let holder = HolderId::new(&id).map_err(|e| CliError::usage(format!("--id: {e}")))?;
-    if args.child.health_timeout.is_some_and(|d| d.is_zero()) {
-        return Err(CliError::usage(
-            "--health-timeout must be greater than zero",
-        ));
-    }
-    // Check the timing before touching the store: a usage error must not
-    // wait for a dead store. Without --ttl the ttl is the store's to
-    // raise, which only an open store tells: the check then waits for it
-    // if the default 10 s breaks a rule, since a longer ttl may not.
-    let checked = configure(
-        Candidate::builder(
-            regent_core::memory::MemoryStore::race(),
-            election.clone(),
-            holder.clone(),
-        ),
-        &args,
-        args.ttl.unwrap_or(DEFAULT_TTL),
-    )
-    .build();
-    // A bound on every store call (see `store::open`): the renew interval,
-    // which a ttl raised to the store's minimum only lengthens.
-    let call_timeout = match checked {
-        Ok(c) => c.timing().renew_every,
-        Err(e) if args.ttl.is_some() || !depends_on_the_ttl(&e) => {
-            return Err(timing_error(&e, &args, DEFAULT_TTL));
-        }
-        Err(_) => args.renew_every.unwrap_or(DEFAULT_TTL / 5),
-    };
-
-    prepare_child(&args.child)?;
-
-    let mut stops = Stops::new(args.child.lifeline_stdin)?;
-    let store = tokio::select! {
-        r = store::open(&target, &election, Some(call_timeout)) => r?,
+    // One pass: flags → checked settings → store → candidate → supervisor.
+    let config = RunConfig::resolve(args)?;
+    prepare_child(&config.child)?;
+    let mut stops = Stops::new(config.child.lifeline_stdin)?;
+    let opened = tokio::select! {
+        r = store::connect(
+            &config.target,
+            &config.election,
+            config.call_timeout,
+            config.start_window,
+            config.holder.is_default(),
+        ) => r?,
         () = stops.next() => return Ok(0),
     };
-    let ttl = args
-        .ttl
-        .unwrap_or_else(|| default_ttl(store.info().min_ttl));
-    let holder = match &args.id {
-        Some(_) => holder,
-        // The store's convention if it has one (Consul: the agent's node
-        // name), else HOSTNAME-PID.
-        None => tokio::select! {
-            r = store::default_holder_id(&target, call_timeout) => r?.unwrap_or(holder),
-            () = stops.next() => return Ok(0),
-        },
-    };
-    let candidate = configure(Candidate::builder(store, election, holder), &args, ttl)
-        .build()
-        .map_err(|e| timing_error(&e, &args, ttl))?;
+    let holder = config.holder.or_named(opened.holder);
+    let ttl = config.timing.ttl_for(opened.store.info().min_ttl);
+    let candidate = config
+        .timing
+        .candidate(opened.store, config.election, holder, ttl)?;
     tracing::info!("{}", candidate.explain());
-
+    let target = config.target;
     supervise(
         &candidate,
-        &args.child,
+        &config.child,
         &mut stops,
         ttl,
         Some(&target),
@@ -261,96 +225,6 @@ async fn shut_down(election: &impl Election, stops: &mut Stops) -> u8 {
         () = election.shutdown() => 0,
         () = stops.next() => 130,
     }
-}
-
-/// `--ttl`'s default, unless the store's minimum ttl is longer.
-pub(crate) const DEFAULT_TTL: Duration = Duration::from_secs(10);
-
-/// The ttl without `--ttl`: [`DEFAULT_TTL`], raised to the store's minimum
-/// (Azure Blob's leases: 15 s), so that `regent run` works on every store
-/// without the flag.
-fn default_ttl(store_min: Duration) -> Duration {
-    DEFAULT_TTL.max(store_min)
-}
-
-/// Whether a longer ttl may mend the broken rule `e` (a renew deadline,
-/// interval or grace that does not fit the ttl or its defaults).
-fn depends_on_the_ttl(e: &ConfigError) -> bool {
-    matches!(
-        e,
-        ConfigError::DeadlineNotBelowTtl { .. }
-            | ConfigError::IntervalNotBelowDeadline { .. }
-            | ConfigError::GraceTooLong { .. }
-    )
-}
-
-/// The timing flags applied to a candidate builder, with `ttl`: `--ttl`
-/// or its default for the store.
-fn configure<S: LeaseStore>(
-    builder: CandidateBuilder<S>,
-    args: &RunArgs,
-    ttl: Duration,
-) -> CandidateBuilder<S> {
-    let mut builder = builder.ttl(ttl);
-    if let Some(g) = args.child.grace {
-        builder = builder.grace(g);
-    }
-    if let Some(d) = args.renew_every {
-        builder = builder.renew_every(d);
-    }
-    if let Some(d) = args.renew_deadline {
-        builder = builder.renew_deadline(d);
-    }
-    builder
-}
-
-/// A broken timing rule as a usage error that starts with the flags the
-/// rule involves, each with its value or "default", so that the user knows
-/// which flag to change even when the other side of the rule is a default
-/// derived from --ttl. `ttl` is the ttl checked: `--ttl`, or its default.
-fn timing_error(e: &ConfigError, args: &RunArgs, ttl: Duration) -> CliError {
-    // The library's own hint names builder methods; the flags say it here.
-    let e = e.rule();
-    // Debug prints zero as "0ns"; the user typed "0s" or "0ms".
-    let show = |d: Duration| {
-        if d.is_zero() {
-            "0s".to_owned()
-        } else {
-            format!("{d:?}")
-        }
-    };
-    let ttl = match args.ttl {
-        Some(t) => format!("--ttl {}", show(t)),
-        None => format!("--ttl (default {})", show(ttl)),
-    };
-    let flag = |name: &str, given: Option<Duration>, default: &str| match given {
-        Some(d) => format!("{name} {}", show(d)),
-        None => format!("{name} (default {default})"),
-    };
-    let every = || flag("--renew-every", args.renew_every, "ttl/5");
-    let deadline = || flag("--renew-deadline", args.renew_deadline, "3*ttl/5");
-    let flags = match e {
-        ConfigError::Zero { what: "ttl" } => ttl,
-        ConfigError::Zero {
-            what: "renew interval" | "retry interval",
-        } => every(),
-        ConfigError::Zero {
-            what: "renew deadline",
-        } => deadline(),
-        ConfigError::DeadlineNotBelowTtl { .. } => format!("{}, {ttl}", deadline()),
-        ConfigError::IntervalNotBelowDeadline { .. } => format!("{}, {}", every(), deadline()),
-        ConfigError::GraceTooLong { .. } => format!(
-            "{}, {}, {ttl}",
-            flag("--grace", args.child.grace, "2s or what fits"),
-            deadline()
-        ),
-        ConfigError::TtlTooLong { .. }
-        | ConfigError::TtlTooShort { .. }
-        | ConfigError::TtlBelowStoreMinimum { .. }
-        | ConfigError::TtlAboveStoreMaximum { .. } => ttl,
-        _ => "invalid timing (--ttl, --renew-every, --renew-deadline, --grace)".to_owned(),
-    };
-    CliError::usage(format!("{flags}: {e}"))
 }
 
 /// One term: CMD runs under the shim until it exits, leadership ends, the
@@ -706,27 +580,6 @@ fn heartbeat_pipe() -> Result<(OwnedFd, OwnedFd), CliError> {
     Ok((read, write))
 }
 
-/// The binary to start the shim from: the running image itself, through
-/// `/proc/self/exe` (the forked child resolves it to the same image). The
-/// path `current_exe()` names stops existing when the file is replaced —
-/// as any package upgrade does — and every running `regent run` then failed
-/// at its next term; a newer binary there might not speak this one's shim
-/// protocol anyway.
-pub(crate) fn own_exe() -> Result<std::path::PathBuf, CliError> {
-    let running = std::path::Path::new("/proc/self/exe");
-    if running.exists() {
-        return Ok(running.to_owned());
-    }
-    std::env::current_exe()
-        .map_err(|e| CliError::failure(format!("cannot find regent's own binary: {e}")))
-}
-
-/// [`own_exe`] for the shim, which has no use for the error: spawning
-/// fails with the path's own message.
-pub(crate) fn own_exe_path() -> std::path::PathBuf {
-    own_exe().unwrap_or_else(|_| "/proc/self/exe".into())
-}
-
 /// A term's supervisor — the shim, and its init — started ahead of the
 /// term, while regent still follows: the supervisor waits for regent's go
 /// line (`G TOKEN DEADLINE`) and only then starts CMD. A hand-over then
@@ -850,21 +703,5 @@ fn exit_code(status: std::process::ExitStatus) -> u8 {
         (Some(c), _) => u8::try_from(c & 0xff).unwrap_or(1),
         (None, Some(sig)) => u8::try_from(128 + (sig & 0x7f)).unwrap_or(255),
         _ => 1,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Regression: `regent run` defaulted to `--ttl 10s` on every store, so
-    /// on Azure Blob (leases of 15 s at least) it refused to start without
-    /// the flag.
-    #[test]
-    fn the_default_ttl_is_raised_to_the_stores_minimum() {
-        let s = Duration::from_secs;
-        assert_eq!(default_ttl(Duration::ZERO), s(10));
-        assert_eq!(default_ttl(s(10)), s(10));
-        assert_eq!(default_ttl(s(15)), s(15));
     }
 }

@@ -405,6 +405,17 @@ pub(crate) async fn open(
     election: &ElectionName,
     call_timeout: Option<Duration>,
 ) -> Result<BoxStore, CliError> {
+    open_within(target, election, call_timeout, start_retry()?).await
+}
+
+/// [`open`], retrying for `window` (`REGENT_START_RETRY`, resolved by the
+/// caller).
+pub(crate) async fn open_within(
+    target: &Target,
+    election: &ElectionName,
+    call_timeout: Option<Duration>,
+    window: Duration,
+) -> Result<BoxStore, CliError> {
     if let Some(dir) = &target.default_dir {
         std::fs::create_dir_all(dir).map_err(|e| {
             CliError::usage(format!(
@@ -413,7 +424,6 @@ pub(crate) async fn open(
             ))
         })?;
     }
-    let window = start_retry()?;
     // An attempt waits on another connection's lock (SQLite) or for an
     // answer for at most half the window, so that a shortened window
     // still retries once.
@@ -472,6 +482,33 @@ pub(crate) async fn default_holder_id(
         .default_holder_id(call_timeout)
         .await
         .map_err(|e| store_error(target, "name this instance from", &e))
+}
+
+/// An open store, and its name for this instance where it was asked for
+/// one (see [`connect`]).
+pub(crate) struct Opened {
+    pub(crate) store: BoxStore,
+    pub(crate) holder: Option<HolderId>,
+}
+
+/// [`open_within`] `window`, with `call_timeout` as the bound of every
+/// store call, and, with `name_holder`, the store's name for this instance
+/// ([`default_holder_id`]): what `regent run` needs of its store before
+/// its first campaign.
+pub(crate) async fn connect(
+    target: &Target,
+    election: &ElectionName,
+    call_timeout: Duration,
+    window: Duration,
+    name_holder: bool,
+) -> Result<Opened, CliError> {
+    let store = open_within(target, election, Some(call_timeout), window).await?;
+    let holder = if name_holder {
+        default_holder_id(target, call_timeout).await?
+    } else {
+        None
+    };
+    Ok(Opened { store, holder })
 }
 
 async fn try_open(

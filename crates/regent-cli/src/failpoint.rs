@@ -12,23 +12,19 @@ use std::path::Path;
 use std::time::Duration;
 
 pub(crate) use regent_torture::failpoint::ENV;
-use regent_torture::failpoint::{Stage, go_file, holder_line, parse_spec};
+pub(crate) use regent_torture::failpoint::Stage;
+use regent_torture::failpoint::{go_file, holder_line, parse_spec};
 
 /// Holds here if the hook names `stage` (see the module docs); `token` is
-/// the term's fencing token, if this process knows it. `stage` is one of
-/// the names of [`Stage`].
-pub(crate) fn hold(stage: &str, token: Option<u64>) {
-    debug_assert!(
-        Stage::from_name(stage).is_some(),
-        "{stage} is not a failpoint stage"
-    );
+/// the term's fencing token, if this process knows it.
+pub(crate) fn hold(stage: Stage, token: Option<u64>) {
     let Ok(spec) = std::env::var(ENV) else {
         return;
     };
     let Some((at, file)) = parse_spec(&spec) else {
         return;
     };
-    if at != stage {
+    if at != stage.name() {
         return;
     }
     // Only the first process to reach the stage holds: the file is

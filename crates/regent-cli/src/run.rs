@@ -18,8 +18,7 @@ use crate::cli::{ChildArgs, PidNamespace, RestartArg, RunArgs};
 use crate::clock::to_mono_ns;
 use crate::config::RunConfig;
 use crate::error::{CliError, chain};
-// The torture adapter still names `run::own_exe`.
-pub(crate) use crate::exe::own_exe;
+use crate::exe::own_exe;
 
 use crate::store;
 
@@ -158,7 +157,10 @@ pub(crate) async fn supervise<E: Election>(
                 return Ok(shut_down(election, stops).await);
             }
         };
-        crate::failpoint::hold("regent-acquired", Some(leadership.token().get()));
+        crate::failpoint::hold(
+            crate::failpoint::Stage::RegentAcquired,
+            Some(leadership.token().get()),
+        );
         let started = Instant::now();
         match lead(election, leadership, next, child, stops, handoff).await? {
             TermEnd::Lost => {}
@@ -314,7 +316,7 @@ async fn lead(
                         warn_user!("regent: leadership ended ({reason}); stopping the command");
                         break TermEnd::Lost;
                     }
-                    crate::failpoint::hold("regent-renewed", Some(leadership.token().get()));
+                    crate::failpoint::hold(crate::failpoint::Stage::RegentRenewed, Some(leadership.token().get()));
                     if !send(&mut control, &format!("D {}\n", to_mono_ns(state.step_down_at))) {
                         // The shim does not read its control socket (stopped,
                         // hung): it cannot be trusted with the deadline.
@@ -402,7 +404,10 @@ async fn lead(
 
 /// Releases the term's lease, once the command's whole tree is gone.
 async fn give_back(leadership: Leadership) {
-    crate::failpoint::hold("regent-release", Some(leadership.token().get()));
+    crate::failpoint::hold(
+        crate::failpoint::Stage::RegentRelease,
+        Some(leadership.token().get()),
+    );
     if let Err(e) = leadership.resign().await {
         tracing::warn!(error = %e, "release failed; the lease expires by its ttl");
     }

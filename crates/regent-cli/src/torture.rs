@@ -37,7 +37,7 @@ pub(crate) fn writer_main(args: WriterArgs) -> ExitCode {
 pub(crate) async fn torture(args: TortureArgs) -> Result<u8, CliError> {
     let election = ElectionName::new(&args.election)
         .map_err(|e| CliError::usage(format!("--election: {e}")))?;
-    let mut config = regent_torture::Config::new(crate::run::own_exe()?)
+    let mut config = regent_torture::Config::new(crate::exe::own_exe()?)
         .election(election)
         .candidates(args.candidates)
         .duration(args.duration)

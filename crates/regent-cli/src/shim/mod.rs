@@ -267,7 +267,7 @@ fn shim(args: &ShimArgs) -> std::io::Result<u8> {
 fn hold(args: &ShimArgs) -> std::io::Result<u8> {
     let signals = SignalPipe::new()?;
     let exits = SignalPipe::children()?;
-    crate::failpoint::hold("shim-before-init", None);
+    crate::failpoint::hold(crate::failpoint::Stage::ShimBeforeInit, None);
     let me = rustix::process::getpid().as_raw_nonzero().get();
     let mut command = Command::new(crate::exe::own_exe_path());
     command
@@ -379,7 +379,7 @@ fn supervise(args: &ShimArgs, guard: Guard) -> std::io::Result<u8> {
         );
         return Ok(STOPPED_BY_SHIM);
     }
-    crate::failpoint::hold("init-before-cmd", Some(go.token));
+    crate::failpoint::hold(crate::failpoint::Stage::InitBeforeCmd, Some(go.token));
     let stop_all = |pgid| match guard {
         Guard::Group => tree::stop_children(Some(pgid), grace, Some(&exits.read)),
         Guard::Namespace => tree::stop_namespace(grace, Some(&exits.read)),
@@ -475,7 +475,7 @@ fn supervise(args: &ShimArgs, guard: Guard) -> std::io::Result<u8> {
         }
     };
     if stop == Stop::Asked {
-        crate::failpoint::hold("supervisor-stopping", Some(go.token));
+        crate::failpoint::hold(crate::failpoint::Stage::SupervisorStopping, Some(go.token));
     }
     // Stop first, talk after: a closed stderr must not keep CMD alive.
     let all_gone = stop_all(pgid);

@@ -101,7 +101,7 @@ pub(super) fn release_by_ticket() -> ExitCode {
         let _ =
             rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable);
     }
-    crate::failpoint::hold("release-by-ticket", None);
+    crate::failpoint::hold(crate::failpoint::Stage::ReleaseByTicket, None);
     let what = format!("{ticket:?}");
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()

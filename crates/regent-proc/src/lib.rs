@@ -1,6 +1,7 @@
 //! The host facts regent's processes share: the Linux process table as
-//! `/proc` shows it, the clock every process on a host shares, and free
-//! ports of `127.0.0.1` ([`ports`]) for the servers they start.
+//! `/proc` shows it, what this process uses ([`usage`]), the clock every
+//! process on a host shares, and free ports of `127.0.0.1` ([`ports`]) for
+//! the servers they start.
 //!
 //! regent's sidecar sweeps what is left of a term's processes, its fault
 //! campaign (`regent-torture`) finds the process a fault should hit, and
@@ -23,6 +24,7 @@
 //! ```
 
 pub mod ports;
+pub mod usage;
 
 use std::collections::BTreeSet;
 
@@ -38,6 +40,9 @@ pub struct Stat {
     pub ppid: i32,
     /// The process group.
     pub pgrp: i32,
+    /// CPU time in user and kernel mode so far (`utime + stime`), in
+    /// clock ticks.
+    pub cpu_ticks: u64,
     /// Start time in clock ticks since boot: with the pid, it names one
     /// process even if the pid is reused.
     pub start_ticks: u64,
@@ -62,19 +67,29 @@ pub fn stat(pid: i32) -> Option<Stat> {
     parse_stat(&text)
 }
 
+/// A `stat` file of `/proc` (a process's or a thread's): its command name
+/// and the fields regent reads.
+pub(crate) fn parse_stat_named(text: &str) -> Option<(&str, Stat)> {
+    // The command name may hold spaces and parentheses: it runs from the
+    // first '(' to the last ')', and the fields after it start there.
+    let close = text.rfind(')')?;
+    let name = text.get(text.find('(')? + 1..close)?;
+    let fields: Vec<&str> = text.get(close + 1..)?.split_whitespace().collect();
+    let number = |i: usize| -> Option<u64> { fields.get(i)?.parse().ok() };
+    Some((
+        name,
+        Stat {
+            state: fields.first()?.chars().next()?,
+            ppid: fields.get(1)?.parse().ok()?,
+            pgrp: fields.get(2)?.parse().ok()?,
+            cpu_ticks: number(11)? + number(12)?,
+            start_ticks: number(19)?,
+        },
+    ))
+}
+
 fn parse_stat(text: &str) -> Option<Stat> {
-    // The command name may hold spaces and parentheses: the fields after
-    // it start after the last ')'.
-    let fields: Vec<&str> = text
-        .get(text.rfind(')')? + 1..)?
-        .split_whitespace()
-        .collect();
-    Some(Stat {
-        state: fields.first()?.chars().next()?,
-        ppid: fields.get(1)?.parse().ok()?,
-        pgrp: fields.get(2)?.parse().ok()?,
-        start_ticks: fields.get(19)?.parse().ok()?,
-    })
+    parse_stat_named(text).map(|(_, stat)| stat)
 }
 
 /// Whether `pid` exists and has not exited (zombies count as gone).
@@ -221,6 +236,7 @@ mod tests {
                 state: 'S',
                 ppid: 7,
                 pgrp: 42,
+                cpu_ticks: 0,
                 start_ticks: 12345
             })
         );

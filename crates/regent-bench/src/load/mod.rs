@@ -17,7 +17,6 @@ pub(crate) mod report;
 pub(crate) mod result;
 pub(crate) mod scale;
 pub(crate) mod scale_child;
-mod usage;
 
 use std::path::Path;
 use std::time::Duration;

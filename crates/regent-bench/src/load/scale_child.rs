@@ -28,13 +28,14 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 use regent_core::{Candidate, ElectionName, HolderId, Leadership, LeaseStore, Status};
+use regent_proc::usage;
 use serde_json::json;
 
 use crate::error::BenchError;
 use crate::load::counting::{Counted, counted};
 use crate::load::open::{Opened, StoreSpec};
 use crate::load::result::{Role, TTL};
-use crate::load::usage;
+
 use crate::store::StoreKind;
 
 /// The line a holding child prints once it leads every election.

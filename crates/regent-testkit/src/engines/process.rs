@@ -486,11 +486,7 @@ mod tests {
         command.arg("1000");
         process.spawn(command).unwrap();
         let pid = process.pid().unwrap();
-        let state = || {
-            fs::read_to_string(format!("/proc/{pid}/stat"))
-                .ok()
-                .and_then(|s| s[s.rfind(')')? + 2..].chars().next())
-        };
+        let state = || regent_proc::stat(i32::try_from(pid).ok()?).map(|s| s.state);
         assert_eq!(process.pause(), Signaled::Sent);
         let until = Instant::now() + Duration::from_secs(5);
         while state() != Some('T') && Instant::now() < until {

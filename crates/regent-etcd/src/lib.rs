@@ -153,8 +153,9 @@
 //! lease are at least a tenth of the ttl apart: renewing a lease's
 //! elections costs etcd at most twenty requests per ttl, however many they
 //! are and however often each renews, and a renewal waits at most a tenth
-//! of the ttl for its round. `regent bench --load scale` measures it
-//! (`docs/load.md`).
+//! of the ttl for its round. The benchmark harness's scale case measures
+//! it (`scripts/bench --stores etcd --cases scale`; results in
+//! `docs/load.md`).
 //!
 //! A shared lease must not keep an election alive that its holder stopped
 //! renewing (a candidate dropped without resigning, a release that failed)

@@ -208,13 +208,18 @@
 //!
 //! ## What one process can hold
 //!
-//! Measured with `cargo bench -p regent-sqlite --bench scale` (see
-//! `benches/scale.rs`): a 2-core virtual machine shared with other work,
-//! an ext4 disk, a tokio runtime of 2 workers, every election at the
-//! default ttl of 10 s (a renewal every 2 s per election), the store's
-//! defaults, 30 s windows. At that ttl a write may wait up to the whole
-//! commit interval (a twentieth of the ttl is 500 ms), which is what
-//! keeps the commits to about 20 a second.
+//! Measured with this crate's scale bench of the time (`cargo bench -p
+//! regent-sqlite --bench scale`), now the scale case of the benchmark
+//! harness (`crates/regent-bench`, not published): `scripts/bench --stores
+//! sqlite,memory --cases scale --elections 1000,10000 --window 30s
+//! --sqlite-dir DIR`, with `--spread` for the rows started spread over a
+//! renewal interval and `--followers` for the followers' rows. On a 2-core
+//! virtual machine shared with other work, an ext4 disk, a tokio runtime
+//! of 2 workers, every election at the default ttl of 10 s (a renewal
+//! every 2 s per election), the store's defaults, 30 s windows. At that
+//! ttl a write may wait up to the whole commit interval (a twentieth of
+//! the ttl is 500 ms), which is what keeps the commits to about 20 a
+//! second.
 //! CPU is the whole process's; threads are all of them (the main thread,
 //! the 2 workers, the store's thread), measured before the wake-up bell,
 //! whose thread followers now add (one per store, whatever the number of
@@ -236,11 +241,11 @@
 //! 67 % of a core and 28 MiB/s, and a third of them lost their elections.
 //!
 //! Of the CPU above, the candidates themselves (their tasks and timers,
-//! measured on regent's in-memory store with `--memory`) take 1.8 % for
-//! 10,000 leaders started together and 4.8 % spread. Followers cost more
-//! than leaders: each tries to acquire once per renewal interval, and the
-//! watch's poll reads every row each 100 ms while another process renews
-//! them.
+//! measured on regent's in-memory store, then `--memory`, now the store
+//! `memory`) take 1.8 % for 10,000 leaders started together and 4.8 %
+//! spread. Followers cost more than leaders: each tries to acquire once
+//! per renewal interval, and the watch's poll reads every row each 100 ms
+//! while another process renews them.
 //!
 //! So one process holds 10,000 elections on one store, as leaders, in
 //! under 10 % of a core, with 4 threads and about 40 MiB. What costs is

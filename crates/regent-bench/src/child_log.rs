@@ -20,17 +20,17 @@ pub(crate) struct LogLine {
     pub(crate) pid: i32,
 }
 
-/// Every well-formed line of the log at `log` (none if it is missing).
+/// Every well-formed line of the log at `log` (none if it is missing),
+/// read by the sidecar's own reader (`regent_cli::task_log`).
 pub(crate) fn read_log(log: &Path) -> Vec<LogLine> {
-    let text = std::fs::read_to_string(log).unwrap_or_default();
-    text.lines()
-        .filter_map(|line| {
-            let f: Vec<&str> = line.split_whitespace().collect();
+    regent_cli::task_log::read(log)
+        .into_iter()
+        .filter_map(|e| {
             Some(LogLine {
-                event: (*f.first()?).to_owned(),
-                id: (*f.get(1)?).to_owned(),
-                mono_ns: f.get(3)?.parse().ok()?,
-                pid: f.get(4)?.parse().ok()?,
+                event: e.kind,
+                id: e.id,
+                mono_ns: e.mono_ns,
+                pid: e.pid?,
             })
         })
         .collect()

@@ -19,6 +19,7 @@ use crate::cli::{DemoArgs, StoreArgs, TaskArgs};
 use crate::clock::mono_ns;
 use crate::error::CliError;
 use crate::store;
+use crate::task_log;
 
 /// The demo's leader task: notes when it started (on CLOCK_MONOTONIC, the
 /// clock the demo measures failures with), then works until stopped.
@@ -46,7 +47,7 @@ pub(crate) fn task_main(args: TaskArgs) -> ExitCode {
     };
     if let Err(e) = append(
         &args.log,
-        &format!("start {id} {token} {} {pid}\n", mono_ns()),
+        &task_log::line("start", &id, &token, mono_ns(), pid),
     ) {
         warn_user!("demo task: cannot write {}: {e}", args.log.display());
         return ExitCode::from(1);
@@ -54,7 +55,7 @@ pub(crate) fn task_main(args: TaskArgs) -> ExitCode {
     match stops {
         Some(mut stops) => {
             if stops.forever().next().is_some() {
-                let line = format!("stop {id} {token} {} {pid}\n", mono_ns());
+                let line = task_log::line("stop", &id, &token, mono_ns(), pid);
                 if let Err(e) = append(&args.log, &line) {
                     warn_user!("demo task: cannot write {}: {e}", args.log.display());
                 }
@@ -77,6 +78,7 @@ fn append(log: &Path, line: &str) -> std::io::Result<()> {
         .and_then(|mut f| f.write_all(line.as_bytes()))
 }
 
+/// A term's command started: who, with which token, when (CLOCK_MONOTONIC).
 struct Start {
     id: String,
     token: u64,
@@ -84,16 +86,13 @@ struct Start {
 }
 
 fn read_starts(log: &Path) -> Vec<Start> {
-    let text = std::fs::read_to_string(log).unwrap_or_default();
-    text.lines()
-        .filter_map(|l| {
-            let mut parts = l.split_whitespace();
-            (parts.next()? == "start").then_some(())?;
-            Some(Start {
-                id: parts.next()?.to_owned(),
-                token: parts.next()?.parse().ok()?,
-                at_ns: parts.next()?.parse().ok()?,
-            })
+    task_log::read(log)
+        .into_iter()
+        .filter(|e| e.kind == "start")
+        .map(|e| Start {
+            id: e.id,
+            token: e.token,
+            at_ns: e.mono_ns,
         })
         .collect()
 }

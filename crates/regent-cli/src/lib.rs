@@ -10,7 +10,7 @@
 //! The sidecar as a whole is described in `docs/architecture.md` §4,
 //! "Running work on the leader"; these notes say why it is built so.
 //!
-//! * The shim (see `shim.rs`) leads a process group of its own, apart from
+//! * The shim (see `shim/mod.rs`) leads a process group of its own, apart from
 //!   regent's: a job-control stop of regent's group (Ctrl-Z,
 //!   `kill -STOP -PGID`) would otherwise freeze the dead-man's switch
 //!   together with regent while CMD, in its own group, ran on.
@@ -18,7 +18,7 @@
 //!   shim process) dies with the shim, so that the kernel, not a live
 //!   regent, ends everything of a term whose supervisor was killed; regent
 //!   is a child subreaper and stops every orphan of a term before it lets
-//!   the lease go (`shim.rs` says why a namespace and not a cgroup, and
+//!   the lease go (`shim/mod.rs` says why a namespace and not a cgroup, and
 //!   what happens where regent may not create one).
 //! * The shim is started from `/proc/self/exe`, not the binary's path: a
 //!   package upgrade that replaces the file must not break running
@@ -97,6 +97,7 @@ mod run;
 mod shim;
 mod show;
 mod store;
+pub mod task_log;
 mod torture;
 mod tree;
 

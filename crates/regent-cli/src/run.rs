@@ -413,7 +413,7 @@ async fn give_back(leadership: Leadership) {
     }
 }
 
-/// What the shim says on the control socket (see `shim.rs`), read without
+/// What the shim says on the control socket (see `shim/control.rs`), read without
 /// waiting, after the shim has exited — but for the note on the namespace,
 /// which is read as it comes.
 struct Reports {
@@ -423,7 +423,7 @@ struct Reports {
     noted: bool,
 }
 
-/// What the shim said on the control socket (see `shim.rs`).
+/// What the shim said on the control socket (see `shim/control.rs`).
 #[derive(Debug, Default)]
 struct Said {
     stopped: bool,

@@ -122,16 +122,15 @@ pub struct Event {
 }
 
 pub fn read_events(log: &Path) -> Vec<Event> {
-    let text = std::fs::read_to_string(log).unwrap_or_default();
-    text.lines()
-        .filter_map(|l| {
-            let f: Vec<&str> = l.split_whitespace().collect();
+    regent_cli::task_log::read(log)
+        .into_iter()
+        .filter_map(|e| {
             Some(Event {
-                kind: f.first()?.to_string(),
-                id: f.get(1)?.to_string(),
-                token: f.get(2)?.parse().ok()?,
-                mono_ns: f.get(3)?.parse().ok()?,
-                pid: f.get(4)?.parse().ok()?,
+                kind: e.kind,
+                id: e.id,
+                token: e.token,
+                mono_ns: e.mono_ns,
+                pid: e.pid?,
             })
         })
         .collect()

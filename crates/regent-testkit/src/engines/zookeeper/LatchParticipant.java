@@ -14,7 +14,7 @@ import org.apache.curator.retry.ExponentialBackoffRetry;
 /**
  * One Curator LeaderLatch participant, driven over stdin by regent's
  * Curator interop test (crates/regent-zookeeper/tests/curator.rs) and by
- * `regent bench`, which compile it at run time through regent-testkit's
+ * the benchmark harness (`regent-bench`), which compile it at run time through regent-testkit's
  * LatchParticipant.
  *
  * <p>Arguments: CONNECT_STRING LATCH_PATH PARTICIPANT_ID. Prints READY once

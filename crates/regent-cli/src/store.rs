@@ -621,7 +621,7 @@ etcds://h:1 | etcd-cert={d}/cert.pem,etcd-key={d}/junk |  | --etcd-key {d}/junk:
 consul:h:1 |  |  | --store 'consul:h:1': write Consul stores as consul://HOST:PORT
 consul://tok@h:1 |  |  | --store 'consul://***@h:1': unexpected '@': put the ACL token in REGENT_CONSUL_TOKEN or CONSUL_HTTP_TOKEN, never in the URL
 consul://h:1#x |  |  | --store 'consul://h:1#x': unexpected '#': Consul URLs take no fragment
-consul://h:1?token=x |  |  | --store 'consul://h:1?token=x': unexpected 'token=x' in the query: Consul URLs take only ?dc=DATACENTER
+consul://h:1?token=x |  |  | --store 'consul://h:1?token=***': unexpected 'token' in the query: Consul URLs take only ?dc=DATACENTER
 consul://h:1?dc=a&dc=b |  |  | --store 'consul://h:1?dc=a&dc=b': ?dc= is given twice
 consul://h:1?dc= |  |  | --store 'consul://h:1?dc=': the datacenter '' must be ASCII letters, digits, '-', '_' or '.'
 consul://h:1?dc=a b |  |  | --store 'consul://h:1?dc=a b': the datacenter 'a b' must be ASCII letters, digits, '-', '_' or '.'
@@ -655,7 +655,7 @@ consuls://h | consul-cert={d}/csr.pem,consul-key={d}/key.pem |  | --consul-cert 
 consul://h | consul-lock-delay=10 |  | --consul-lock-delay '10' is not a lock delay: write a duration from 0s to 24h, such as 0s, 500ms, 10s or 1m30s
 consul://h | consul-lock-delay=25h |  | --consul-lock-delay '25h' is not a lock delay: write a duration from 0s to 24h, such as 0s, 500ms, 10s or 1m30s
 azblob:leases |  |  | --store 'azblob:leases' is not an azblob:// URL: write azblob://CONTAINER[/BLOB]
-azblob://leases?sig=x |  |  | --store 'azblob://leases?sig=x' holds a query, fragment or user: credentials are never part of the URL (set AZURE_STORAGE_CONNECTION_STRING or AZURE_STORAGE_KEY)
+azblob://leases?sig=x |  |  | --store 'azblob://leases?sig=***' holds a query, fragment or user: credentials are never part of the URL (set AZURE_STORAGE_CONNECTION_STRING or AZURE_STORAGE_KEY)
 azblob://u@leases |  |  | --store 'azblob://***@leases' holds a query, fragment or user: credentials are never part of the URL (set AZURE_STORAGE_CONNECTION_STRING or AZURE_STORAGE_KEY)
 azblob://Leases |  |  | --store 'azblob://Leases': the container name 'Leases' must be 3 to 63 lower-case letters, digits and single '-' between them (Azure's rule)
 azblob:// |  |  | --store 'azblob://': the container name '' must be 3 to 63 lower-case letters, digits and single '-' between them (Azure's rule)

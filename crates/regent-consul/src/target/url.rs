@@ -131,9 +131,11 @@ fn parse_query(query: &str) -> Result<String, String> {
                 dc = Some(v.to_owned());
             }
             _ => {
+                // The name alone: the value may be a secret (`?token=`).
+                let name = pair.split_once('=').map_or(pair, |(name, _)| name);
                 return Err(format!(
                     "unexpected '{}' in the query: Consul URLs take only ?dc=DATACENTER",
-                    printable(pair)
+                    printable(name)
                 ));
             }
         }

@@ -91,6 +91,15 @@ fn redaction_and_ports() {
     assert_eq!(redacted("etcd://h:1/ns"), "etcd://h:1/ns");
     assert_eq!(redacted("etcd://u:p@h/a@b"), "etcd://***@b");
     assert_eq!(redacted("x:u:p@h"), "***@h");
+    // A SAS URL pasted as a store: its signature stays out of messages.
+    assert_eq!(
+        redacted("azblob://leases?sv=2024&sig=abc%2B&se=1#f"),
+        "azblob://leases?sv=2024&sig=***&se=1#f"
+    );
+    assert_eq!(
+        redacted("consul://h:8500?dc=east&token=t"),
+        "consul://h:8500?dc=east&token=***"
+    );
     assert_eq!(printable("a\tb"), "a\\tb");
     assert_eq!(port_number("02379"), Some(2379));
     for bad in ["", "+80", "-1", "0", "65536", "٣"] {

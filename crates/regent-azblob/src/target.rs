@@ -100,9 +100,12 @@ pub static KIND: StoreKind = StoreKind {
     parse,
 };
 
-fn parse(url: &str, options: &Options) -> Result<Box<dyn Target>, TargetError> {
-    parse_with_env(url, options, &|name| std::env::var_os(name))
-        .map(|t| Box::new(t) as Box<dyn Target>)
+fn parse(
+    url: &str,
+    options: &Options,
+    env: &dyn Fn(&str) -> Option<OsString>,
+) -> Result<Box<dyn Target>, TargetError> {
+    parse_with_env(url, options, env).map(|t| Box::new(t) as Box<dyn Target>)
 }
 
 /// A parsed `azblob://` URL.

@@ -44,7 +44,11 @@ impl fmt::Display for SqliteTarget {
     }
 }
 
-fn parse(url: &str, _options: &Options) -> Result<Box<dyn Target>, TargetError> {
+fn parse(
+    url: &str,
+    _options: &Options,
+    _env: &dyn Fn(&str) -> Option<std::ffi::OsString>,
+) -> Result<Box<dyn Target>, TargetError> {
     let rest = url
         .split_once(':')
         .filter(|(scheme, _)| KIND.takes(scheme))
@@ -84,7 +88,7 @@ mod tests {
     use super::*;
 
     fn path_of(url: &str) -> Result<String, String> {
-        (KIND.parse)(url, &Options::new())
+        (KIND.parse)(url, &Options::new(), &|_| None)
             .map(|t| t.to_string())
             .map_err(|e| e.to_string())
     }
@@ -101,7 +105,7 @@ mod tests {
                 "sqlite URL 'sqlite:' needs a file path, e.g. sqlite:/var/lib/app/regent.db".into()
             )
         );
-        let e = (KIND.parse)("etcd://h", &Options::new()).unwrap_err();
+        let e = (KIND.parse)("etcd://h", &Options::new(), &|_| None).unwrap_err();
         assert!(
             matches!(&e, TargetError::Url { store, url, .. } if store.name == "sqlite" && url == "etcd://h"),
             "{e:?}"

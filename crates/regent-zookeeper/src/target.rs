@@ -119,7 +119,11 @@ impl ZkTarget {
     }
 }
 
-fn parse(url: &str, options: &Options) -> Result<Box<dyn Target>, TargetError> {
+fn parse(
+    url: &str,
+    options: &Options,
+    _env: &dyn Fn(&str) -> Option<std::ffi::OsString>,
+) -> Result<Box<dyn Target>, TargetError> {
     parse_target(url, options).map(|t| Box::new(t) as Box<dyn Target>)
 }
 

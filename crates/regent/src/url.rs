@@ -162,9 +162,9 @@ pub fn parse(
                 .find(|(f, _)| f == name)
                 .map(|(_, v)| v.clone())
         },
-        env,
+        &env,
     );
-    (kind.parse)(url, &options)
+    (kind.parse)(url, &options, &env)
 }
 
 /// Why [`connect`] failed.
@@ -207,8 +207,9 @@ pub async fn connect(url: &str, options: &[(&str, &str)]) -> Result<BoxStore, Co
     for (name, value) in options {
         given.set(kind, name, value)?;
     }
-    let options = given.or(&kind.resolve(|_| None, |v| std::env::var_os(v)));
-    let target = (kind.parse)(url, &options)?;
+    let env = |v: &str| std::env::var_os(v);
+    let options = given.or(&kind.resolve(|_| None, env));
+    let target = (kind.parse)(url, &options, &env)?;
     target
         .connect(kind.default_call_timeout)
         .await
@@ -228,6 +229,28 @@ mod tests {
         parse(url, &[], |_| None)
             .map(|t| t.to_string())
             .map_err(|e| e.to_string())
+    }
+
+    /// Regression: Consul's and Azure's parsers read their tools'
+    /// variables (`CONSUL_HTTP_TOKEN_FILE`, `AZURE_STORAGE_KEY`) from the
+    /// process, not through `env`: a front end could neither choose the
+    /// environment nor note what was read (the CLI's release ticket).
+    #[cfg(all(feature = "consul", feature = "azblob"))]
+    #[test]
+    fn other_tools_variables_are_read_through_env() {
+        let consul = parse("consul://h:1", &[], |k| {
+            (k == "CONSUL_HTTP_TOKEN_FILE").then(|| "/nonexistent/token".into())
+        })
+        .expect_err("a token file that cannot be read");
+        assert!(
+            consul.to_string().contains("/nonexistent/token"),
+            "{consul}"
+        );
+        let azure = parse("azblob://leases", &[], |k| {
+            (k == "AZURE_STORAGE_ACCOUNT").then(|| "acct".into())
+        })
+        .expect_err("an account without a credential");
+        assert!(azure.to_string().contains("'acct'"), "{azure}");
     }
 
     #[test]
@@ -544,7 +567,7 @@ mod tests {
             for (name, value) in &options {
                 given.set(kind, name, value).unwrap();
             }
-            let e = (kind.parse)(url, &given).expect_err(url);
+            let e = (kind.parse)(url, &given, &|_| None).expect_err(url);
             let message = e.to_string();
             assert_eq!(e.store().map(|k| k.name), Some(kind.name), "{message}");
             // The option it is about is one of those given, by name.

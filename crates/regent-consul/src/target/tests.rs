@@ -346,7 +346,7 @@ fn names_follow_the_convention() {
 #[tokio::test]
 async fn a_target_connects_without_io() {
     use regent_core::LeaseStore as _;
-    let t = (KIND.parse)("consul://127.0.0.1:1/x?dc=d", &Options::new()).unwrap();
+    let t = (KIND.parse)("consul://127.0.0.1:1/x?dc=d", &Options::new(), &|_| None).unwrap();
     assert_eq!(t.to_string(), "consul://127.0.0.1:1/x/?dc=d");
     let store = t.connect(Duration::from_secs(1)).await.unwrap();
     assert_eq!(store.info().name, "consul");

@@ -128,8 +128,16 @@ impl StoreOption {
 }
 
 /// The parser of a store kind: a URL (scheme included, as the user wrote
-/// it) and the options given for it, to a checked target.
-pub type ParseFn = fn(url: &str, options: &Options) -> Result<Box<dyn Target>, TargetError>;
+/// it), the options given for it, and the environment (`env`: a
+/// variable's value), to a checked target. A store that honours another
+/// tool's variables (Consul's `CONSUL_HTTP_TOKEN`, Azure's
+/// `AZURE_STORAGE_KEY`) reads them through `env` only, so that a front end
+/// decides what the environment is (and can note what was read).
+pub type ParseFn = fn(
+    url: &str,
+    options: &Options,
+    env: &dyn Fn(&str) -> Option<OsString>,
+) -> Result<Box<dyn Target>, TargetError>;
 
 /// A store kind: everything a front end needs to offer it, without IO.
 /// Each store crate exports one as a `static`.

@@ -2,7 +2,11 @@ use std::path::Path;
 
 use super::*;
 
-fn parse_nothing(url: &str, _: &Options) -> Result<Box<dyn Target>, TargetError> {
+fn parse_nothing(
+    url: &str,
+    _: &Options,
+    _: &dyn Fn(&str) -> Option<OsString>,
+) -> Result<Box<dyn Target>, TargetError> {
     Err(TargetError::url(&KIND, url, "takes nothing"))
 }
 

@@ -112,7 +112,11 @@ pub static KIND: StoreKind = StoreKind {
     parse,
 };
 
-fn parse(url: &str, options: &Options) -> Result<Box<dyn Target>, TargetError> {
+fn parse(
+    url: &str,
+    options: &Options,
+    _env: &dyn Fn(&str) -> Option<std::ffi::OsString>,
+) -> Result<Box<dyn Target>, TargetError> {
     let parsed = url::parse_url(url).map_err(|detail| TargetError::url(&KIND, url, detail))?;
     let security = security::security(options, &parsed)?;
     let tls = if parsed.tls {

@@ -3,6 +3,7 @@
 //! pass from flags to a running term (flags → settings → store → election
 //! → supervisor; `docs/architecture.md` §4).
 
+mod child;
 #[cfg(feature = "peer")]
 mod peer;
 mod run;

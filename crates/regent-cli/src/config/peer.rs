@@ -48,11 +48,7 @@ impl PeerConfig {
                     .join(", ")
             )));
         };
-        if args.child.health_timeout.is_some_and(|d| d.is_zero()) {
-            return Err(CliError::usage(
-                "--health-timeout must be greater than zero",
-            ));
-        }
+        super::child::check(&args.child)?;
         let secret = secret(args.secret_file.as_deref())?;
         let config = Config::builder(me, members.keys().copied().map(NodeId))
             .heartbeat_interval(args.heartbeat_interval)

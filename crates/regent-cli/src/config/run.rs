@@ -63,11 +63,7 @@ impl RunConfig {
                 HolderId::new(default_id()).map_err(|e| CliError::usage(format!("--id: {e}")))?,
             ),
         };
-        if args.child.health_timeout.is_some_and(|d| d.is_zero()) {
-            return Err(CliError::usage(
-                "--health-timeout must be greater than zero",
-            ));
-        }
+        super::child::check(&args.child)?;
         let timing = TimingFlags {
             ttl: args.ttl,
             renew_every: args.renew_every,

@@ -133,15 +133,8 @@ use clap::Parser as _;
 /// `main` is only this call.
 pub fn main() -> ExitCode {
     let cli = args::Cli::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("REGENT_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .log_internal_errors(false)
-        .init();
+    // Logs as the sidecar does.
+    regent_cli::init_logs();
     match cli.hidden {
         Some(args::Hidden::ScaleChild(child)) => load::scale_child::main(&child),
         None => run::main(&cli.bench),

@@ -107,17 +107,18 @@ use clap::Parser;
 
 use crate::cli::{Cli, Command};
 
-/// The whole `regent` program: parses `std::env::args` and runs the
-/// command; the binary's `main` is only this call.
-pub fn main() -> ExitCode {
-    let cli = Cli::parse();
-    // The shim and the demo task stay single-threaded and runtime-free.
-    match cli.command {
-        Command::Shim(args) => return shim::main(args),
-        Command::DemoTask(args) => return demo::task_main(args),
-        Command::TortureWriter(args) => return torture::writer_main(args),
-        _ => {}
-    }
+/// Logs to stderr as regent does: the level from `REGENT_LOG` (an
+/// `EnvFilter` directive, default `warn`), colour only at a terminal, and a
+/// log line that cannot be written is lost rather than a panic (with a
+/// closed stderr regent must still stop the command and release the
+/// lease). Programs that start `regent` beside their own work (the
+/// benchmark harness) log the same way. Call it once, first.
+///
+/// ```no_run
+/// regent_cli::init_logs();
+/// tracing::warn!("to stderr, unless REGENT_LOG says otherwise");
+/// ```
+pub fn init_logs() {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("REGENT_LOG")
@@ -131,6 +132,20 @@ pub fn main() -> ExitCode {
         // not a panic: regent must still stop CMD and release the lease.
         .log_internal_errors(false)
         .init();
+}
+
+/// The whole `regent` program: parses `std::env::args` and runs the
+/// command; the binary's `main` is only this call.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    // The shim and the demo task stay single-threaded and runtime-free.
+    match cli.command {
+        Command::Shim(args) => return shim::main(args),
+        Command::DemoTask(args) => return demo::task_main(args),
+        Command::TortureWriter(args) => return torture::writer_main(args),
+        _ => {}
+    }
+    init_logs();
     let command = cli.command;
     store::hide_environment_if_secret();
     // One thread: the shim is spawned from the main thread, which lives as

@@ -12,6 +12,16 @@ use crate::output::print;
 use crate::store;
 
 pub(crate) async fn status(args: ShowArgs) -> Result<u8, CliError> {
+    show(args, false).await
+}
+
+pub(crate) async fn watch(args: ShowArgs) -> Result<u8, CliError> {
+    show(args, true).await
+}
+
+/// The leader once, or (`follow`) then every change until SIGTERM or
+/// SIGINT: on a store, or on a member of a peer group.
+async fn show(args: ShowArgs, follow: bool) -> Result<u8, CliError> {
     let ShowConfig { source, json } = ShowConfig::resolve(args).await?;
     let (election, target, window) = match source {
         Source::Store {
@@ -19,31 +29,21 @@ pub(crate) async fn status(args: ShowArgs) -> Result<u8, CliError> {
             target,
             window,
         } => (election, target, window),
+        #[cfg(feature = "peer")]
+        Source::Peer(member) if follow => return crate::peer::watch(&member, json).await,
         #[cfg(feature = "peer")]
         Source::Peer(member) => return crate::peer::status(&member, json).await,
     };
     let store = store::open_within(&target, &election, None, window).await?;
-    let leader = Observer::new(store, election.clone())
-        .current()
-        .await
-        .map_err(|e| CliError::from_store("reading the leader", &e))?;
-    print(json, &election, leader.as_ref());
-    Ok(0)
-}
-
-pub(crate) async fn watch(args: ShowArgs) -> Result<u8, CliError> {
-    let ShowConfig { source, json } = ShowConfig::resolve(args).await?;
-    let (election, target, window) = match source {
-        Source::Store {
-            election,
-            target,
-            window,
-        } => (election, target, window),
-        #[cfg(feature = "peer")]
-        Source::Peer(member) => return crate::peer::watch(&member, json).await,
-    };
-    let store = store::open_within(&target, &election, None, window).await?;
     let observer = Observer::new(store, election.clone());
+    if !follow {
+        let leader = observer
+            .current()
+            .await
+            .map_err(|e| CliError::from_store("reading the leader", &e))?;
+        print(json, &election, leader.as_ref());
+        return Ok(0);
+    }
     let mut changes = Box::pin(observer.changes());
     let sig =
         |kind| signal(kind).map_err(|e| CliError::failure(format!("cannot catch signals: {e}")));

@@ -4,11 +4,12 @@
 
 use std::future::Future;
 
-use tokio::sync::watch;
+use tokio::sync::{broadcast, watch};
 use tokio_util::sync::CancellationToken;
 
 use crate::candidate::Candidate;
 use crate::error::CampaignError;
+use crate::events::TermEvent;
 use crate::leadership::Leadership;
 use crate::status::Status;
 use crate::store::{LeaseStore, SafetyClass};
@@ -55,6 +56,10 @@ pub trait Election: Send + Sync + 'static {
     /// The instance's status, published on every change and only then.
     fn status(&self) -> watch::Receiver<Status>;
 
+    /// The events of this instance's terms from now on: won, confirmed,
+    /// ended and why ([`Candidate::events`]).
+    fn events(&self) -> broadcast::Receiver<TermEvent>;
+
     /// Marks the instance's part as over without a shutdown (a supervisor
     /// whose restart policy ended its run): publishes
     /// [`Status::Stopped`] once.
@@ -93,6 +98,10 @@ impl<S: LeaseStore> Election for Candidate<S> {
 
     fn status(&self) -> watch::Receiver<Status> {
         Candidate::status(self)
+    }
+
+    fn events(&self) -> broadcast::Receiver<TermEvent> {
+        Candidate::events(self)
     }
 
     fn finished(&self) {

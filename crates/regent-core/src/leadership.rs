@@ -11,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::error::{ErrorKind, StoreError};
+use crate::events::{TermEvent, TermEvents};
 use crate::status::Status;
 use crate::store::Renewal;
 use crate::timing::Timing;
@@ -137,6 +138,7 @@ struct Shared {
     timing: Timing,
     cancel: CancellationToken,
     state: watch::Sender<LeaseState>,
+    events: TermEvents,
 }
 
 /// Proof of leadership of one election, for one term.
@@ -194,8 +196,8 @@ impl Leadership {
     /// use std::sync::Arc;
     /// use regent_core::{
     ///     CancellationToken, ElectionName, EndReason, FencingToken, HolderId, LeaderInfo, Lease,
-    ///     LeaseHandle, Leadership, Metadata, Renewal, Status, StoreError, TaskTracker, TermKeeper, TermStart,
-    ///     TermState, Timing,
+    ///     LeaseHandle, Leadership, Metadata, Renewal, Status, StoreError, TaskTracker, TermEvents,
+    ///     TermKeeper, TermStart, TermState, Timing,
     /// };
     /// use tokio::time::Instant;
     ///
@@ -234,6 +236,7 @@ impl Leadership {
     ///         confirmed_at: Instant::now(),
     ///         status: status.clone(),
     ///         shutdown: CancellationToken::new(),
+    ///         events: TermEvents::new(),
     ///     },
     ///     &tracker,
     /// );
@@ -250,6 +253,7 @@ impl Leadership {
             confirmed_at,
             status,
             shutdown,
+            events,
         } = start;
         let (state, _) = watch::channel(LeaseState {
             deadline: timing.local_deadline(confirmed_at),
@@ -273,6 +277,7 @@ impl Leadership {
             timing,
             cancel: CancellationToken::new(),
             state,
+            events,
         });
         let (stop_tx, stop_rx) = oneshot::channel();
         let (work_stopped, work_stopped_rx) = oneshot::channel();
@@ -282,6 +287,15 @@ impl Leadership {
                 leader: shared.info.clone(),
             },
         );
+        {
+            let state = *shared.state.borrow();
+            shared.events.send(TermEvent::Won {
+                leader: shared.info.clone(),
+                at: Instant::now(),
+                deadline: state.deadline,
+                step_down_at: state.step_down_at,
+            });
+        }
         tracing::info!(
             election = %shared.lease.election,
             holder = %shared.lease.holder,
@@ -444,10 +458,29 @@ impl Leadership {
         }
     }
 
-    /// Ends leadership with `reason` now (the cancellation token fires), but
-    /// keeps the lease record until [`finish`](Self::finish) or the guard's
-    /// drop, so the work can stop first.
-    pub(crate) fn end(&mut self, reason: EndReason) {
+    /// Ends leadership with `reason` now: the cancellation token fires and
+    /// the status and [`TermEvent::Ended`] say why, but the lease record is
+    /// kept until the guard is dropped or [resigned](Self::resign), so that
+    /// the work can stop first. The first end stands: a later `resign`
+    /// releases without changing the reason. For a front end that watches
+    /// its work itself: `regent run` ends a term with
+    /// [`EndReason::Unhealthy`] when its command stops heart-beating.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use regent_core::{Candidate, ElectionName, EndReason, HolderId, memory::MemoryStore};
+    ///
+    /// let candidate = Candidate::builder(MemoryStore::race(), ElectionName::new("jobs")?, HolderId::new("a")?)
+    ///     .build()?;
+    /// let mut leadership = candidate.campaign().await?;
+    /// leadership.end(EndReason::Unhealthy);
+    /// assert!(leadership.cancellation().is_cancelled());
+    /// // ... stop the work, then give the lease back:
+    /// leadership.resign().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn end(&mut self, reason: EndReason) {
         mark_ended(&self.shared, reason);
         if let Some(stop) = self.stop.take() {
             // The task may have ended already; then the send fails harmlessly.
@@ -620,6 +653,8 @@ pub struct TermStart {
     pub confirmed_at: Instant,
     /// Where the guard publishes `Leader` now and the end later.
     pub status: Arc<watch::Sender<Status>>,
+    /// Where the guard publishes the term's events (won, confirmed, ended).
+    pub events: TermEvents,
     /// Ends the term with [`EndReason::Shutdown`] when cancelled.
     pub shutdown: CancellationToken,
 }
@@ -696,6 +731,17 @@ impl TermState {
             s.deadline = t.local_deadline(basis);
             s.step_down_at = t.step_down_at(basis);
         });
+        self.confirmed();
+    }
+
+    fn confirmed(&self) {
+        let state = *self.shared.state.borrow();
+        self.shared.events.send(TermEvent::Confirmed {
+            token: self.shared.lease.token,
+            at: Instant::now(),
+            deadline: state.deadline,
+            step_down_at: state.step_down_at,
+        });
     }
 
     /// The term is exclusively ours until `deadline` (a quorum lease): the
@@ -707,6 +753,7 @@ impl TermState {
             s.deadline = deadline;
             s.step_down_at = deadline.checked_sub(grace).unwrap_or(deadline);
         });
+        self.confirmed();
     }
 }
 
@@ -733,7 +780,12 @@ async fn keep<K: TermKeeper>(
         () = shared.cancel.cancelled() => EndReason::Lost,
         r = keeper.hold(&term) => r,
     };
-    let reason = mark_ended(&shared, reason).reason;
+    let ended = mark_ended(&shared, reason);
+    let reason = ended.reason;
+    shared.events.send(TermEvent::Ended {
+        leader: shared.info.clone(),
+        ended,
+    });
     crate::status::publish(
         &status,
         if reason == EndReason::Shutdown {

@@ -91,6 +91,7 @@ mod backoff;
 mod candidate;
 mod election;
 mod error;
+mod events;
 mod leadership;
 mod limits;
 mod observer;
@@ -107,6 +108,7 @@ pub use candidate::Candidate;
 pub use candidate::builder::{CandidateBuilder, DEFAULT_TTL};
 pub use election::Election;
 pub use error::{BoxError, CampaignError, ConfigError, ErrorKind, InvalidName, StoreError, report};
+pub use events::{TermEvent, TermEvents};
 pub use leadership::{
     EndReason, Ended, Leadership, LeaseState, NotLeader, ProclaimError, TermKeeper, TermStart,
     TermState,

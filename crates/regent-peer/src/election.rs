@@ -39,8 +39,8 @@ use std::time::{Duration, SystemTime};
 use regent_core::{
     CampaignError, CancellationToken, ElectionName, EndReason, ErrorKind, Explanation,
     FencingToken, HolderId, LeaderInfo, Leadership, Lease, LeaseHandle, Metadata, Renewal,
-    SafetyClass, Status, StoreError, StoreInfo, StoreStyle, TaskTracker, TermKeeper, TermStart,
-    TermState, Timing, WatchMode,
+    SafetyClass, Status, StoreError, StoreInfo, StoreStyle, TaskTracker, TermEvent, TermEvents,
+    TermKeeper, TermStart, TermState, Timing, WatchMode,
 };
 use tokio::sync::watch;
 use tokio::time::{Instant, sleep, sleep_until};
@@ -137,6 +137,7 @@ struct Inner {
     /// The running node's view; replaced at every start.
     view: Mutex<watch::Receiver<View>>,
     status: Arc<watch::Sender<Status>>,
+    events: TermEvents,
     shutdown: CancellationToken,
     tracker: TaskTracker,
     /// The token of a term that ran past its step-down deadline: the node
@@ -233,6 +234,7 @@ impl PeerElection {
             node: Mutex::new(Some(node)),
             view: Mutex::new(view),
             status: Arc::new(status),
+            events: TermEvents::new(),
             shutdown: CancellationToken::new(),
             tracker: TaskTracker::new(),
             overdue: Mutex::new(None),
@@ -471,6 +473,7 @@ impl regent_core::Election for PeerElection {
                 confirmed_at,
                 status: inner.status.clone(),
                 shutdown: inner.shutdown.child_token(),
+                events: inner.events.clone(),
             },
             &inner.tracker,
         ))
@@ -491,6 +494,10 @@ impl regent_core::Election for PeerElection {
 
     fn status(&self) -> watch::Receiver<Status> {
         self.inner.status.subscribe()
+    }
+
+    fn events(&self) -> tokio::sync::broadcast::Receiver<TermEvent> {
+        self.inner.events.subscribe()
     }
 
     fn finished(&self) {

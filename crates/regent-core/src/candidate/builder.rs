@@ -190,6 +190,7 @@ impl<S: LeaseStore> CandidateBuilder<S> {
                 tracker: TaskTracker::new(),
                 campaigns: TaskTracker::new(),
                 status: Arc::new(watch::Sender::new(Status::Starting)),
+                events: crate::events::TermEvents::new(),
                 hand_over: Arc::default(),
             }),
         })

@@ -18,6 +18,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::backoff::{Backoff, jitter};
 use crate::error::{CampaignError, ErrorKind, StoreError};
+use crate::events::{TermEvent, TermEvents};
 use crate::leadership::{Leadership, TermStart};
 use crate::status::Status;
 use crate::store::{Acquire, AcquireRequest, LeaderStream, LeaseStore, Renewal};
@@ -88,6 +89,8 @@ struct Core<S> {
     /// that `shutdown` can wait for them to give back their places.
     campaigns: TaskTracker,
     status: Arc<watch::Sender<Status>>,
+    /// Where the terms' events go ([`Candidate::events`]).
+    events: TermEvents,
     /// Until when this candidate leaves a term it gave back to a follower
     /// that is waiting (see [`Candidate::campaign`]).
     hand_over: Arc<HandOver>,
@@ -176,6 +179,7 @@ fn lead<S: LeaseStore>(
             confirmed_at: sent_at,
             status: core.status.clone(),
             shutdown: core.shutdown.child_token(),
+            events: core.events.clone(),
         },
         &core.tracker,
     )
@@ -240,6 +244,12 @@ impl<S: LeaseStore> Candidate<S> {
     /// policy.
     pub fn status(&self) -> watch::Receiver<Status> {
         self.core.status.subscribe()
+    }
+
+    /// The events of this candidate's terms from now on: won, confirmed,
+    /// ended and why ([`TermEvent`]).
+    pub fn events(&self) -> tokio::sync::broadcast::Receiver<TermEvent> {
+        self.core.events.subscribe()
     }
 
     /// The token that shuts this candidate down when cancelled.

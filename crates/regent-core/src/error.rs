@@ -50,7 +50,7 @@ pub enum InvalidName {
 
 /// What kind of failure a [`StoreError`] is: the caller decides from this
 /// whether to retry.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[non_exhaustive]
 pub enum ErrorKind {
     /// The store could not be reached or did not answer in time, or answered

@@ -1,0 +1,375 @@
+//! [`StoreCalls`]: every request a store gets, by operation and outcome,
+//! with its latency — counted by wrapping the store ([`Instrumented`]).
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use futures_core::Stream;
+use regent_core::{
+    Acquire, AcquireRequest, ElectionName, ErrorKind, LeaderInfo, LeaderStream, Lease, LeaseStore,
+    Metadata, Renewal, StoreError, StoreInfo,
+};
+use tokio::time::Instant;
+
+/// One kind of store request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
+pub enum Operation {
+    /// `try_acquire`: a campaign's attempt.
+    Acquire,
+    /// `renew`: the leader's renewal.
+    Renew,
+    /// `release`: a term or a place in line given back.
+    Release,
+    /// `update_metadata`: new metadata for a term.
+    UpdateMetadata,
+    /// `current_leader`: a read.
+    CurrentLeader,
+    /// `watch`: a watch opened.
+    Watch,
+    /// One answer on an open watch (an update, or the error that broke it);
+    /// counted, not timed.
+    WatchUpdate,
+}
+
+impl Operation {
+    /// Every operation, in the order the metrics list them.
+    pub const ALL: [Operation; 7] = [
+        Operation::Acquire,
+        Operation::Renew,
+        Operation::Release,
+        Operation::UpdateMetadata,
+        Operation::CurrentLeader,
+        Operation::Watch,
+        Operation::WatchUpdate,
+    ];
+
+    /// The label value: `acquire`, `renew`, `release`, `update_metadata`,
+    /// `current_leader`, `watch`, `watch_update`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Operation::Acquire => "acquire",
+            Operation::Renew => "renew",
+            Operation::Release => "release",
+            Operation::UpdateMetadata => "update_metadata",
+            Operation::CurrentLeader => "current_leader",
+            Operation::Watch => "watch",
+            Operation::WatchUpdate => "watch_update",
+        }
+    }
+}
+
+/// How a store request ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
+pub enum Outcome {
+    /// The store answered (a lost lease or someone else leading is an
+    /// answer, not a failure).
+    Ok,
+    /// The store failed with this kind of error.
+    Error(ErrorKind),
+    /// The caller stopped waiting before the answer (a timeout, a shutdown).
+    Abandoned,
+}
+
+impl Outcome {
+    /// The label value: `ok`, `unavailable`, `auth`, `config`, `corrupt`,
+    /// `protocol`, `abandoned`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Ok => "ok",
+            Outcome::Error(ErrorKind::Unavailable) => "unavailable",
+            Outcome::Error(ErrorKind::Auth) => "auth",
+            Outcome::Error(ErrorKind::Config) => "config",
+            Outcome::Error(ErrorKind::Corrupt) => "corrupt",
+            Outcome::Error(ErrorKind::Protocol) => "protocol",
+            Outcome::Error(_) => "error",
+            Outcome::Abandoned => "abandoned",
+        }
+    }
+
+    fn of<T>(r: &Result<T, StoreError>) -> Self {
+        match r {
+            Ok(_) => Outcome::Ok,
+            Err(e) => Outcome::Error(e.kind()),
+        }
+    }
+}
+
+/// The upper bounds of the latency histogram's buckets, in seconds: from
+/// an embedded store's millisecond to a store that hangs past a renew
+/// deadline.
+pub const LATENCY_BUCKETS: [f64; 14] = [
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+];
+
+/// A latency histogram: counts per bucket (not cumulative), the sum and
+/// the count.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Latency {
+    /// Observations per bucket of [`LATENCY_BUCKETS`], then one for
+    /// everything longer.
+    pub buckets: [u64; LATENCY_BUCKETS.len() + 1],
+    /// The sum of all observations, in seconds.
+    pub sum: f64,
+    /// The number of observations.
+    pub count: u64,
+}
+
+impl Latency {
+    fn observe(&mut self, d: Duration) {
+        let s = d.as_secs_f64();
+        let i = LATENCY_BUCKETS
+            .iter()
+            .position(|b| s <= *b)
+            .unwrap_or(LATENCY_BUCKETS.len());
+        self.buckets[i] += 1;
+        self.sum += s;
+        self.count += 1;
+    }
+
+    /// Cumulative `(upper bound, count)` pairs, `+Inf` last: what the
+    /// exposition format lists.
+    pub fn cumulative(&self) -> Vec<(f64, u64)> {
+        let mut total = 0;
+        LATENCY_BUCKETS
+            .iter()
+            .copied()
+            .chain([f64::INFINITY])
+            .zip(self.buckets)
+            .map(|(bound, n)| {
+                total += n;
+                (bound, total)
+            })
+            .collect()
+    }
+}
+
+/// What the store's requests looked like, as counted so far.
+#[derive(Clone, Debug, Default)]
+pub struct CallsSnapshot {
+    /// Requests by operation and outcome.
+    pub counts: std::collections::BTreeMap<(Operation, Outcome), u64>,
+    /// Latency by operation (answered requests only: an abandoned one has
+    /// no answer to time).
+    pub latency: std::collections::BTreeMap<Operation, Latency>,
+    /// When the store last answered anything (monotonic clock).
+    pub last_ok: Option<Instant>,
+    /// Since when every request has failed or been abandoned (`None`: the
+    /// last one that ended was answered).
+    pub failing_since: Option<Instant>,
+    /// The last failure, as the store described it.
+    pub last_error: Option<String>,
+}
+
+/// Counts the requests a store gets. Cheap to clone: every clone counts
+/// into the same numbers. Wrap the store with [`instrument`](Self::instrument)
+/// and hand the [`Monitor`](crate::Monitor) a clone
+/// ([`Monitor::with_store_calls`](crate::Monitor::with_store_calls)).
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use regent_core::{ElectionName, LeaseStore, memory::MemoryStore};
+/// use regent_monitor::{Operation, Outcome, StoreCalls};
+///
+/// let calls = StoreCalls::new();
+/// let store = calls.instrument(MemoryStore::race());
+/// store.current_leader(&ElectionName::new("jobs")?).await?;
+/// let seen = calls.snapshot();
+/// assert_eq!(seen.counts[&(Operation::CurrentLeader, Outcome::Ok)], 1);
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug, Default)]
+pub struct StoreCalls {
+    inner: Arc<Mutex<CallsSnapshot>>,
+}
+
+impl StoreCalls {
+    /// Nothing counted yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// `store`, with every request counted here.
+    pub fn instrument<S: LeaseStore>(&self, store: S) -> Instrumented<S> {
+        Instrumented {
+            store,
+            calls: self.clone(),
+        }
+    }
+
+    /// The numbers so far.
+    pub fn snapshot(&self) -> CallsSnapshot {
+        self.lock().clone()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, CallsSnapshot> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn record(
+        &self,
+        op: Operation,
+        outcome: Outcome,
+        took: Option<Duration>,
+        error: Option<&StoreError>,
+    ) {
+        let now = Instant::now();
+        let mut s = self.lock();
+        *s.counts.entry((op, outcome)).or_default() += 1;
+        if let Some(took) = took {
+            s.latency.entry(op).or_default().observe(took);
+        }
+        match outcome {
+            Outcome::Ok => {
+                s.last_ok = Some(now);
+                s.failing_since = None;
+            }
+            Outcome::Error(_) | Outcome::Abandoned => {
+                s.failing_since.get_or_insert(now);
+                s.last_error = Some(match error {
+                    Some(e) => regent_core::report(e).to_string(),
+                    None => format!("a {} request got no answer in time", op.as_str()),
+                });
+            }
+        }
+    }
+
+    /// Runs `call`, recording its outcome and latency; a call dropped
+    /// before it ended is recorded as abandoned.
+    async fn time<T>(
+        &self,
+        op: Operation,
+        call: impl Future<Output = Result<T, StoreError>>,
+    ) -> Result<T, StoreError> {
+        struct Pending<'a> {
+            calls: &'a StoreCalls,
+            op: Operation,
+            done: bool,
+        }
+        impl Drop for Pending<'_> {
+            fn drop(&mut self) {
+                if !self.done {
+                    self.calls.record(self.op, Outcome::Abandoned, None, None);
+                }
+            }
+        }
+        let mut pending = Pending {
+            calls: self,
+            op,
+            done: false,
+        };
+        let sent = Instant::now();
+        let r = call.await;
+        pending.done = true;
+        self.record(op, Outcome::of(&r), Some(sent.elapsed()), r.as_ref().err());
+        r
+    }
+}
+
+/// A store whose every request is counted in a [`StoreCalls`]
+/// ([`StoreCalls::instrument`]). It answers exactly as the store it wraps.
+#[derive(Debug)]
+pub struct Instrumented<S> {
+    store: S,
+    calls: StoreCalls,
+}
+
+impl<S> Instrumented<S> {
+    /// The store inside.
+    pub fn inner(&self) -> &S {
+        &self.store
+    }
+}
+
+impl<S: LeaseStore> LeaseStore for Instrumented<S> {
+    fn info(&self) -> StoreInfo {
+        self.store.info()
+    }
+
+    async fn try_acquire(
+        &self,
+        req: &AcquireRequest,
+        queued: Option<&Lease>,
+    ) -> Result<Acquire, StoreError> {
+        self.calls
+            .time(Operation::Acquire, self.store.try_acquire(req, queued))
+            .await
+    }
+
+    async fn renew(&self, lease: &Lease) -> Result<Renewal, StoreError> {
+        self.calls
+            .time(Operation::Renew, self.store.renew(lease))
+            .await
+    }
+
+    async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
+        self.calls
+            .time(Operation::Release, self.store.release(lease))
+            .await
+    }
+
+    async fn update_metadata(
+        &self,
+        lease: &Lease,
+        metadata: &Metadata,
+    ) -> Result<Renewal, StoreError> {
+        self.calls
+            .time(
+                Operation::UpdateMetadata,
+                self.store.update_metadata(lease, metadata),
+            )
+            .await
+    }
+
+    async fn current_leader(
+        &self,
+        election: &ElectionName,
+    ) -> Result<Option<LeaderInfo>, StoreError> {
+        self.calls
+            .time(
+                Operation::CurrentLeader,
+                self.store.current_leader(election),
+            )
+            .await
+    }
+
+    async fn watch(&self, election: &ElectionName) -> Result<LeaderStream, StoreError> {
+        let inner = self
+            .calls
+            .time(Operation::Watch, self.store.watch(election))
+            .await?;
+        Ok(Box::pin(CountedStream {
+            inner,
+            calls: self.calls.clone(),
+        }))
+    }
+}
+
+/// A watch whose every answer is counted as a [`Operation::WatchUpdate`].
+struct CountedStream {
+    inner: LeaderStream,
+    calls: StoreCalls,
+}
+
+impl Stream for CountedStream {
+    type Item = Result<Option<LeaderInfo>, StoreError>;
+
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Self::Item>> {
+        let item = self.inner.as_mut().poll_next(cx);
+        if let Poll::Ready(Some(r)) = &item {
+            self.calls.record(
+                Operation::WatchUpdate,
+                Outcome::of(r),
+                None,
+                r.as_ref().err(),
+            );
+        }
+        item
+    }
+}

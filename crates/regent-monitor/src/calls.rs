@@ -129,19 +129,15 @@ impl Latency {
         self.count += 1;
     }
 
-    /// Cumulative `(upper bound, count)` pairs, `+Inf` last: what the
-    /// exposition format lists.
-    pub fn cumulative(&self) -> Vec<(f64, u64)> {
-        let mut total = 0;
+    /// `(upper bound, count in that bucket)` pairs, the last bound
+    /// `f64::MAX` (`+Inf`): what `prometheus_client`'s encoder takes (it
+    /// sums them into the cumulative counts of the exposition).
+    pub fn per_bucket(&self) -> Vec<(f64, u64)> {
         LATENCY_BUCKETS
             .iter()
             .copied()
-            .chain([f64::INFINITY])
+            .chain([f64::MAX])
             .zip(self.buckets)
-            .map(|(bound, n)| {
-                total += n;
-                (bound, total)
-            })
             .collect()
     }
 }

@@ -416,7 +416,7 @@ fn encode_calls(
         m.encode_family(&labels)?.encode_histogram::<NoLabelSet>(
             l.sum,
             l.count,
-            &l.cumulative(),
+            &l.per_bucket(),
             None::<&HashMap<usize, Exemplar<NoLabelSet, f64>>>,
         )?;
     }

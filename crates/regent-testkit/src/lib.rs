@@ -21,6 +21,8 @@
 //!   servers that start (or start again) a moment after the port is found.
 //! * [`supervisor`]: scenarios of the core's supervisor that each store
 //!   crate's tests run on its real engine.
+//! * [`browser`]: headless Chromium, driven over its DevTools protocol,
+//!   for tests of the live page regent serves over HTTP.
 //!
 //! # Why a history, not assertions inside each candidate
 //!
@@ -37,6 +39,7 @@
 //! Times are [`tokio::time::Instant`], so histories recorded on paused time
 //! (`#[tokio::test(start_paused = true)]`) are exact and reproducible.
 
+pub mod browser;
 pub mod engines;
 pub mod fixtures;
 pub mod history;

@@ -196,6 +196,11 @@ impl StoreCalls {
         }
     }
 
+    /// Whether `other` counts into the same numbers (a clone of this).
+    pub fn same(&self, other: &StoreCalls) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
     /// The numbers so far.
     pub fn snapshot(&self) -> CallsSnapshot {
         self.lock().clone()

@@ -6,6 +6,8 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
+use futures_core::Stream;
+use futures_util::StreamExt as _;
 use regent_core::{
     Election, ElectionName, EndReason, HolderId, LeaderInfo, LeaseStore, Observer, Status,
     TermEvent,
@@ -302,13 +304,34 @@ impl Monitor {
     ///
     /// Outside a tokio runtime.
     pub fn observe<S: LeaseStore>(observer: Observer<S>) -> Self {
+        let election = observer.election().clone();
+        let changes = observer
+            .changes()
+            .map(|r| r.map_err(|e| regent_core::report(&e).to_string()));
+        Self::observe_changes(election, changes)
+    }
+
+    /// Follows `election` from outside through `changes`: the leader now,
+    /// then every change (`None`: nobody leads), or an error, which is
+    /// shown until the next change; the stream's end stops the monitor. For
+    /// a source that is not a store (a peer group's member, say); see
+    /// [`observe`](Self::observe).
+    ///
+    /// # Panics
+    ///
+    /// Outside a tokio runtime.
+    pub fn observe_changes<St, E>(election: ElectionName, changes: St) -> Self
+    where
+        St: Stream<Item = Result<Option<LeaderInfo>, E>> + Send + 'static,
+        E: std::fmt::Display,
+    {
         Self::start(
-            observer.election().clone(),
+            election,
             None,
             Duration::from_secs(10),
             move |shared, mut pings| {
                 tokio::spawn(async move {
-                    let mut changes = observer.changes();
+                    let mut changes = std::pin::pin!(changes);
                     loop {
                         let item = tokio::select! {
                             biased;
@@ -326,8 +349,7 @@ impl Monitor {
                                 s.timeline.leader(leader.as_ref(), false, Instant::now());
                             }
                             Some(Err(e)) => {
-                                shared.lock().last_error =
-                                    Some(regent_core::report(&e).to_string());
+                                shared.lock().last_error = Some(e.to_string());
                             }
                             None => {
                                 shared.lock().stopped = true;

@@ -59,18 +59,19 @@ impl Metrics {
         let calls = monitor.shared.lock().calls.clone();
         let mut parts = self.parts.lock().unwrap_or_else(PoisonError::into_inner);
         parts.monitors.push(monitor.clone());
-        if let Some(calls) = calls {
+        if let Some(calls) = calls
+            && !parts.calls.iter().any(|c| c.same(&calls))
+        {
             parts.calls.push(calls);
         }
     }
 
     /// Adds a store's calls that no monitor counts.
     pub fn add_store_calls(&self, calls: &StoreCalls) {
-        self.parts
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .calls
-            .push(calls.clone());
+        let mut parts = self.parts.lock().unwrap_or_else(PoisonError::into_inner);
+        if !parts.calls.iter().any(|c| c.same(calls)) {
+            parts.calls.push(calls.clone());
+        }
     }
 
     /// Registers the collector on `registry` (its prefix, if any, goes
@@ -370,8 +371,8 @@ fn encode_calls(
     if calls.is_empty() {
         return Ok(());
     }
-    // Several counters of one store (a dashboard's elections share it)
-    // are summed.
+    // Several stores' counters (a dashboard's elections on several
+    // connections) are summed.
     let mut counts = std::collections::BTreeMap::new();
     let mut latency: std::collections::BTreeMap<Operation, crate::calls::Latency> =
         std::collections::BTreeMap::new();

@@ -51,7 +51,7 @@ use crate::codec::Secret;
 use crate::config::Config;
 use crate::epoch::{Leader, NodeId};
 use crate::lowest_id::LowestId;
-use crate::net::{self, Listen, Node, NodeOptions, View};
+use crate::net::{self, Counters, Listen, Node, NodeOptions, View};
 use crate::quorum::Quorum;
 use crate::ring::Ring;
 
@@ -256,6 +256,16 @@ impl PeerElection {
     /// The node's view of the group now.
     pub fn view(&self) -> View {
         *self.inner.current_view().borrow()
+    }
+
+    /// What the running node's transport has done since it started (all
+    /// zero while no node runs, between a term given back and the next
+    /// campaign).
+    pub fn counters(&self) -> Counters {
+        lock(&self.inner.node)
+            .as_ref()
+            .map(|n| *n.counters().borrow())
+            .unwrap_or_default()
     }
 
     /// Starts a fresh node if the last one left (after a term was given

@@ -235,3 +235,13 @@ pub use regent_zookeeper as zookeeper;
 /// [`Supervisor`] and guard as a lease candidate.
 #[cfg(feature = "peer")]
 pub use regent_peer as peer;
+
+/// Metrics, health and the timeline of terms (feature `monitor`): a
+/// [`Monitor`](monitor::Monitor) follows an election, counts the store's
+/// requests ([`StoreCalls`](monitor::StoreCalls)), answers health checks
+/// and registers Prometheus metrics (client-go's
+/// `leader_election_master_status` and regent's own) on the application's
+/// `prometheus_client` registry. `examples/service.rs` serves them on an
+/// axum router.
+#[cfg(feature = "monitor")]
+pub use regent_monitor as monitor;

@@ -175,6 +175,72 @@ fn many_elections_leads_them_all_and_gives_them_back() {
     );
 }
 
+/// The service example: the leader's metrics say it leads and the
+/// follower's that it does not, both are healthy, and on SIGTERM the
+/// follower takes over and its metric flips.
+#[cfg(feature = "monitor")]
+#[test]
+fn service_serves_its_metrics_and_health_and_hands_over_on_sigterm() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = path(&dir, "store.db");
+    let mut a = Example::start("service", &[&db, "127.0.0.1:0", "a"], &[]);
+    let at_a = a.wait_for("a to serve", |l| {
+        l.strip_prefix("serving on ").map(str::to_owned)
+    });
+    let first = a.wait_for("a to lead", |l| token_of(l, "leading: token "));
+    let mut b = Example::start("service", &[&db, "127.0.0.1:0", "b"], &[]);
+    let at_b = b.wait_for("b to serve", |l| {
+        l.strip_prefix("serving on ").map(str::to_owned)
+    });
+    let status = r#"leader_election_master_status{name="service"} "#;
+    let leads = |at: &str| {
+        let (code, text) = get(at, "/metrics");
+        assert_eq!(code, 200, "{text}");
+        text.lines()
+            .find_map(|l| l.strip_prefix(status))
+            .map(str::to_owned)
+    };
+    assert_eq!(leads(&at_a).as_deref(), Some("1.0"));
+    wait_until("b to see a lead", || {
+        get(&at_b, "/leader").1 == format!("a (token {first})\n")
+    });
+    assert_eq!(leads(&at_b).as_deref(), Some("0.0"));
+    for at in [&at_a, &at_b] {
+        let (code, text) = get(at, "/healthz");
+        assert_eq!(code, 200, "{text}");
+    }
+
+    a.signal(Signal::TERM);
+    let second = b.wait_for("b to lead", |l| token_of(l, "leading: token "));
+    assert!(second > first);
+    assert_eq!(leads(&at_b).as_deref(), Some("1.0"));
+    assert!(a.exit().success(), "{}", a.log());
+    b.signal(Signal::TERM);
+    assert!(b.exit().success(), "{}", b.log());
+}
+
+/// `GET path` on `addr` (HTTP/1.1, one request): the status and the body.
+#[cfg(feature = "monitor")]
+fn get(addr: &str, path: &str) -> (u16, String) {
+    use std::io::Write as _;
+    let mut conn = std::net::TcpStream::connect(addr).unwrap();
+    conn.set_read_timeout(Some(PATIENCE)).unwrap();
+    write!(
+        conn,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut reply = String::new();
+    conn.read_to_string(&mut reply).unwrap();
+    let (head, body) = reply.split_once("\r\n\r\n").unwrap_or((&reply, ""));
+    let code = head
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or_else(|| panic!("not an HTTP reply: {reply}"));
+    (code, body.to_owned())
+}
+
 /// One example's process; SIGKILLed on drop if it still runs.
 struct Example {
     name: &'static str,
@@ -323,6 +389,7 @@ fn binary(name: &str) -> PathBuf {
         ("consul", cfg!(feature = "consul")),
         ("azblob", cfg!(feature = "azblob")),
         ("peer", cfg!(feature = "peer")),
+        ("monitor", cfg!(feature = "monitor")),
         ("testing", cfg!(feature = "testing")),
     ]
     .into_iter()

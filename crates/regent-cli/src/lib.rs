@@ -65,14 +65,23 @@
 //!   breaks a rule at 10 s (`--renew-deadline 12s`) is judged once the
 //!   store is open, at the ttl it gives; every other usage error still
 //!   comes before any connection.
+//! * Logs (`logs.rs`): `--log-format json` lifts the fields of the spans a
+//!   line was logged in to the top level of its object, beside the
+//!   event's, and `run.rs` enters a `term` span (election, holder, token)
+//!   around each term, recorded at every level: a collector selects a
+//!   term's lines by its token, whoever logged them. tracing-subscriber's
+//!   own JSON format keeps span fields nested, hence a small formatter.
+//!   In JSON `warn_user!` lines are tracing events (target `regent`, shown
+//!   whatever `REGENT_LOG` says) so that they carry the term too; in text
+//!   they are the plain lines they always were.
 
 /// Like `eprintln!`, but never panics: with a closed stderr (a dead log
-/// pipe) regent must still stop the command and release the lease.
+/// pipe) regent must still stop the command and release the lease. With
+/// `--log-format json` the line is a JSON object (see `logs.rs`).
 macro_rules! warn_user {
-    ($($arg:tt)*) => {{
-        use std::io::Write as _;
-        let _ = writeln!(std::io::stderr(), $($arg)*);
-    }};
+    ($($arg:tt)*) => {
+        $crate::logs::user_line(format_args!($($arg)*))
+    };
 }
 
 /// Like `println!`, but never panics; for status lines nobody may read.
@@ -86,10 +95,13 @@ macro_rules! say {
 mod cli;
 mod clock;
 mod config;
+mod dashboard;
 mod demo;
 mod error;
 mod exe;
 mod failpoint;
+mod http;
+mod logs;
 mod output;
 #[cfg(feature = "peer")]
 mod peer;
@@ -106,38 +118,32 @@ use std::process::ExitCode;
 use clap::Parser;
 
 use crate::cli::{Cli, Command};
+pub use crate::logs::{LogFormat, init_logs_as};
 
 /// Logs to stderr as regent does: the level from `REGENT_LOG` (an
 /// `EnvFilter` directive, default `warn`), colour only at a terminal, and a
 /// log line that cannot be written is lost rather than a panic (with a
 /// closed stderr regent must still stop the command and release the
 /// lease). Programs that start `regent` beside their own work (the
-/// benchmark harness) log the same way. Call it once, first.
+/// benchmark harness) log the same way. Call it once, first. This is
+/// [`init_logs_as`] with [`LogFormat::Text`].
 ///
 /// ```no_run
 /// regent_cli::init_logs();
 /// tracing::warn!("to stderr, unless REGENT_LOG says otherwise");
 /// ```
 pub fn init_logs() {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("REGENT_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .with_writer(std::io::stderr)
-        // Colour only for a person at a terminal: escape codes would litter
-        // log files and the journal.
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        // A log line that cannot be written (stderr a closed pipe) is lost,
-        // not a panic: regent must still stop CMD and release the lease.
-        .log_internal_errors(false)
-        .init();
+    init_logs_as(LogFormat::Text);
 }
 
 /// The whole `regent` program: parses `std::env::args` and runs the
 /// command; the binary's `main` is only this call.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
+    // Before anything warns. The shim and the other internal processes
+    // learn it from REGENT_LOG_FORMAT, and never fail on it.
+    let log_format = cli.log_format();
+    logs::set_format(log_format.as_ref().map_or(LogFormat::Text, |f| *f));
     // The shim and the demo task stay single-threaded and runtime-free.
     match cli.command {
         Command::Shim(args) => return shim::main(args),
@@ -145,7 +151,14 @@ pub fn main() -> ExitCode {
         Command::TortureWriter(args) => return torture::writer_main(args),
         _ => {}
     }
-    init_logs();
+    let log_format = match log_format {
+        Ok(f) => f,
+        Err(e) => {
+            warn_user!("regent: {e}");
+            return ExitCode::from(e.code);
+        }
+    };
+    init_logs_as(log_format);
     let command = cli.command;
     store::hide_environment_if_secret();
     // One thread: the shim is spawned from the main thread, which lives as
@@ -172,6 +185,7 @@ pub fn main() -> ExitCode {
             )),
             Command::Status(args) => show::status(args).await,
             Command::Watch(args) => show::watch(args).await,
+            Command::Dashboard(args) => dashboard::dashboard(args).await,
             Command::Demo(args) => demo::demo(args).await,
             Command::Torture(args) => torture::torture(args).await,
             Command::Shim(_) | Command::DemoTask(_) | Command::TortureWriter(_) => {

@@ -15,8 +15,10 @@ use tokio::time::{Instant, sleep_until};
 use crate::cli::PeerArgs;
 use crate::config::{Member, PeerConfig};
 use crate::error::{CliError, chain};
+use crate::http::AbortOnDrop;
 use crate::output::print;
-use crate::run::{Stops, prepare_child, supervise};
+use crate::run::{Stops, prepare_child, serve, supervise, watch_over};
+use regent_monitor::{GroupView, Monitor};
 
 pub(crate) async fn run(args: PeerArgs) -> Result<u8, CliError> {
     // One pass: flags → checked settings → the group → supervisor.
@@ -25,6 +27,8 @@ pub(crate) async fn run(args: PeerArgs) -> Result<u8, CliError> {
         id,
         listen,
         child,
+        endpoint,
+        members,
     } = PeerConfig::resolve(args)?;
     prepare_child(&child)?;
     let mut stops = Stops::new(child.lifeline_stdin)?;
@@ -38,11 +42,51 @@ pub(crate) async fn run(args: PeerArgs) -> Result<u8, CliError> {
         "{}", peer.explain()
     );
     let backoff_cap = peer.timing().ttl;
+    let monitor = watch_over(&peer, &child);
+    let _group = follow_group(&peer, &monitor, members);
+    let _endpoint = serve(
+        endpoint,
+        "run",
+        &monitor,
+        format!("peer group ({algorithm})"),
+    )?;
     // No ticket: a peer's term is not a store's lease.
-    supervise(&peer, &child, &mut stops, backoff_cap, None, |e| {
-        CliError::failure(chain(&e))
-    })
+    supervise(
+        &peer,
+        &child,
+        &mut stops,
+        backoff_cap,
+        None,
+        &monitor,
+        |e| CliError::failure(chain(&e)),
+    )
     .await
+}
+
+/// Keeps the monitor's view of the group current (every 500 ms) until
+/// the guard is dropped.
+fn follow_group(peer: &PeerElection, monitor: &Monitor, members: u64) -> AbortOnDrop {
+    let (peer, monitor) = (peer.clone(), monitor.clone());
+    AbortOnDrop::spawn(async move {
+        loop {
+            let view = peer.view();
+            let c = peer.counters();
+            let mut group = GroupView::new(members);
+            group.leader = view.leader.map(|l| l.id.0);
+            group.epoch = view.leader.map(|l| l.epoch.get());
+            group.counters = vec![
+                ("frames_accepted", c.frames_accepted),
+                ("unauthenticated", c.unauthenticated),
+                ("malformed", c.malformed),
+                ("replayed", c.replayed),
+                ("outside_clock_window", c.outside_clock_window),
+                ("misaddressed", c.misaddressed),
+                ("connections_accepted", c.connections_accepted),
+            ];
+            monitor.set_group(group);
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    })
 }
 
 fn start_error(e: &StartError, listen: std::net::SocketAddr) -> CliError {
@@ -181,4 +225,46 @@ pub(crate) async fn watch(member: &Member, json: bool) -> Result<u8, CliError> {
             Err(e) => return Err(CliError::failure(format!("watch failed: {}", chain(&e)))),
         }
     }
+}
+
+/// `regent dashboard --peer`: the member's election (asked once, retried
+/// as `status` does), and the monitor that follows the leader it names
+/// from then on, retrying a member that goes away.
+pub(crate) async fn observe(member: &Member) -> Result<Monitor, CliError> {
+    let view = {
+        let start = Instant::now();
+        let mut delay = RETRY_FIRST;
+        loop {
+            match net::query(member.addr, None, &member.secret, member.timeout).await {
+                Ok(view) => break view,
+                Err(e) if is_retryable(&e) && start.elapsed() < member.window => {
+                    tracing::warn!(error = %chain(&e), "peer group member unreachable; retrying");
+                    tokio::time::sleep(delay).await;
+                    delay = (delay * 2).min(RETRY_CAP);
+                }
+                Err(e) => return Err(query_error(&e)),
+            }
+        }
+    };
+    check_election(member, &view)?;
+    let election = view.election.clone();
+    let watch = net::watch_view(member.addr, None, member.secret.clone(), member.timeout);
+    let changes =
+        futures_util::stream::unfold((watch, RETRY_FIRST), |(mut watch, mut delay)| async move {
+            let item = match watch.next().await {
+                Ok(view) => {
+                    delay = RETRY_FIRST;
+                    Ok(leader_of(&view))
+                }
+                Err(e) => {
+                    // Shown until the member answers again; asked again
+                    // after a backoff.
+                    tokio::time::sleep(delay).await;
+                    delay = (delay * 2).min(RETRY_CAP);
+                    Err(chain(&e))
+                }
+            };
+            Some((item, (watch, delay)))
+        });
+    Ok(Monitor::observe_changes(election, changes))
 }

@@ -20,7 +20,9 @@ use crate::config::RunConfig;
 use crate::error::{CliError, chain};
 use crate::exe::own_exe;
 
+use crate::http::{Endpoint, Shown, Site};
 use crate::store;
+use regent_monitor::{Monitor, StoreCalls};
 
 /// What a signal, or the demo's lifeline, asks for.
 pub(crate) struct Stops {
@@ -99,23 +101,61 @@ pub(crate) async fn run(args: RunArgs) -> Result<u8, CliError> {
     };
     let holder = config.holder.or_named(opened.holder);
     let ttl = config.timing.ttl_for(opened.store.info().min_ttl);
-    let candidate = config
-        .timing
-        .candidate(opened.store, config.election, holder, ttl)?;
+    // Every store request counted, for the metrics and the health check.
+    let calls = StoreCalls::new();
+    let candidate =
+        config
+            .timing
+            .candidate(calls.instrument(opened.store), config.election, holder, ttl)?;
     tracing::info!("{}", candidate.explain());
     let target = config.target;
+    // Before the first campaign, so that it sees the first term.
+    let monitor = watch_over(&candidate, &config.child).with_store_calls(calls);
+    let _endpoint = serve(config.endpoint, "run", &monitor, target.to_string())?;
     supervise(
         &candidate,
         &config.child,
         &mut stops,
         ttl,
         Some(&target),
+        &monitor,
         |e| match e {
             CampaignError::Store(e) => store::store_error(&target, "campaign on", &e),
             e => CliError::failure(chain(&e)),
         },
     )
     .await
+}
+
+/// The monitor of `election`'s terms, with `--health-timeout`'s heartbeats
+/// expected while it leads.
+pub(crate) fn watch_over(election: &impl Election, child: &ChildArgs) -> Monitor {
+    let monitor = Monitor::follow(election);
+    match child.health_timeout {
+        Some(t) => monitor.with_health_timeout(t),
+        None => monitor,
+    }
+}
+
+/// Serves `--http`, if given, for `monitor`'s election (on `store`) until
+/// the guard is dropped.
+pub(crate) fn serve(
+    endpoint: Option<Endpoint>,
+    source: &'static str,
+    monitor: &Monitor,
+    store: String,
+) -> Result<Option<crate::http::AbortOnDrop>, CliError> {
+    endpoint
+        .map(|e| {
+            e.serve(Site {
+                source,
+                shown: vec![Shown {
+                    monitor: monitor.clone(),
+                    store,
+                }],
+            })
+        })
+        .transpose()
 }
 
 /// Campaigns, runs CMD (through the shim) while leading, stops it when
@@ -131,6 +171,7 @@ pub(crate) async fn supervise<E: Election>(
     stops: &mut Stops,
     backoff_cap: Duration,
     handoff: Option<&store::Target>,
+    monitor: &Monitor,
     campaign_error: impl Fn(CampaignError) -> CliError,
 ) -> Result<u8, CliError> {
     // Terms that end quickly (a command that fails at once, a store that
@@ -162,7 +203,15 @@ pub(crate) async fn supervise<E: Election>(
             Some(leadership.token().get()),
         );
         let started = Instant::now();
-        match lead(election, leadership, next, child, stops, handoff).await? {
+        // Every line of the term carries its election, holder and token.
+        let term = tracing::info_span!(
+            "term",
+            election = %election.election(),
+            holder = %election.holder(),
+            token = leadership.token().get(),
+        );
+        let lead = lead(election, leadership, next, child, stops, handoff, monitor);
+        match tracing::Instrument::instrument(lead, term).await? {
             TermEnd::Lost => {}
             TermEnd::Shutdown => return Ok(shut_down(election, stops).await),
             // A command that cannot start will not start next time either.
@@ -238,6 +287,7 @@ async fn lead(
     child: &ChildArgs,
     stops: &mut Stops,
     handoff: Option<&store::Target>,
+    monitor: &Monitor,
 ) -> Result<TermEnd, CliError> {
     let grace = election.timing().grace;
     let mut states = leadership.lease_state();
@@ -279,6 +329,10 @@ async fn lead(
     };
     let mut last_beat = Instant::now();
     let health = child.health_timeout;
+    let mut leadership = leadership;
+    if went {
+        monitor.command_started();
+    }
     let end = if !went {
         warn_user!("regent: the command's supervisor is not responding; stopping the command");
         TermEnd::Lost
@@ -307,7 +361,14 @@ async fn lead(
                         // deadline update came late): this term is over.
                         break TermEnd::Lost;
                     }
-                    break TermEnd::Exited(exit_code(status));
+                    let code = exit_code(status);
+                    // The shim exits as CMD did: with its code, or 128+N
+                    // for CMD killed by signal N.
+                    match code.checked_sub(128).filter(|_| code > 128) {
+                        Some(n) => monitor.command_exited(None, Some(&signal_name(n))),
+                        None => monitor.command_exited(Some(i32::from(code)), None),
+                    }
+                    break TermEnd::Exited(code);
                 }
                 changed = states.changed() => {
                     let state = *states.borrow_and_update();
@@ -326,11 +387,16 @@ async fn lead(
                 }
                 () = sleep_until_opt(silent_at) => {
                     warn_user!("regent: no heartbeat on REGENT_HEARTBEAT_FD for {:?}; stepping down", health.unwrap_or_default());
+                    // The term ends now, for this reason (the status, the
+                    // metrics and the health check say so); the lease goes
+                    // once the command has stopped.
+                    leadership.end(EndReason::Unhealthy);
                     break TermEnd::Lost;
                 }
                 n = read_beat(&mut beats) => {
                     if n > 0 {
                         last_beat = Instant::now();
+                        monitor.beat();
                     } else {
                         // Every writer closed the pipe: stop expecting beats there
                         // rather than spin; silence will trip the watchdog.
@@ -668,6 +734,11 @@ fn spawn_shim(
             .next()
             .unwrap_or_else(|| "regent".into()),
     );
+    // The shim's few lines (after regent died) in regent's format; a flag,
+    // not the variable, which CMD would inherit.
+    if crate::logs::is_json() {
+        cmd.args(["--log-format", "json"]);
+    }
     cmd.arg("__shim")
         .arg("--grace-ms")
         .arg(grace_ms.to_string())
@@ -709,4 +780,22 @@ fn exit_code(status: std::process::ExitStatus) -> u8 {
         (None, Some(sig)) => u8::try_from(128 + (sig & 0x7f)).unwrap_or(255),
         _ => 1,
     }
+}
+
+/// A signal's name as the metrics show it (`SIGKILL`), or `signal N`.
+fn signal_name(n: u8) -> String {
+    use rustix::process::Signal;
+    [
+        (Signal::HUP, "SIGHUP"),
+        (Signal::INT, "SIGINT"),
+        (Signal::QUIT, "SIGQUIT"),
+        (Signal::ABORT, "SIGABRT"),
+        (Signal::KILL, "SIGKILL"),
+        (Signal::SEGV, "SIGSEGV"),
+        (Signal::PIPE, "SIGPIPE"),
+        (Signal::TERM, "SIGTERM"),
+    ]
+    .into_iter()
+    .find(|(s, _)| s.as_raw() == i32::from(n))
+    .map_or_else(|| format!("signal {n}"), |(_, name)| name.to_owned())
 }

@@ -3,7 +3,12 @@
 
 use clap::{Parser, Subcommand};
 
+use crate::LogFormat;
+use crate::error::CliError;
+
+mod dashboard;
 mod demo;
+mod http;
 mod peer;
 mod run;
 mod shim;
@@ -12,7 +17,9 @@ mod store;
 mod torture;
 mod values;
 
+pub(crate) use dashboard::DashboardArgs;
 pub(crate) use demo::{DemoArgs, TaskArgs};
+pub(crate) use http::HttpArgs;
 pub(crate) use peer::{AlgorithmArg, PeerArgs};
 pub(crate) use run::{ChildArgs, PidNamespace, RestartArg, RunArgs, default_id};
 pub(crate) use shim::ShimArgs;
@@ -66,6 +73,43 @@ Exit codes:
 pub(crate) struct Cli {
     #[command(subcommand)]
     pub(crate) command: Command,
+    /// How regent logs to stderr: `text`, lines for people (the default),
+    /// or `json`, one object per line (timestamp, level, target, message and
+    /// the fields at the top level; during a term every line carries
+    /// election, holder and token). REGENT_LOG sets the level in both.
+    /// [env: REGENT_LOG_FORMAT]
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        ignore_case = true,
+        value_name = "FORMAT"
+    )]
+    log_format: Option<LogFormat>,
+}
+
+/// The variable `--log-format` falls back to.
+const LOG_FORMAT_VAR: &str = "REGENT_LOG_FORMAT";
+
+impl Cli {
+    /// `--log-format`, else `REGENT_LOG_FORMAT`, else text; a variable
+    /// that names no format is a usage error naming it.
+    pub(crate) fn log_format(&self) -> Result<LogFormat, CliError> {
+        if let Some(format) = self.log_format {
+            return Ok(format);
+        }
+        match std::env::var(LOG_FORMAT_VAR) {
+            Ok(v) if !v.is_empty() => clap::ValueEnum::from_str(&v, true).map_err(|_| {
+                CliError::usage(format!(
+                    "{LOG_FORMAT_VAR}={v:?}: not a log format (text or json)"
+                ))
+            }),
+            Ok(_) | Err(std::env::VarError::NotPresent) => Ok(LogFormat::Text),
+            Err(std::env::VarError::NotUnicode(_)) => Err(CliError::usage(format!(
+                "{LOG_FORMAT_VAR}: not a log format (text or json)"
+            ))),
+        }
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -106,6 +150,17 @@ pub(crate) enum Command {
     /// after the first answer, regent says so and keeps trying it.
     #[command(after_help = after_help())]
     Watch(ShowArgs),
+    /// Serve a live page of one or more elections, with their metrics and
+    /// health, without campaigning: any store, or a peer group's member.
+    ///
+    /// The page (GET / on --http) shows each election's leader, token and
+    /// candidates where the store lists them, and a timeline of terms as
+    /// this process saw them: who led, with which token, from when to
+    /// when, why it ended, and how long nobody led before; it updates
+    /// live. /metrics, /healthz, /livez, /readyz and /leader are served as
+    /// by `regent run --http`.
+    #[command(after_help = after_help())]
+    Dashboard(DashboardArgs),
     /// Start several candidates on one store (by default a temporary SQLite
     /// file), inject failures and show every failover.
     #[command(after_help = after_help())]

@@ -42,6 +42,8 @@ pub(crate) struct PeerArgs {
     pub(crate) election: String,
     #[command(flatten)]
     pub(crate) child: ChildArgs,
+    #[command(flatten)]
+    pub(crate) http: super::HttpArgs,
 }
 
 /// The peer algorithms.

@@ -29,6 +29,8 @@ pub(crate) struct RunArgs {
     pub(crate) renew_deadline: Option<Duration>,
     #[command(flatten)]
     pub(crate) child: ChildArgs,
+    #[command(flatten)]
+    pub(crate) http: super::HttpArgs,
 }
 
 /// How CMD runs while this instance leads: what `regent run` and

@@ -4,11 +4,13 @@
 //! → supervisor; `docs/architecture.md` §4).
 
 mod child;
+mod http;
 #[cfg(feature = "peer")]
 mod peer;
 mod run;
 mod show;
 
+pub(crate) use http::endpoint;
 #[cfg(feature = "peer")]
 pub(crate) use peer::{Member, PeerConfig};
 pub(crate) use run::RunConfig;

@@ -28,6 +28,10 @@ pub(crate) struct PeerConfig {
     /// The address this member listens on.
     pub(crate) listen: SocketAddr,
     pub(crate) child: ChildArgs,
+    /// `--http`, bound.
+    pub(crate) endpoint: Option<crate::http::Endpoint>,
+    /// The members configured.
+    pub(crate) members: u64,
 }
 
 impl PeerConfig {
@@ -56,6 +60,7 @@ impl PeerConfig {
             .build()
             .map_err(|e| config_error(&e))?;
         let listen = args.listen.unwrap_or(own);
+        let member_count = members.len() as u64;
         let algorithm = match args.algorithm {
             AlgorithmArg::LowestId => Algorithm::LowestId,
             AlgorithmArg::Bully => Algorithm::Bully,
@@ -78,6 +83,9 @@ impl PeerConfig {
             id: args.id,
             listen,
             child: args.child,
+            // Last: a usage error above leaves no port bound.
+            endpoint: super::endpoint(&args.http)?,
+            members: member_count,
         })
     }
 }

@@ -24,6 +24,8 @@ pub(crate) struct RunConfig {
     /// (`REGENT_START_RETRY`).
     pub(crate) start_window: Duration,
     pub(crate) child: ChildArgs,
+    /// `--http`, bound before the first campaign.
+    pub(crate) endpoint: Option<crate::http::Endpoint>,
 }
 
 /// This instance's id: `--id`, or a default the store may replace by its
@@ -72,6 +74,7 @@ impl RunConfig {
         };
         let call_timeout = timing.check(&election, &holder)?;
         let start_window = store::start_retry()?;
+        let endpoint = super::endpoint(&args.http)?;
         Ok(Self {
             election,
             target,
@@ -80,6 +83,7 @@ impl RunConfig {
             call_timeout,
             start_window,
             child: args.child,
+            endpoint,
         })
     }
 }

@@ -1,0 +1,67 @@
+//! `regent dashboard`: the live page, metrics and health of one or more
+//! elections, observed without campaigning — on a store, or through a
+//! member of a peer group.
+
+use regent_core::Observer;
+use regent_monitor::{Monitor, StoreCalls};
+
+use crate::cli::DashboardArgs;
+use crate::config::{ShowConfig, Source, endpoint};
+use crate::error::CliError;
+use crate::http::{Shown, Site};
+use crate::run::Stops;
+use crate::store;
+
+pub(crate) async fn dashboard(args: DashboardArgs) -> Result<u8, CliError> {
+    // Every flag checked, and the address bound, before any connection.
+    let each: Vec<_> = args.each();
+    let mut sources = Vec::with_capacity(each.len());
+    for show in each {
+        sources.push(ShowConfig::resolve(show).await?.source);
+    }
+    let Some(endpoint) = endpoint(&args.http)? else {
+        return Err(CliError::usage(
+            "--http HOST:PORT is required (or the variable REGENT_HTTP): where to serve the page",
+        ));
+    };
+    let mut stops = Stops::new(false)?;
+    let calls = StoreCalls::new();
+    let mut shown = Vec::with_capacity(sources.len());
+    for source in sources {
+        let opened = tokio::select! {
+            r = watch(source, &calls) => r?,
+            () = stops.next() => return Ok(0),
+        };
+        shown.push(opened);
+    }
+    let _served = endpoint.serve(Site {
+        source: "dashboard",
+        shown,
+    })?;
+    stops.next().await;
+    Ok(0)
+}
+
+/// The monitor of one election: the store opened (retried for the start
+/// window, as `status` does), or the peer group's member asked.
+async fn watch(source: Source, calls: &StoreCalls) -> Result<Shown, CliError> {
+    match source {
+        Source::Store {
+            election,
+            target,
+            window,
+        } => {
+            let store = store::open_within(&target, &election, None, window).await?;
+            let observer = Observer::new(calls.instrument(store), election);
+            Ok(Shown {
+                monitor: Monitor::observe(observer).with_store_calls(calls.clone()),
+                store: target.to_string(),
+            })
+        }
+        #[cfg(feature = "peer")]
+        Source::Peer(member) => Ok(Shown {
+            store: format!("peer group, through the member at {}", member.addr),
+            monitor: crate::peer::observe(&member).await?,
+        }),
+    }
+}

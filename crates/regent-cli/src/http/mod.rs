@@ -1,0 +1,227 @@
+//! The HTTP endpoint of `regent run --http`, `regent peer --http` and
+//! `regent dashboard`: metrics, health, the leader, and the live page.
+//!
+//! Read-only by construction: every route is a `GET` that reads the
+//! elections' [`Monitor`]s, which only read the elections. It runs on a
+//! task of its own, holds no secret (store URLs are shown as the targets
+//! print them, secrets hidden), and its failure is logged and never ends a
+//! term. The address is bound before the first campaign, so that a port in
+//! use is a usage error (exit 2) rather than a leader without its endpoint.
+
+mod state;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::{Query, State};
+use axum::http::{StatusCode, header};
+use axum::response::{Html, IntoResponse, Response};
+use axum::routing::get;
+use prometheus_client::registry::Registry;
+use regent_monitor::{Metrics, Monitor};
+
+use crate::error::CliError;
+
+/// The page, self-contained: inline CSS and JS, nothing fetched but
+/// `/api/state`.
+const PAGE: &str = include_str!("page.html");
+
+/// One election the endpoint shows.
+#[derive(Clone)]
+pub(crate) struct Shown {
+    pub(crate) monitor: Monitor,
+    /// The store as the page names it (secrets hidden).
+    pub(crate) store: String,
+}
+
+/// What the endpoint serves.
+pub(crate) struct Site {
+    /// `run` (one campaigning instance) or `dashboard` (observers).
+    pub(crate) source: &'static str,
+    pub(crate) shown: Vec<Shown>,
+}
+
+struct Served {
+    source: &'static str,
+    shown: Vec<Shown>,
+    registry: Registry,
+}
+
+/// The endpoint's socket, bound and listening, not yet served.
+pub(crate) struct Endpoint {
+    listener: std::net::TcpListener,
+}
+
+impl Endpoint {
+    /// Binds `addr` (from `flag`, for the message): a usage error when the
+    /// address is in use or not this host's.
+    pub(crate) fn bind(flag: &str, addr: SocketAddr) -> Result<Self, CliError> {
+        let listener = std::net::TcpListener::bind(addr)
+            .map_err(|e| CliError::usage(format!("{flag} {addr}: cannot listen there: {e}")))?;
+        listener
+            .set_nonblocking(true)
+            .map_err(|e| CliError::failure(format!("{flag} {addr}: {e}")))?;
+        Ok(Self { listener })
+    }
+
+    /// Serves `site` until the returned guard is dropped.
+    pub(crate) fn serve(self, site: Site) -> Result<AbortOnDrop, CliError> {
+        let listener = tokio::net::TcpListener::from_std(self.listener)
+            .map_err(|e| CliError::failure(format!("the HTTP endpoint: {e}")))?;
+        let addr = listener.local_addr().ok();
+        let metrics = Metrics::new();
+        for shown in &site.shown {
+            metrics.add(&shown.monitor);
+        }
+        let mut registry = Registry::default();
+        metrics.register(&mut registry);
+        let served = Arc::new(Served {
+            source: site.source,
+            shown: site.shown,
+            registry,
+        });
+        let app = Router::new()
+            .route("/", get(page))
+            .route("/metrics", get(metrics_text))
+            .route("/healthz", get(live))
+            .route("/livez", get(live))
+            .route("/readyz", get(ready))
+            .route("/leader", get(leader))
+            .route("/api/state", get(api_state))
+            .with_state(served);
+        if let Some(addr) = addr {
+            tracing::info!(%addr, "serving metrics, health and the live page");
+        }
+        Ok(AbortOnDrop(tokio::spawn(async move {
+            if let Err(e) = axum::serve(listener, app).await {
+                // Leadership goes on without its endpoint.
+                tracing::error!(error = %e, "the HTTP endpoint failed");
+            }
+        })))
+    }
+}
+
+/// A background task (the endpoint's, a follower's), stopped when this
+/// guard is dropped.
+pub(crate) struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl AbortOnDrop {
+    /// Spawns `task`.
+    pub(crate) fn spawn(task: impl Future<Output = ()> + Send + 'static) -> Self {
+        Self(tokio::spawn(task))
+    }
+}
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+async fn page() -> Html<&'static str> {
+    Html(PAGE)
+}
+
+async fn metrics_text(State(served): State<Arc<Served>>) -> Response {
+    let mut text = String::new();
+    match prometheus_client::encoding::text::encode(&mut text, &served.registry) {
+        Ok(()) => (
+            [(
+                header::CONTENT_TYPE,
+                "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            )],
+            text,
+        )
+            .into_response(),
+        Err(_) => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "encoding the metrics failed\n",
+        )
+            .into_response(),
+    }
+}
+
+/// Every election's check, joined; 503 with the first failure's reason.
+fn check(served: &Served, ready: bool) -> Response {
+    let several = served.shown.len() > 1;
+    let mut lines = Vec::new();
+    let mut failed = false;
+    for shown in &served.shown {
+        let health = shown.monitor.health();
+        let result = if ready { health.ready } else { health.live };
+        let (ok, text) = match result {
+            Ok(t) => (true, t),
+            Err(t) => (false, t),
+        };
+        failed |= !ok;
+        let text = if several {
+            format!("{}: {text}", shown.monitor.election())
+        } else {
+            text
+        };
+        if ok {
+            lines.push(format!("ok: {text}"));
+        } else {
+            lines.insert(0, text);
+        }
+    }
+    let code = if failed {
+        StatusCode::SERVICE_UNAVAILABLE
+    } else {
+        StatusCode::OK
+    };
+    let mut body = lines.join("\n");
+    body.push('\n');
+    (
+        code,
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        body,
+    )
+        .into_response()
+}
+
+async fn live(State(served): State<Arc<Served>>) -> Response {
+    check(&served, false)
+}
+
+async fn ready(State(served): State<Arc<Served>>) -> Response {
+    check(&served, true)
+}
+
+#[derive(serde::Deserialize)]
+struct Which {
+    election: Option<String>,
+}
+
+/// `regent status --json`'s object; with several elections, the one named
+/// by `?election=`, or all of them in an array.
+async fn leader(State(served): State<Arc<Served>>, Query(which): Query<Which>) -> Response {
+    let object = |shown: &Shown| {
+        let seen = shown.monitor.snapshot();
+        crate::output::to_json(&seen.election, seen.leader.as_ref())
+    };
+    let body = match which.election {
+        Some(name) => match served
+            .shown
+            .iter()
+            .find(|s| s.monitor.election().as_str() == name)
+        {
+            Some(shown) => object(shown),
+            None => {
+                return (
+                    StatusCode::NOT_FOUND,
+                    format!("no election '{name}' here\n"),
+                )
+                    .into_response();
+            }
+        },
+        None if served.shown.len() == 1 => object(&served.shown[0]),
+        None => serde_json::Value::Array(served.shown.iter().map(object).collect()),
+    };
+    axum::Json(body).into_response()
+}
+
+async fn api_state(State(served): State<Arc<Served>>) -> Response {
+    axum::Json(state::of(served.source, &served.shown)).into_response()
+}

@@ -11,55 +11,11 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::error::{ErrorKind, StoreError};
-use crate::events::{TermEvent, TermEvents};
+use crate::events::{EndReason, Ended, TermEvent, TermEvents};
 use crate::status::Status;
 use crate::store::Renewal;
 use crate::timing::Timing;
 use crate::types::{ElectionName, FencingToken, HolderId, LeaderInfo, Lease, Metadata};
-
-/// Why a leadership ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum EndReason {
-    /// The store said the lease is gone or someone else holds it.
-    Lost,
-    /// No renewal succeeded before the renew deadline: the leader stepped
-    /// down on its own clock.
-    DeadlinePassed,
-    /// [`Leadership::resign`] was called.
-    Resigned,
-    /// The guard was dropped.
-    Dropped,
-    /// The candidate was shut down.
-    Shutdown,
-    /// The leader task stopped sending heartbeats (health watchdog).
-    Unhealthy,
-    /// The store failed with a permanent error while renewing.
-    StoreFailed(ErrorKind),
-}
-
-impl fmt::Display for EndReason {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            EndReason::Lost => f.write_str("lease lost"),
-            EndReason::DeadlinePassed => f.write_str("renew deadline passed"),
-            EndReason::Resigned => f.write_str("resigned"),
-            EndReason::Dropped => f.write_str("guard dropped"),
-            EndReason::Shutdown => f.write_str("shutdown"),
-            EndReason::Unhealthy => f.write_str("leader task unhealthy"),
-            EndReason::StoreFailed(kind) => write!(f, "renewal failed: {kind}"),
-        }
-    }
-}
-
-/// When and why a leadership ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Ended {
-    /// Why.
-    pub reason: EndReason,
-    /// When (monotonic clock): the instant the cancellation token fired.
-    pub at: Instant,
-}
 
 /// Why new metadata was not published ([`Leadership::proclaim`]).
 ///

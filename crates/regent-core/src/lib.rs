@@ -108,10 +108,9 @@ pub use candidate::Candidate;
 pub use candidate::builder::{CandidateBuilder, DEFAULT_TTL};
 pub use election::Election;
 pub use error::{BoxError, CampaignError, ConfigError, ErrorKind, InvalidName, StoreError, report};
-pub use events::{TermEvent, TermEvents};
+pub use events::{EndReason, Ended, TermEvent, TermEvents};
 pub use leadership::{
-    EndReason, Ended, Leadership, LeaseState, NotLeader, ProclaimError, TermKeeper, TermStart,
-    TermState,
+    Leadership, LeaseState, NotLeader, ProclaimError, TermKeeper, TermStart, TermState,
 };
 pub use limits::{MAX_TTL, MIN_TTL};
 pub use observer::{LeaderChanges, LeaderWatch, Observer};

@@ -16,7 +16,8 @@ use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
 use crate::backoff::Backoff;
 use crate::election::Election;
 use crate::error::{BoxError, CampaignError, ConfigError};
-use crate::leadership::{EndReason, LeaseState, ProclaimError};
+use crate::events::EndReason;
+use crate::leadership::{LeaseState, ProclaimError};
 use crate::types::{FencingToken, LeaderInfo, Metadata};
 
 /// When the supervisor campaigns again after a term ends.

@@ -7,7 +7,6 @@ use std::time::{Duration, SystemTime};
 use tokio::time::Instant;
 
 use crate::calls::CallsSnapshot;
-use crate::monitor::OwnTerm;
 
 /// Whether an instance does what it should, as two checks in the manner of
 /// Kubernetes' probes, each `Ok(what it is doing)` or `Err(why not)` in
@@ -55,6 +54,15 @@ pub struct Health {
     pub live: Result<String, String>,
     /// Doing it, and able to serve: `/readyz`.
     pub ready: Result<String, String>,
+}
+
+/// This instance's term in progress.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct OwnTerm {
+    pub(crate) token: regent_core::FencingToken,
+    pub(crate) confirmed_at: Instant,
+    pub(crate) deadline: Instant,
+    pub(crate) step_down_at: Instant,
 }
 
 /// What the health rules look at.

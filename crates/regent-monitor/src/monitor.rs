@@ -18,7 +18,7 @@ use tokio::time::Instant;
 use tokio_util::task::AbortOnDropHandle;
 
 use crate::calls::StoreCalls;
-use crate::health::{Health, HealthInputs};
+use crate::health::{Health, HealthInputs, OwnTerm};
 use crate::timeline::{TermRecord, Timeline, wall};
 
 /// One election as this process sees it: who leads, this instance's own
@@ -89,15 +89,6 @@ pub(crate) struct State {
     pub(crate) group: Option<GroupView>,
     pub(crate) last_error: Option<String>,
     pub(crate) candidates: Option<Vec<HolderId>>,
-}
-
-/// This instance's term in progress.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct OwnTerm {
-    pub(crate) token: regent_core::FencingToken,
-    pub(crate) confirmed_at: Instant,
-    pub(crate) deadline: Instant,
-    pub(crate) step_down_at: Instant,
 }
 
 /// Why one of this instance's terms ended, as the metrics count it.

@@ -40,6 +40,8 @@ fn after_help() -> String {
     examples.extend([
         "regent status --election jobs --json",
         "regent watch --election jobs",
+        "regent run --election jobs --http 127.0.0.1:9464 -- ./worker",
+        "regent dashboard --election jobs,reports --http 127.0.0.1:9465",
         "regent status --peer 10.0.0.2:7400 --secret-file /etc/app/peer-secret --json",
         "REGENT_PEER_SECRET=… regent watch --peer 10.0.0.2:7400",
         "regent demo --candidates 5",

@@ -11,7 +11,8 @@ use std::time::Duration;
 use tokio::time::{Instant, sleep_until};
 
 use crate::error::StoreError;
-use crate::leadership::{EndReason, TermKeeper, TermState};
+use crate::events::EndReason;
+use crate::leadership::{TermKeeper, TermState};
 use crate::store::{LeaseStore, Renewal, StoreInfo, StoreStyle, WatchMode};
 use crate::timing::Timing;
 use crate::types::{Lease, Metadata};

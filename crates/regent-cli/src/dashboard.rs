@@ -8,7 +8,7 @@ use regent_monitor::{Monitor, StoreCalls};
 use crate::cli::DashboardArgs;
 use crate::config::{ShowConfig, Source, endpoint};
 use crate::error::CliError;
-use crate::http::{Shown, Site};
+use crate::http::Shown;
 use crate::run::Stops;
 use crate::store;
 
@@ -25,19 +25,17 @@ pub(crate) async fn dashboard(args: DashboardArgs) -> Result<u8, CliError> {
         ));
     };
     let mut stops = Stops::new(false)?;
+    // Serving from now: while the stores are being reached, the probes
+    // say so.
+    let serving = endpoint.serve("dashboard")?;
     let calls = StoreCalls::new();
-    let mut shown = Vec::with_capacity(sources.len());
     for source in sources {
-        let opened = tokio::select! {
+        let shown = tokio::select! {
             r = watch(source, &calls) => r?,
             () = stops.next() => return Ok(0),
         };
-        shown.push(opened);
+        serving.show(shown);
     }
-    let _served = endpoint.serve(Site {
-        source: "dashboard",
-        shown,
-    })?;
     stops.next().await;
     Ok(0)
 }

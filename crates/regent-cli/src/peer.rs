@@ -17,7 +17,7 @@ use crate::config::{Member, PeerConfig};
 use crate::error::{CliError, chain};
 use crate::http::AbortOnDrop;
 use crate::output::print;
-use crate::run::{Stops, prepare_child, serve, supervise, watch_over};
+use crate::run::{Stops, prepare_child, serve, show, supervise, watch_over};
 use regent_monitor::{GroupView, Monitor};
 
 pub(crate) async fn run(args: PeerArgs) -> Result<u8, CliError> {
@@ -32,6 +32,7 @@ pub(crate) async fn run(args: PeerArgs) -> Result<u8, CliError> {
     } = PeerConfig::resolve(args)?;
     prepare_child(&child)?;
     let mut stops = Stops::new(child.lifeline_stdin)?;
+    let serving = serve(endpoint, "run")?;
     let algorithm = spec.algorithm;
     let peer = tokio::select! {
         r = PeerElection::start(spec) => r.map_err(|e| start_error(&e, listen))?,
@@ -44,12 +45,11 @@ pub(crate) async fn run(args: PeerArgs) -> Result<u8, CliError> {
     let backoff_cap = peer.timing().ttl;
     let monitor = watch_over(&peer, &child);
     let _group = follow_group(&peer, &monitor, members);
-    let _endpoint = serve(
-        endpoint,
-        "run",
+    show(
+        serving.as_ref(),
         &monitor,
         format!("peer group ({algorithm})"),
-    )?;
+    );
     // No ticket: a peer's term is not a store's lease.
     supervise(
         &peer,

@@ -20,7 +20,7 @@ use crate::config::RunConfig;
 use crate::error::{CliError, chain};
 use crate::exe::own_exe;
 
-use crate::http::{Endpoint, Shown, Site};
+use crate::http::{Endpoint, Serving, Shown};
 use crate::store;
 use regent_monitor::{Monitor, StoreCalls};
 
@@ -89,6 +89,8 @@ pub(crate) async fn run(args: RunArgs) -> Result<u8, CliError> {
     let config = RunConfig::resolve(args)?;
     prepare_child(&config.child)?;
     let mut stops = Stops::new(config.child.lifeline_stdin)?;
+    // Serving from now: while the store is being reached, the probes say so.
+    let serving = serve(config.endpoint, "run")?;
     let opened = tokio::select! {
         r = store::connect(
             &config.target,
@@ -111,7 +113,7 @@ pub(crate) async fn run(args: RunArgs) -> Result<u8, CliError> {
     let target = config.target;
     // Before the first campaign, so that it sees the first term.
     let monitor = watch_over(&candidate, &config.child).with_store_calls(calls);
-    let _endpoint = serve(config.endpoint, "run", &monitor, target.to_string())?;
+    show(serving.as_ref(), &monitor, target.to_string());
     supervise(
         &candidate,
         &config.child,
@@ -137,25 +139,22 @@ pub(crate) fn watch_over(election: &impl Election, child: &ChildArgs) -> Monitor
     }
 }
 
-/// Serves `--http`, if given, for `monitor`'s election (on `store`) until
-/// the guard is dropped.
+/// Serves `--http`, if given, until the guard is dropped.
 pub(crate) fn serve(
     endpoint: Option<Endpoint>,
     source: &'static str,
-    monitor: &Monitor,
-    store: String,
-) -> Result<Option<crate::http::AbortOnDrop>, CliError> {
-    endpoint
-        .map(|e| {
-            e.serve(Site {
-                source,
-                shown: vec![Shown {
-                    monitor: monitor.clone(),
-                    store,
-                }],
-            })
-        })
-        .transpose()
+) -> Result<Option<Serving>, CliError> {
+    endpoint.map(|e| e.serve(source)).transpose()
+}
+
+/// Shows `monitor`'s election (on `store`) on the endpoint, if serving.
+pub(crate) fn show(serving: Option<&Serving>, monitor: &Monitor, store: String) {
+    if let Some(s) = serving {
+        s.show(Shown {
+            monitor: monitor.clone(),
+            store,
+        });
+    }
 }
 
 /// Campaigns, runs CMD (through the shim) while leading, stops it when

@@ -15,7 +15,7 @@ pub(crate) const HTTP_VAR: &str = "REGENT_HTTP";
 /// where it came from.
 pub(crate) fn endpoint(args: &HttpArgs) -> Result<Option<Endpoint>, CliError> {
     let (what, addr) = match &args.http {
-        Some(a) => ("--http".to_owned(), a.clone()),
+        Some(a) => ("--http ".to_owned(), a.clone()),
         None => match std::env::var(HTTP_VAR) {
             Ok(a) if !a.is_empty() => (format!("{HTTP_VAR}="), a),
             Ok(_) | Err(std::env::VarError::NotPresent) => return Ok(None),
@@ -29,6 +29,6 @@ pub(crate) fn endpoint(args: &HttpArgs) -> Result<Option<Endpoint>, CliError> {
         .map_err(|e| CliError::usage(format!("{what}{addr}: not HOST:PORT ({e})")))?
         .next()
         .ok_or_else(|| CliError::usage(format!("{what}{addr}: resolves to no address")))?;
-    let flag = what.trim_end_matches('=');
+    let flag = what.trim_end_matches(['=', ' ']);
     Endpoint::bind(flag, resolved).map(Some)
 }

@@ -11,7 +11,7 @@
 mod state;
 
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError, RwLock};
 
 use axum::Router;
 use axum::extract::{Query, State};
@@ -35,18 +35,46 @@ pub(crate) struct Shown {
     pub(crate) store: String,
 }
 
-/// What the endpoint serves.
-pub(crate) struct Site {
-    /// `run` (one campaigning instance) or `dashboard` (observers).
-    pub(crate) source: &'static str,
-    pub(crate) shown: Vec<Shown>,
-}
-
 struct Served {
+    /// `run` (one campaigning instance) or `dashboard` (observers).
     source: &'static str,
-    shown: Vec<Shown>,
+    /// The elections shown: none while the store is being reached.
+    shown: RwLock<Vec<Shown>>,
+    metrics: Metrics,
     registry: Registry,
 }
+
+impl Served {
+    fn shown(&self) -> Vec<Shown> {
+        self.shown
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}
+
+/// The endpoint, serving; it shows the elections given to [`show`](Self::show),
+/// and stops when dropped.
+pub(crate) struct Serving {
+    served: Arc<Served>,
+    _task: AbortOnDrop,
+}
+
+impl Serving {
+    /// Shows `shown` from now on (its metrics, health and page).
+    pub(crate) fn show(&self, shown: Shown) {
+        self.served.metrics.add(&shown.monitor);
+        self.served
+            .shown
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(shown);
+    }
+}
+
+/// What the endpoint says before any election is shown: the store (or
+/// the group) is being reached.
+const STARTING: &str = "starting: reaching the store";
 
 /// The endpoint's socket, bound and listening, not yet served.
 pub(crate) struct Endpoint {
@@ -65,20 +93,21 @@ impl Endpoint {
         Ok(Self { listener })
     }
 
-    /// Serves `site` until the returned guard is dropped.
-    pub(crate) fn serve(self, site: Site) -> Result<AbortOnDrop, CliError> {
+    /// Serves at once, as `source` (`run`, `dashboard`): the elections
+    /// come with [`Serving::show`] once their store is open, and until then
+    /// the probes say the process is starting (so a store that takes its
+    /// time to answer is visible as such).
+    pub(crate) fn serve(self, source: &'static str) -> Result<Serving, CliError> {
         let listener = tokio::net::TcpListener::from_std(self.listener)
             .map_err(|e| CliError::failure(format!("the HTTP endpoint: {e}")))?;
         let addr = listener.local_addr().ok();
         let metrics = Metrics::new();
-        for shown in &site.shown {
-            metrics.add(&shown.monitor);
-        }
         let mut registry = Registry::default();
         metrics.register(&mut registry);
         let served = Arc::new(Served {
-            source: site.source,
-            shown: site.shown,
+            source,
+            shown: RwLock::new(Vec::new()),
+            metrics,
             registry,
         });
         let app = Router::new()
@@ -89,16 +118,20 @@ impl Endpoint {
             .route("/readyz", get(ready))
             .route("/leader", get(leader))
             .route("/api/state", get(api_state))
-            .with_state(served);
+            .with_state(served.clone());
         if let Some(addr) = addr {
             tracing::info!(%addr, "serving metrics, health and the live page");
         }
-        Ok(AbortOnDrop(tokio::spawn(async move {
+        let task = AbortOnDrop::spawn(async move {
             if let Err(e) = axum::serve(listener, app).await {
                 // Leadership goes on without its endpoint.
                 tracing::error!(error = %e, "the HTTP endpoint failed");
             }
-        })))
+        });
+        Ok(Serving {
+            served,
+            _task: task,
+        })
     }
 }
 
@@ -144,10 +177,20 @@ async fn metrics_text(State(served): State<Arc<Served>>) -> Response {
 
 /// Every election's check, joined; 503 with the first failure's reason.
 fn check(served: &Served, ready: bool) -> Response {
-    let several = served.shown.len() > 1;
+    let all = served.shown();
+    let several = all.len() > 1;
     let mut lines = Vec::new();
     let mut failed = false;
-    for shown in &served.shown {
+    if all.is_empty() {
+        // Alive and doing what it should; not ready to serve.
+        failed = ready;
+        lines.push(if ready {
+            STARTING.to_owned()
+        } else {
+            format!("ok: {STARTING}")
+        });
+    }
+    for shown in &all {
         let health = shown.monitor.health();
         let result = if ready { health.ready } else { health.live };
         let (ok, text) = match result {
@@ -201,12 +244,9 @@ async fn leader(State(served): State<Arc<Served>>, Query(which): Query<Which>) -
         let seen = shown.monitor.snapshot();
         crate::output::to_json(&seen.election, seen.leader.as_ref())
     };
+    let all = served.shown();
     let body = match which.election {
-        Some(name) => match served
-            .shown
-            .iter()
-            .find(|s| s.monitor.election().as_str() == name)
-        {
+        Some(name) => match all.iter().find(|s| s.monitor.election().as_str() == name) {
             Some(shown) => object(shown),
             None => {
                 return (
@@ -216,12 +256,15 @@ async fn leader(State(served): State<Arc<Served>>, Query(which): Query<Which>) -
                     .into_response();
             }
         },
-        None if served.shown.len() == 1 => object(&served.shown[0]),
-        None => serde_json::Value::Array(served.shown.iter().map(object).collect()),
+        None if all.is_empty() => {
+            return (StatusCode::SERVICE_UNAVAILABLE, format!("{STARTING}\n")).into_response();
+        }
+        None if all.len() == 1 => object(&all[0]),
+        None => serde_json::Value::Array(all.iter().map(object).collect()),
     };
     axum::Json(body).into_response()
 }
 
 async fn api_state(State(served): State<Arc<Served>>) -> Response {
-    axum::Json(state::of(served.source, &served.shown)).into_response()
+    axum::Json(state::of(served.source, &served.shown())).into_response()
 }

@@ -891,3 +891,65 @@ pub fn assert_tokens_increase(starts: &[Event], report: &str) {
         );
     }
 }
+
+// ------------------------------------------------------------------ http
+
+/// `METHOD PATH` to the HTTP endpoint at `addr` (`--http`), over a plain
+/// `TcpStream` with `Connection: close`: the status and the body. Errors
+/// when nothing listens there, or no answer comes within 5 s.
+pub fn http_request(method: &str, addr: &str, path: &str) -> std::io::Result<(u16, String)> {
+    use std::io::Write as _;
+    use std::net::{TcpStream, ToSocketAddrs as _};
+    let bad = |what: String| std::io::Error::new(std::io::ErrorKind::InvalidData, what);
+    let to = addr
+        .to_socket_addrs()?
+        .next()
+        .ok_or_else(|| bad(format!("{addr}: no address")))?;
+    let mut stream = TcpStream::connect_timeout(&to, Duration::from_secs(5))?;
+    stream.set_read_timeout(Some(Duration::from_secs(5)))?;
+    stream.set_write_timeout(Some(Duration::from_secs(5)))?;
+    write!(
+        stream,
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw)?;
+    let raw = String::from_utf8_lossy(&raw);
+    let (head, body) = raw
+        .split_once("\r\n\r\n")
+        .ok_or_else(|| bad(format!("no end of the head in {raw:?}")))?;
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| bad(format!("no status in {head:?}")))?;
+    let chunked = head.lines().any(|l| {
+        l.to_ascii_lowercase()
+            .replace(' ', "")
+            .starts_with("transfer-encoding:chunked")
+    });
+    let body = if chunked {
+        dechunk(body).ok_or_else(|| bad(format!("a bad chunked body {body:?}")))?
+    } else {
+        body.to_owned()
+    };
+    Ok((status, body))
+}
+
+/// [`http_request`] with `GET`.
+pub fn http_get(addr: &str, path: &str) -> std::io::Result<(u16, String)> {
+    http_request("GET", addr, path)
+}
+
+fn dechunk(mut body: &str) -> Option<String> {
+    let mut out = String::new();
+    loop {
+        let (size, rest) = body.split_once("\r\n")?;
+        let size = usize::from_str_radix(size.split(';').next()?.trim(), 16).ok()?;
+        if size == 0 {
+            return Some(out);
+        }
+        out.push_str(rest.get(..size)?);
+        body = rest.get(size..)?.strip_prefix("\r\n")?;
+    }
+}

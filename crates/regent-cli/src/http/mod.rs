@@ -6,8 +6,13 @@
 //! task of its own, holds no secret (store URLs are shown as the targets
 //! print them, secrets hidden), and its failure is logged and never ends a
 //! term. The address is bound before the first campaign, so that a port in
-//! use is a usage error (exit 2) rather than a leader without its endpoint.
+//! use is a usage error (exit 2) rather than a leader without its endpoint,
+//! and served at once: while the store is being reached the probes say so.
+//! At most 32 connections are open at once (`capped.rs`), so that a client
+//! cannot take the descriptors the store connections and the command's
+//! supervision need.
 
+mod capped;
 mod state;
 
 use std::net::SocketAddr;
@@ -123,7 +128,7 @@ impl Endpoint {
             tracing::info!(%addr, "serving metrics, health and the live page");
         }
         let task = AbortOnDrop::spawn(async move {
-            if let Err(e) = axum::serve(listener, app).await {
+            if let Err(e) = axum::serve(capped::Capped::new(listener), app).await {
                 // Leadership goes on without its endpoint.
                 tracing::error!(error = %e, "the HTTP endpoint failed");
             }

@@ -1,14 +1,10 @@
 //! `regent dashboard`'s flags.
 
-use std::path::PathBuf;
-use std::time::Duration;
-
 use clap::Args;
 
 use super::http::HttpArgs;
-use super::show::ShowArgs;
+use super::show::{MemberArgs, ShowArgs};
 use super::store::{StoreFlags, store_help};
-use super::values::parse_duration;
 
 /// The elections to show, on a store or a peer group's member, and where.
 #[derive(Debug, Args)]
@@ -26,23 +22,8 @@ pub(crate) struct DashboardArgs {
     pub(crate) elections: Vec<String>,
     #[command(flatten)]
     pub(crate) options: StoreFlags,
-    /// Show a peer group (`regent peer`) as one of its members sees it: the
-    /// address it listens on.
-    #[arg(long, value_name = "HOST:PORT", help_heading = "Peer group")]
-    pub(crate) peer: Option<String>,
-    /// A file holding the peer group's shared secret (default: the variable
-    /// REGENT_PEER_SECRET).
-    #[arg(
-        long,
-        value_name = "FILE",
-        requires = "peer",
-        help_heading = "Peer group"
-    )]
-    pub(crate) secret_file: Option<PathBuf>,
-    /// How long to wait for the member to accept the connection, and then
-    /// for its answer (default: 2s).
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration, requires = "peer", help_heading = "Peer group")]
-    pub(crate) peer_timeout: Option<Duration>,
+    #[command(flatten)]
+    pub(crate) member: MemberArgs,
     #[command(flatten)]
     pub(crate) http: HttpArgs,
 }
@@ -54,9 +35,7 @@ impl DashboardArgs {
             store: self.store.clone(),
             election,
             options: self.options.clone(),
-            peer: self.peer.clone(),
-            secret_file: self.secret_file.clone(),
-            peer_timeout: self.peer_timeout,
+            member: self.member.clone(),
             json: false,
         };
         if self.elections.is_empty() {

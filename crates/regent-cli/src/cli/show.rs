@@ -22,6 +22,17 @@ pub(crate) struct ShowArgs {
     pub(crate) election: Option<String>,
     #[command(flatten)]
     pub(crate) options: StoreFlags,
+    #[command(flatten)]
+    pub(crate) member: MemberArgs,
+    /// Print JSON: {"election": NAME, "leader": null | {"id", "token", "metadata"}}.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+/// A member of a peer group to ask instead of a store (`status`,
+/// `watch`, `dashboard`).
+#[derive(Debug, Clone, Args)]
+pub(crate) struct MemberArgs {
     /// Ask a member of a peer group (`regent peer`) instead of a store: the
     /// address it listens on (its --listen, or its entry in --peers).
     #[arg(long, value_name = "HOST:PORT", help_heading = "Peer group")]
@@ -45,9 +56,6 @@ pub(crate) struct ShowArgs {
         help_heading = "Peer group"
     )]
     pub(crate) peer_timeout: Option<Duration>,
-    /// Print JSON: {"election": NAME, "leader": null | {"id", "token", "metadata"}}.
-    #[arg(long)]
-    pub(crate) json: bool,
 }
 
 impl ShowArgs {

@@ -146,7 +146,7 @@ pub(crate) struct Member {
 }
 
 pub(crate) async fn member(args: &ShowArgs) -> Result<Member, CliError> {
-    let Some(text) = args.peer.as_deref() else {
+    let Some(text) = args.member.peer.as_deref() else {
         return Err(CliError::usage("--peer HOST:PORT is required here"));
     };
     if let Some((flag, _)) = args.options.given.first() {
@@ -160,11 +160,11 @@ pub(crate) async fn member(args: &ShowArgs) -> Result<Member, CliError> {
         .map(ElectionName::new)
         .transpose()
         .map_err(|e| CliError::usage(format!("--election: {e}")))?;
-    let timeout = args.peer_timeout.unwrap_or(PEER_TIMEOUT);
+    let timeout = args.member.peer_timeout.unwrap_or(PEER_TIMEOUT);
     if timeout.is_zero() {
         return Err(CliError::usage("--peer-timeout must be greater than zero"));
     }
-    let secret = secret(args.secret_file.as_deref())?;
+    let secret = secret(args.member.secret_file.as_deref())?;
     let window = start_retry()?;
     let addr = peer_addr(text).await?;
     Ok(Member {

@@ -37,7 +37,7 @@ impl ShowConfig {
     /// Checks the flags and variables, reads the files they name, and
     /// resolves `--peer`'s host.
     pub(crate) async fn resolve(args: ShowArgs) -> Result<Self, CliError> {
-        let source = if args.peer.is_some() {
+        let source = if args.member.peer.is_some() {
             peer(&args).await?
         } else {
             let store_args = args.store_args()?;

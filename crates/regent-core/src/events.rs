@@ -25,7 +25,7 @@ pub enum EndReason {
     /// No renewal succeeded before the renew deadline: the leader stepped
     /// down on its own clock.
     DeadlinePassed,
-    /// [`Leadership::resign`] was called.
+    /// [`Leadership::resign`](crate::Leadership::resign) was called.
     Resigned,
     /// The guard was dropped.
     Dropped,

@@ -118,6 +118,11 @@
 //!   someone else's key is never touched.
 //! * **current_leader**: the head (one range request, sorted by create
 //!   revision, limit 1).
+//! * **candidates**: the whole line, for display: one range request on
+//!   the prefix, sorted by create revision, each key's holder shown as
+//!   the head's would be (a foreign value's derived holder too). A dead
+//!   candidate's key is listed until it goes: with its lease, or deleted
+//!   by the store that put it on a [shared lease](#one-lease-for-many-elections).
 //! * **watch**: reads the first two keys of the line, then an etcd watch
 //!   on the prefix from the next revision
 //!   ([`WatchMode::Notify`](regent_core::WatchMode::Notify)). Only a change

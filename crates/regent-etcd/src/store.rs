@@ -9,8 +9,9 @@ use tokio::time::Instant;
 use etcd_client::{Compare, CompareOp, KeyValue, PutOptions, Txn, TxnOp};
 use regent_core::store::shared::Forgot;
 use regent_core::{
-    Acquire, AcquireRequest, ElectionName, ErrorKind, LeaderInfo, LeaderStream, Lease, LeaseStore,
-    MAX_TTL, Metadata, Renewal, SafetyClass, StoreError, StoreInfo, StoreStyle, WatchMode,
+    Acquire, AcquireRequest, ElectionName, ErrorKind, HolderId, LeaderInfo, LeaderStream, Lease,
+    LeaseStore, MAX_TTL, Metadata, Renewal, SafetyClass, StoreError, StoreInfo, StoreStyle,
+    WatchMode,
 };
 
 // `target.rs` takes these from here.
@@ -320,6 +321,13 @@ impl LeaseStore for EtcdStore {
         election: &ElectionName,
     ) -> Result<Option<LeaderInfo>, StoreError> {
         Ok(self.read_head(election, "read the leader").await?.0)
+    }
+
+    async fn candidates(
+        &self,
+        election: &ElectionName,
+    ) -> Result<Option<Vec<HolderId>>, StoreError> {
+        Ok(Some(self.read_candidates(election).await?))
     }
 
     async fn watch(&self, election: &ElectionName) -> Result<LeaderStream, StoreError> {

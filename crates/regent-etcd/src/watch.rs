@@ -8,7 +8,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use etcd_client::{GetOptions, KeyValue, SortOrder, SortTarget, WatchOptions};
-use regent_core::{ElectionName, LeaderInfo, LeaderStream, StoreError};
+use regent_core::{ElectionName, HolderId, LeaderInfo, LeaderStream, StoreError};
 
 use crate::client::EtcdStore;
 use crate::record::leader_of;
@@ -23,8 +23,20 @@ impl EtcdStore {
         Ok((line.pop().map(|h| h.leader), revision))
     }
 
-    /// The first `n` keys of the line, in order, and the revision they were
-    /// read at.
+    /// Every key of the line, in order (create revision, as the line's
+    /// head is read): one range read. Each key's holder is shown as it
+    /// would be at the head, a foreign value's too.
+    pub(crate) async fn read_candidates(
+        &self,
+        election: &ElectionName,
+    ) -> Result<Vec<HolderId>, StoreError> {
+        // A limit of 0 is no limit to etcd.
+        let (line, _) = self.read_line(election, "list the candidates", 0).await?;
+        Ok(line.into_iter().map(|k| k.leader.holder).collect())
+    }
+
+    /// The first `n` keys of the line (every key for `n = 0`), in order,
+    /// and the revision they were read at.
     async fn read_line(
         &self,
         election: &ElectionName,

@@ -26,6 +26,8 @@ pub enum Operation {
     UpdateMetadata,
     /// `current_leader`: a read.
     CurrentLeader,
+    /// `candidates`: a read of the line (queue stores), for display.
+    Candidates,
     /// `watch`: a watch opened.
     Watch,
     /// One answer on an open watch (an update, or the error that broke it);
@@ -35,18 +37,19 @@ pub enum Operation {
 
 impl Operation {
     /// Every operation, in the order the metrics list them.
-    pub const ALL: [Operation; 7] = [
+    pub const ALL: [Operation; 8] = [
         Operation::Acquire,
         Operation::Renew,
         Operation::Release,
         Operation::UpdateMetadata,
         Operation::CurrentLeader,
+        Operation::Candidates,
         Operation::Watch,
         Operation::WatchUpdate,
     ];
 
     /// The label value: `acquire`, `renew`, `release`, `update_metadata`,
-    /// `current_leader`, `watch`, `watch_update`.
+    /// `current_leader`, `candidates`, `watch`, `watch_update`.
     pub fn as_str(self) -> &'static str {
         match self {
             Operation::Acquire => "acquire",
@@ -54,6 +57,7 @@ impl Operation {
             Operation::Release => "release",
             Operation::UpdateMetadata => "update_metadata",
             Operation::CurrentLeader => "current_leader",
+            Operation::Candidates => "candidates",
             Operation::Watch => "watch",
             Operation::WatchUpdate => "watch_update",
         }
@@ -334,6 +338,15 @@ impl<S: LeaseStore> LeaseStore for Instrumented<S> {
                 Operation::CurrentLeader,
                 self.store.current_leader(election),
             )
+            .await
+    }
+
+    async fn candidates(
+        &self,
+        election: &ElectionName,
+    ) -> Result<Option<Vec<regent_core::HolderId>>, StoreError> {
+        self.calls
+            .time(Operation::Candidates, self.store.candidates(election))
             .await
     }
 

@@ -151,23 +151,8 @@ pub(crate) fn leader_of(node: &str, data: &[u8], czxid: i64) -> LeaderInfo {
             metadata,
         };
     }
+    let holder = foreign_holder(node, data);
     let text = String::from_utf8_lossy(data);
-    let holder = HolderId::new(&*text).unwrap_or_else(|_| {
-        let sanitized: String = data
-            .iter()
-            .take(MAX_HOLDER_ID_LEN)
-            .map(|&b| if b.is_ascii_graphic() { b as char } else { '_' })
-            .collect();
-        let name: String = node
-            .chars()
-            .map(|c| if c.is_ascii_graphic() { c } else { '_' })
-            .take(MAX_HOLDER_ID_LEN)
-            .collect();
-        HolderId::new(&sanitized)
-            .or_else(|_| HolderId::new(name))
-            .or_else(|_| HolderId::new("zk-node"))
-            .unwrap_or_else(|_| unreachable!("a constant is a valid holder id"))
-    });
     let mut shown = String::new();
     for c in text.chars() {
         if shown.len() + c.len_utf8() > MAX_FOREIGN_VALUE {
@@ -183,6 +168,35 @@ pub(crate) fn leader_of(node: &str, data: &[u8], czxid: i64) -> LeaderInfo {
         token,
         metadata,
     }
+}
+
+/// The holder of node `node` holding `data`, as [`leader_of`] shows it.
+pub(crate) fn holder_of(node: &str, data: &[u8]) -> HolderId {
+    match decode(data) {
+        Some((holder, _)) => holder,
+        None => foreign_holder(node, data),
+    }
+}
+
+/// The holder id of a foreign candidate: see [`leader_of`].
+fn foreign_holder(node: &str, data: &[u8]) -> HolderId {
+    let text = String::from_utf8_lossy(data);
+    HolderId::new(&*text).unwrap_or_else(|_| {
+        let sanitized: String = data
+            .iter()
+            .take(MAX_HOLDER_ID_LEN)
+            .map(|&b| if b.is_ascii_graphic() { b as char } else { '_' })
+            .collect();
+        let name: String = node
+            .chars()
+            .map(|c| if c.is_ascii_graphic() { c } else { '_' })
+            .take(MAX_HOLDER_ID_LEN)
+            .collect();
+        HolderId::new(&sanitized)
+            .or_else(|_| HolderId::new(name))
+            .or_else(|_| HolderId::new("zk-node"))
+            .unwrap_or_else(|_| unreachable!("a constant is a valid holder id"))
+    })
 }
 
 /// The metadata node of node `name` of the election at `dir`
@@ -258,5 +272,25 @@ mod tests {
         let l = leader_of("_c_x-latch-0000000002", b"curator-1", 10);
         assert_eq!(l.holder.as_str(), "curator-1");
         assert!(l.metadata.is_empty());
+    }
+
+    #[test]
+    fn a_node_s_holder_is_the_one_its_leader_shows() {
+        let h = HolderId::new("host-1").unwrap();
+        let m = Metadata::from_pairs([("addr", "10.0.0.1:80")]).unwrap();
+        let cases: [(&str, Vec<u8>); 5] = [
+            ("_c_x-latch-0000000001", encode(&h, &m)),
+            ("_c_x-latch-0000000002", b"curator-1".to_vec()),
+            ("_c_x-latch-0000000003", b"my host\n\xff".to_vec()),
+            ("n-0000000004", Vec::new()),
+            ("garbage", b"\x00\xff not regent".to_vec()),
+        ];
+        for (node, data) in cases {
+            assert_eq!(
+                holder_of(node, &data),
+                leader_of(node, &data, 1).holder,
+                "{node}"
+            );
+        }
     }
 }

@@ -6,9 +6,9 @@
 use std::time::Duration;
 
 use regent_core::{
-    Acquire, AcquireRequest, ElectionName, ErrorKind, ExpirySlack, LeaderInfo, LeaderStream, Lease,
-    LeaseStore, MAX_TTL, Metadata, Renewal, SafetyClass, StoreError, StoreInfo, StoreStyle,
-    TtlGrant, WatchMode,
+    Acquire, AcquireRequest, ElectionName, ErrorKind, ExpirySlack, HolderId, LeaderInfo,
+    LeaderStream, Lease, LeaseStore, MAX_TTL, Metadata, Renewal, SafetyClass, StoreError,
+    StoreInfo, StoreStyle, TtlGrant, WatchMode,
 };
 use tokio::time::Instant;
 use zookeeper_client as zk;
@@ -296,6 +296,13 @@ impl LeaseStore for ZkStore {
         let children = self.children(&s.client, election, &dir).await?;
         self.first_readable(&s.client, election, &dir, &children, None)
             .await
+    }
+
+    async fn candidates(
+        &self,
+        election: &ElectionName,
+    ) -> Result<Option<Vec<HolderId>>, StoreError> {
+        Ok(Some(self.read_candidates(election).await?))
     }
 
     /// One ZooKeeper watch per election and store, shared by every watch

@@ -1,16 +1,21 @@
 //! Reading who leads an election and watching it: the candidates' nodes
 //! in line order, the first one whose data can be read (with the metadata
-//! it proclaimed), and the store's own watch of an election, set again
-//! after each change.
+//! it proclaimed), the whole line for display, and the store's own watch
+//! of an election, set again after each change.
 
+use std::collections::HashSet;
 use std::future::Future;
 
-use regent_core::{ElectionName, LeaderInfo, LeaderStream, Metadata, StoreError};
+use regent_core::{ElectionName, HolderId, LeaderInfo, LeaderStream, Metadata, StoreError};
+use tokio::time::Instant;
 use zookeeper_client as zk;
 
 use crate::client::ZkStore;
 use crate::error::is_no_node;
-use crate::record::{decode_metadata, is_regent_name, leader_of, sort_children};
+use crate::record::{decode_metadata, holder_of, is_regent_name, leader_of, sort_children};
+
+/// How many candidates' nodes [`ZkStore::read_candidates`] reads at once.
+const READ_BATCH: usize = 64;
 
 impl ZkStore {
     /// The leader among `children` (sorted): the first whose data can be
@@ -71,6 +76,49 @@ impl ZkStore {
             Err(e) if is_no_node(&e) => Ok(None),
             Err(e) => Err(e),
         }
+    }
+
+    /// Every candidate of `election` in line order, each holder shown as
+    /// [`first_readable`](Self::first_readable) would show it at the head
+    /// (the children `current_leader` reads, sorted as `LeaderLatch`
+    /// sorts them). A node that goes between the list and its read is
+    /// left out, and so is a node of this store's session whose lease
+    /// lapsed (the reaper deletes it).
+    pub(crate) async fn read_candidates(
+        &self,
+        election: &ElectionName,
+    ) -> Result<Vec<HolderId>, StoreError> {
+        let s = self.session(None).await?;
+        let dir = self.election_path(election);
+        let children = self.children(&s.client, election, &dir).await?;
+        let now = Instant::now();
+        let lapsed: HashSet<String> = s
+            .records()
+            .iter()
+            .filter(|r| r.dir == dir && (r.lapsed || r.until <= now))
+            .filter_map(|r| r.name.clone())
+            .collect();
+        let mut line = Vec::with_capacity(children.len());
+        let live: Vec<&String> = children.iter().filter(|c| !lapsed.contains(*c)).collect();
+        for batch in live.chunks(READ_BATCH) {
+            // The client sends each request as it is made: a batch costs
+            // one round trip, not one per node.
+            let reads: Vec<_> = batch
+                .iter()
+                .map(|name| s.client.get_data(&format!("{dir}/{name}")))
+                .collect();
+            for (name, read) in batch.iter().zip(reads) {
+                match self
+                    .call(|| self.what("list the candidates of", election), read)
+                    .await
+                {
+                    Ok((data, _)) => line.push(holder_of(name, &data)),
+                    Err(e) if is_no_node(&e) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+        Ok(line)
     }
 
     /// The sorted children of `dir`; none if it does not exist.

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use super::{Acquire, AcquireRequest, LeaderStream, LeaseStore, Renewal, StoreInfo};
 use crate::error::StoreError;
-use crate::types::{ElectionName, LeaderInfo, Lease, Metadata};
+use crate::types::{ElectionName, HolderId, LeaderInfo, Lease, Metadata};
 
 type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
@@ -37,6 +37,11 @@ pub trait DynLeaseStore: Send + Sync + 'static {
         &'a self,
         election: &'a ElectionName,
     ) -> BoxFuture<'a, Result<Option<LeaderInfo>, StoreError>>;
+    /// See [`LeaseStore::candidates`].
+    fn candidates<'a>(
+        &'a self,
+        election: &'a ElectionName,
+    ) -> BoxFuture<'a, Result<Option<Vec<HolderId>>, StoreError>>;
     /// See [`LeaseStore::watch`].
     fn watch<'a>(
         &'a self,
@@ -73,6 +78,12 @@ impl<S: LeaseStore> DynLeaseStore for S {
         election: &'a ElectionName,
     ) -> BoxFuture<'a, Result<Option<LeaderInfo>, StoreError>> {
         Box::pin(LeaseStore::current_leader(self, election))
+    }
+    fn candidates<'a>(
+        &'a self,
+        election: &'a ElectionName,
+    ) -> BoxFuture<'a, Result<Option<Vec<HolderId>>, StoreError>> {
+        Box::pin(LeaseStore::candidates(self, election))
     }
     fn watch<'a>(
         &'a self,
@@ -130,6 +141,12 @@ impl LeaseStore for BoxStore {
         election: &ElectionName,
     ) -> Result<Option<LeaderInfo>, StoreError> {
         self.0.current_leader(election).await
+    }
+    async fn candidates(
+        &self,
+        election: &ElectionName,
+    ) -> Result<Option<Vec<HolderId>>, StoreError> {
+        self.0.candidates(election).await
     }
     async fn watch(&self, election: &ElectionName) -> Result<LeaderStream, StoreError> {
         self.0.watch(election).await

@@ -59,6 +59,11 @@
 //!    be is treated as `renew` treats it (item 7). An update whose answer
 //!    never came (dropped, timed out) leaves the old or the new metadata
 //!    and must not cost the lease: the next `renew` still succeeds.
+//! 9. `candidates` lists a queue store's line as it stands: every live
+//!    record's holder in line order, so the leader first, each holder as
+//!    often as it has records, shown as `current_leader` shows a leader.
+//!    A race store keeps no line and answers `None`. The list is for
+//!    display only; it proves nothing about who leads.
 //!
 //! # Timing
 //!
@@ -504,6 +509,39 @@ pub trait LeaseStore: Send + Sync + 'static {
         &self,
         election: &ElectionName,
     ) -> impl Future<Output = Result<Option<LeaderInfo>, StoreError>> + Send;
+
+    /// Reads the candidates of `election` in line order, the leader first
+    /// (contract item 9): `Some` on a queue store, which keeps one record
+    /// per candidate (empty when nobody stands in line); `None` on a race
+    /// store, where only the leader has a record.
+    ///
+    /// Read-only, and for display (`regent dashboard`, the live page): by
+    /// the time the answer arrives the line may have moved, so it proves
+    /// nothing about who leads. A store lists the records it can tell are
+    /// live; one that a queue store removes with its session or lease
+    /// (etcd, ZooKeeper) is listed until the store removes it. A record
+    /// the store cannot parse is shown as `current_leader` would show it
+    /// at the head, or the call fails as `current_leader` does (contract
+    /// item 7).
+    ///
+    /// The default answers `None`, as a race store does; a queue store
+    /// overrides it, and so does every store that wraps another (it
+    /// forwards the call, or the line is hidden).
+    ///
+    /// # Errors
+    ///
+    /// A classified [`StoreError`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
+    fn candidates(
+        &self,
+        election: &ElectionName,
+    ) -> impl Future<Output = Result<Option<Vec<HolderId>>, StoreError>> + Send {
+        let _ = election;
+        async { Ok(None) }
+    }
 
     /// Starts watching who leads `election`.
     ///

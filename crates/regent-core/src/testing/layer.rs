@@ -28,6 +28,8 @@ pub enum CallKind {
     UpdateMetadata,
     /// [`LeaseStore::current_leader`].
     CurrentLeader,
+    /// [`LeaseStore::candidates`].
+    Candidates,
     /// [`LeaseStore::watch`]: opening the watch (each item it delivers
     /// passes [`StoreLayer::watch_item`]).
     Watch,
@@ -35,12 +37,13 @@ pub enum CallKind {
 
 impl CallKind {
     /// Every kind, in the order of the trait's methods.
-    pub const ALL: [CallKind; 6] = [
+    pub const ALL: [CallKind; 7] = [
         CallKind::TryAcquire,
         CallKind::Renew,
         CallKind::Release,
         CallKind::UpdateMetadata,
         CallKind::CurrentLeader,
+        CallKind::Candidates,
         CallKind::Watch,
     ];
 
@@ -52,6 +55,7 @@ impl CallKind {
             CallKind::Release => "release",
             CallKind::UpdateMetadata => "update_metadata",
             CallKind::CurrentLeader => "current_leader",
+            CallKind::Candidates => "candidates",
             CallKind::Watch => "watch",
         }
     }
@@ -197,6 +201,17 @@ pub trait StoreLayer: Send + Sync + 'static {
     ) -> impl Future<Output = Result<Option<LeaderInfo>, StoreError>> + Send {
         let call = Call::new(CallKind::CurrentLeader, election, None);
         self.around(call, store.current_leader(election))
+    }
+
+    /// [`LeaseStore::candidates`]; by default the store's, through
+    /// [`around`](Self::around).
+    fn candidates<S: LeaseStore>(
+        &self,
+        store: &S,
+        election: &ElectionName,
+    ) -> impl Future<Output = Result<Option<Vec<HolderId>>, StoreError>> + Send {
+        let call = Call::new(CallKind::Candidates, election, None);
+        self.around(call, store.candidates(election))
     }
 
     /// [`LeaseStore::watch`]: opens the watch; by default the store's,
@@ -366,6 +381,13 @@ impl<S: LeaseStore, L: StoreLayer> LeaseStore for Layered<S, L> {
         election: &ElectionName,
     ) -> impl Future<Output = Result<Option<LeaderInfo>, StoreError>> + Send {
         self.layer.current_leader(&self.store, election)
+    }
+
+    fn candidates(
+        &self,
+        election: &ElectionName,
+    ) -> impl Future<Output = Result<Option<Vec<HolderId>>, StoreError>> + Send {
+        self.layer.candidates(&self.store, election)
     }
 
     async fn watch(&self, election: &ElectionName) -> Result<LeaderStream, StoreError> {

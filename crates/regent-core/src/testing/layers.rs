@@ -44,6 +44,8 @@ pub struct CallCounts {
     pub update_metadata: u64,
     /// `current_leader` calls.
     pub current_leader: u64,
+    /// `candidates` calls.
+    pub candidates: u64,
     /// Watches opened (or tried).
     pub watch: u64,
     /// Items the watches delivered: states, changes and errors.
@@ -59,6 +61,7 @@ impl CallCounts {
             CallKind::Release => self.release,
             CallKind::UpdateMetadata => self.update_metadata,
             CallKind::CurrentLeader => self.current_leader,
+            CallKind::Candidates => self.candidates,
             CallKind::Watch => self.watch,
         }
     }
@@ -84,6 +87,7 @@ impl Counting {
             release: get(CallKind::Release),
             update_metadata: get(CallKind::UpdateMetadata),
             current_leader: get(CallKind::CurrentLeader),
+            candidates: get(CallKind::Candidates),
             watch: get(CallKind::Watch),
             watch_items: self.watch_items.load(Ordering::Relaxed),
         }
@@ -324,6 +328,7 @@ mod tests {
         store.renew(&a).await.unwrap();
         store.update_metadata(&a, &Metadata::new()).await.unwrap();
         store.current_leader(&jobs()).await.unwrap();
+        store.candidates(&jobs()).await.unwrap();
         store.release(&a).await.unwrap();
         assert_eq!(
             store.layer().counts(),
@@ -333,11 +338,12 @@ mod tests {
                 release: 1,
                 update_metadata: 1,
                 current_leader: 1,
+                candidates: 1,
                 watch: 1,
                 watch_items: 2,
             }
         );
-        assert_eq!(store.layer().counts().calls(), 6);
+        assert_eq!(store.layer().counts().calls(), 7);
     }
 
     #[tokio::test(start_paused = true)]

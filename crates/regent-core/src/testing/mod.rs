@@ -4,7 +4,7 @@
 //! # The conformance suite
 //!
 //! One entry point, [`run`], that every store crate calls with a
-//! [`Harness`] for its real engine. It checks items 1–8 of the store
+//! [`Harness`] for its real engine. It checks items 1–9 of the store
 //! contract ([`crate::store`]).
 //!
 //! ```no_run
@@ -37,6 +37,7 @@
 //! catch (a layer of one's own). The crate's own unit tests use it too: the
 //! module is there under `cfg(test)` without the feature.
 
+mod candidates;
 mod contract;
 mod handover;
 mod harness;
@@ -48,6 +49,7 @@ mod ttl_range;
 use std::fmt;
 
 use crate::store::{LeaseStore, StoreStyle};
+use candidates::candidates_list_the_line_in_order;
 use contract::{
     acquire_wins_only_when_free, concurrent_acquires_have_one_winner,
     expired_lease_is_not_revived_by_renew, garbage_is_never_taken_over, lease_lasts_the_full_ttl,
@@ -134,6 +136,7 @@ pub async fn run_checks<H: Harness>(h: &H) -> Vec<Failure> {
     check!(concurrent_acquires_have_one_winner);
     check!(watch_sees_acquire_release_and_expiry);
     check!(update_metadata_is_seen_and_keeps_the_term);
+    check!(candidates_list_the_line_in_order);
     check!(garbage_is_never_taken_over);
     check!(unreachable_store_is_transient);
     check!(ttl_outside_the_store_range_is_refused);

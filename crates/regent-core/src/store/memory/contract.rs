@@ -11,7 +11,7 @@ use crate::store::{
     Acquire, AcquireRequest, LeaderStream, LeaseStore, Renewal, SafetyClass, StoreInfo, StoreStyle,
     TtlGrant, WatchMode,
 };
-use crate::types::{ElectionName, LeaderInfo, Lease, Metadata};
+use crate::types::{ElectionName, HolderId, LeaderInfo, Lease, Metadata};
 
 fn corrupt(election: &ElectionName) -> StoreError {
     StoreError::corrupt(format!(
@@ -203,6 +203,29 @@ impl LeaseStore for MemoryStore {
                 return Err(corrupt(election));
             }
             Ok((e.leader(), changed))
+        })
+        .await
+    }
+
+    /// Queue style: the live records' holders in token order (so the
+    /// order they queued), through the faults like any read. Race style:
+    /// `None`, as the default.
+    async fn candidates(
+        &self,
+        election: &ElectionName,
+    ) -> Result<Option<Vec<HolderId>>, StoreError> {
+        if self.inner.style != StoreStyle::Queue {
+            return Ok(None);
+        }
+        self.call(None, "read", |state, now| {
+            let (Some(e), changed) = state.purged(election, now) else {
+                return Ok((Some(Vec::new()), false));
+            };
+            if e.garbage {
+                return Err(corrupt(election));
+            }
+            let line = e.records.values().map(|r| r.holder.clone()).collect();
+            Ok((Some(line), changed))
         })
         .await
     }

@@ -84,14 +84,17 @@
 //! separate crates: `regent-sqlite`, `regent-etcd`, `regent-consul`,
 //! `regent-azblob` and `regent-zookeeper` (PostgreSQL and Redis stores are
 //! planned, not built). Every store crate runs the conformance suite
-//! (`testing`, feature `testing`) against its real engine; `testing::Layered`
-//! wraps a store to count, slow, fail or flaw its calls in tests.
+//! (`testing`, feature `testing`) against its real engine. [`Layered`]
+//! wraps a store with a [`StoreLayer`] that sees every call: the test
+//! layers count, slow, fail or flaw calls, and `regent-monitor` counts and
+//! times a service's store requests for its metrics.
 
 mod backoff;
 mod candidate;
 mod election;
 mod error;
 mod events;
+mod layer;
 mod leadership;
 mod limits;
 mod observer;
@@ -109,6 +112,7 @@ pub use candidate::builder::{CandidateBuilder, DEFAULT_TTL};
 pub use election::Election;
 pub use error::{BoxError, CampaignError, ConfigError, ErrorKind, InvalidName, StoreError, report};
 pub use events::{EndReason, Ended, TermEvent, TermEvents};
+pub use layer::{Call, CallKind, Layered, StoreLayer};
 pub use leadership::{
     Leadership, LeaseState, NotLeader, ProclaimError, TermKeeper, TermStart, TermState,
 };

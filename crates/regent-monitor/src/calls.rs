@@ -1,64 +1,36 @@
 //! [`StoreCalls`]: every request a store gets, by operation and outcome,
-//! with its latency — counted by wrapping the store ([`Instrumented`]).
+//! with its latency — counted by wrapping the store ([`Instrumented`]: the
+//! core's decorator, `Layered`, with this as its layer).
 
 use std::sync::{Arc, Mutex, PoisonError};
-use std::task::{Context, Poll};
 use std::time::Duration;
 
-use futures_core::Stream;
 use regent_core::{
-    Acquire, AcquireRequest, ElectionName, ErrorKind, LeaderInfo, LeaderStream, Lease, LeaseStore,
-    Metadata, Renewal, StoreError, StoreInfo,
+    Call, CallKind, ElectionName, ErrorKind, Layered, LeaderInfo, LeaseStore, StoreError,
+    StoreLayer,
 };
 use tokio::time::Instant;
 
-/// One kind of store request.
+/// One kind of store request: one of the store's calls, or an answer on
+/// an open watch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[non_exhaustive]
 pub enum Operation {
-    /// `try_acquire`: a campaign's attempt.
-    Acquire,
-    /// `renew`: the leader's renewal.
-    Renew,
-    /// `release`: a term or a place in line given back.
-    Release,
-    /// `update_metadata`: new metadata for a term.
-    UpdateMetadata,
-    /// `current_leader`: a read.
-    CurrentLeader,
-    /// `candidates`: a read of the line (queue stores), for display.
-    Candidates,
-    /// `watch`: a watch opened.
-    Watch,
+    /// A call of the store (`try_acquire`, `renew`, `release`,
+    /// `update_metadata`, `current_leader`, `candidates`, `watch`: a watch
+    /// opened).
+    Call(CallKind),
     /// One answer on an open watch (an update, or the error that broke it);
     /// counted, not timed.
     WatchUpdate,
 }
 
 impl Operation {
-    /// Every operation, in the order the metrics list them.
-    pub const ALL: [Operation; 8] = [
-        Operation::Acquire,
-        Operation::Renew,
-        Operation::Release,
-        Operation::UpdateMetadata,
-        Operation::CurrentLeader,
-        Operation::Candidates,
-        Operation::Watch,
-        Operation::WatchUpdate,
-    ];
-
-    /// The label value: `acquire`, `renew`, `release`, `update_metadata`,
-    /// `current_leader`, `candidates`, `watch`, `watch_update`.
+    /// The label value: the call's name (`try_acquire`, `renew`…), or
+    /// `watch_update`.
     pub fn as_str(self) -> &'static str {
         match self {
-            Operation::Acquire => "acquire",
-            Operation::Renew => "renew",
-            Operation::Release => "release",
-            Operation::UpdateMetadata => "update_metadata",
-            Operation::CurrentLeader => "current_leader",
-            Operation::Candidates => "candidates",
-            Operation::Watch => "watch",
+            Operation::Call(kind) => kind.name(),
             Operation::WatchUpdate => "watch_update",
         }
     }
@@ -171,14 +143,14 @@ pub struct CallsSnapshot {
 /// ```
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-/// use regent_core::{ElectionName, LeaseStore, memory::MemoryStore};
+/// use regent_core::{CallKind, ElectionName, LeaseStore, memory::MemoryStore};
 /// use regent_monitor::{Operation, Outcome, StoreCalls};
 ///
 /// let calls = StoreCalls::new();
 /// let store = calls.instrument(MemoryStore::race());
 /// store.current_leader(&ElectionName::new("jobs")?).await?;
 /// let seen = calls.snapshot();
-/// assert_eq!(seen.counts[&(Operation::CurrentLeader, Outcome::Ok)], 1);
+/// assert_eq!(seen.counts[&(Operation::Call(CallKind::CurrentLeader), Outcome::Ok)], 1);
 /// # Ok(()) }
 /// ```
 #[derive(Clone, Debug, Default)]
@@ -194,10 +166,7 @@ impl StoreCalls {
 
     /// `store`, with every request counted here.
     pub fn instrument<S: LeaseStore>(&self, store: S) -> Instrumented<S> {
-        Instrumented {
-            store,
-            calls: self.clone(),
-        }
+        Layered::new(store, self.clone())
     }
 
     /// Whether `other` counts into the same numbers (a clone of this).
@@ -276,114 +245,28 @@ impl StoreCalls {
 
 /// A store whose every request is counted in a [`StoreCalls`]
 /// ([`StoreCalls::instrument`]). It answers exactly as the store it wraps.
-#[derive(Debug)]
-pub struct Instrumented<S> {
-    store: S,
-    calls: StoreCalls,
-}
+pub type Instrumented<S> = Layered<S, StoreCalls>;
 
-impl<S> Instrumented<S> {
-    /// The store inside.
-    pub fn inner(&self) -> &S {
-        &self.store
-    }
-}
-
-impl<S: LeaseStore> LeaseStore for Instrumented<S> {
-    fn info(&self) -> StoreInfo {
-        self.store.info()
-    }
-
-    async fn try_acquire(
+impl StoreLayer for StoreCalls {
+    fn around<T: Send>(
         &self,
-        req: &AcquireRequest,
-        queued: Option<&Lease>,
-    ) -> Result<Acquire, StoreError> {
-        self.calls
-            .time(Operation::Acquire, self.store.try_acquire(req, queued))
-            .await
+        call: Call<'_>,
+        inner: impl Future<Output = Result<T, StoreError>> + Send,
+    ) -> impl Future<Output = Result<T, StoreError>> + Send {
+        self.time(Operation::Call(call.kind), inner)
     }
 
-    async fn renew(&self, lease: &Lease) -> Result<Renewal, StoreError> {
-        self.calls
-            .time(Operation::Renew, self.store.renew(lease))
-            .await
-    }
-
-    async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
-        self.calls
-            .time(Operation::Release, self.store.release(lease))
-            .await
-    }
-
-    async fn update_metadata(
+    fn watch_item(
         &self,
-        lease: &Lease,
-        metadata: &Metadata,
-    ) -> Result<Renewal, StoreError> {
-        self.calls
-            .time(
-                Operation::UpdateMetadata,
-                self.store.update_metadata(lease, metadata),
-            )
-            .await
-    }
-
-    async fn current_leader(
-        &self,
-        election: &ElectionName,
-    ) -> Result<Option<LeaderInfo>, StoreError> {
-        self.calls
-            .time(
-                Operation::CurrentLeader,
-                self.store.current_leader(election),
-            )
-            .await
-    }
-
-    async fn candidates(
-        &self,
-        election: &ElectionName,
-    ) -> Result<Option<Vec<regent_core::HolderId>>, StoreError> {
-        self.calls
-            .time(Operation::Candidates, self.store.candidates(election))
-            .await
-    }
-
-    async fn watch(&self, election: &ElectionName) -> Result<LeaderStream, StoreError> {
-        let inner = self
-            .calls
-            .time(Operation::Watch, self.store.watch(election))
-            .await?;
-        Ok(Box::pin(CountedStream {
-            inner,
-            calls: self.calls.clone(),
-        }))
-    }
-}
-
-/// A watch whose every answer is counted as a [`Operation::WatchUpdate`].
-struct CountedStream {
-    inner: LeaderStream,
-    calls: StoreCalls,
-}
-
-impl Stream for CountedStream {
-    type Item = Result<Option<LeaderInfo>, StoreError>;
-
-    fn poll_next(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Self::Item>> {
-        let item = self.inner.as_mut().poll_next(cx);
-        if let Poll::Ready(Some(r)) = &item {
-            self.calls.record(
-                Operation::WatchUpdate,
-                Outcome::of(r),
-                None,
-                r.as_ref().err(),
-            );
-        }
-        item
+        _election: &ElectionName,
+        item: Result<Option<LeaderInfo>, StoreError>,
+    ) -> impl Future<Output = Result<Option<LeaderInfo>, StoreError>> + Send {
+        self.record(
+            Operation::WatchUpdate,
+            Outcome::of(&item),
+            None,
+            item.as_ref().err(),
+        );
+        std::future::ready(item)
     }
 }

@@ -30,7 +30,7 @@
 //! | `regent_lease_remaining_seconds` | gauge | `election` | local lease time left of this instance's term; 0 when not leading |
 //! | `regent_leaderless_gap_seconds` | gauge | `election` | how long nobody led before the last term began, as seen here |
 //! | `regent_healthy` | gauge | `election` | 1 while the health check passes |
-//! | `regent_store_requests_total` | counter | `operation`, `outcome` | store requests: `acquire`, `renew`, `release`, `update_metadata`, `current_leader`, `watch`, `watch_update`; `ok`, an error kind, or `abandoned` |
+//! | `regent_store_requests_total` | counter | `operation`, `outcome` | store requests: `try_acquire`, `renew`, `release`, `update_metadata`, `current_leader`, `candidates`, `watch`, `watch_update`; `ok`, an error kind, or `abandoned` |
 //! | `regent_store_request_duration_seconds` | histogram | `operation` | how long the store took to answer |
 //! | `regent_command_starts_total`, `regent_command_restarts_total` | counter | `election` | the leader's command (`regent run`) |
 //! | `regent_command_exits_total` | counter | `election`, `status` | its exits: the code, or the signal's name |

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use prometheus_client::registry::Registry;
 use regent_core::memory::MemoryStore;
-use regent_core::{Candidate, ElectionName, EndReason, HolderId, LeaseStore};
+use regent_core::{CallKind, Candidate, ElectionName, EndReason, HolderId, LeaseStore};
 use regent_monitor::{Instrumented, Metrics, Monitor, Operation, Outcome, StepDown, StoreCalls};
 use tokio::time::sleep;
 
@@ -187,7 +187,7 @@ async fn a_call_the_caller_stops_waiting_for_is_counted_abandoned() {
     let seen = calls.snapshot();
     assert_eq!(
         seen.counts
-            .get(&(Operation::CurrentLeader, Outcome::Abandoned)),
+            .get(&(Operation::Call(CallKind::CurrentLeader), Outcome::Abandoned)),
         Some(&1)
     );
     assert!(seen.failing_since.is_some());

@@ -17,14 +17,48 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
-use super::layer::{Call, CallKind, StoreLayer};
 use crate::error::StoreError;
+use crate::layer::{Call, CallKind, StoreLayer};
 use crate::store::memory::LostReply;
 use crate::types::{ElectionName, HolderId, LeaderInfo};
 
 /// Counts the calls made through it, by kind, and the items its watches
 /// delivered. A call counts when it starts (when its future is first
 /// polled), failed or not.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use std::time::Duration;
+/// use regent_core::memory::{LostReply, MemoryStore};
+/// use regent_core::testing::{CallKind, Counting, Faults, Latency, Layered};
+/// use regent_core::{AcquireRequest, ElectionName, HolderId, LeaseStore, Metadata};
+///
+/// // A store whose acquires take 300 ms to arrive, seen through a fault
+/// // injector, with every call counted as the caller makes it.
+/// let slow = Latency::new().request(CallKind::TryAcquire, Duration::from_millis(300));
+/// let faulty = Layered::new(Layered::new(MemoryStore::race(), slow), Faults::new());
+/// let store = Layered::new(faulty, Counting::new());
+///
+/// let election = ElectionName::new("jobs")?;
+/// let req = AcquireRequest {
+///     election: election.clone(),
+///     holder: HolderId::new("a")?,
+///     ttl: Duration::from_secs(10),
+///     metadata: Metadata::new(),
+/// };
+/// // The store applies the acquire, but its answer is lost on the way back.
+/// store.inner().layer().lose_next_replies(1, LostReply::Fail);
+/// let sent = tokio::time::Instant::now();
+/// assert!(store.try_acquire(&req, None).await.unwrap_err().is_transient());
+/// assert_eq!(sent.elapsed(), Duration::from_millis(300));
+/// let leader = store.current_leader(&election).await?.expect("the acquire won");
+/// assert_eq!(leader.holder.as_str(), "a");
+///
+/// let counts = store.layer().counts();
+/// assert_eq!((counts.try_acquire, counts.current_leader), (1, 1));
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Default)]
 pub struct Counting {
     calls: [AtomicU64; CallKind::ALL.len()],

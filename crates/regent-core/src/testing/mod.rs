@@ -41,13 +41,16 @@ mod candidates;
 mod contract;
 mod handover;
 mod harness;
-mod layer;
 mod layers;
 mod queue;
 mod ttl_range;
 
 use std::fmt;
 
+/// The decorator seam, at the crate root since production layers use it
+/// too (`regent-monitor` counts a store's requests with one); named here
+/// as well, beside the ready-made test layers.
+pub use crate::layer::{Call, CallKind, Layered, StoreLayer};
 use crate::store::{LeaseStore, StoreStyle};
 use candidates::candidates_list_the_line_in_order;
 use contract::{
@@ -62,7 +65,6 @@ use contract::{
 use handover::finished_task_hands_over_to_a_waiting_follower;
 use harness::ctx;
 pub use harness::{Harness, MemoryHarness};
-pub use layer::{Call, CallKind, Layered, StoreLayer};
 pub use layers::{CallCounts, Counting, Faults, Latency};
 use queue::{
     queue_passes_to_next_in_line, queue_win_restarts_the_ttl, retried_acquire_queues_once,

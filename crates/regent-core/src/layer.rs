@@ -1,8 +1,9 @@
 //! [`Layered`]: one decorator for wrapping a [`LeaseStore`]. A
 //! [`StoreLayer`] sees every call on its way to the store and back: it can
 //! count it, delay it, fail it, lose its answer, or change what one
-//! operation does, and leaves the rest to the store. The ready-made layers
-//! are in `layers.rs`.
+//! operation does, and leaves the rest to the store. Test layers (count,
+//! delay, fail) are in `testing` (feature `testing`); `regent-monitor`
+//! counts and times a store's requests for its metrics with one.
 
 use std::fmt;
 use std::future::Future;
@@ -15,7 +16,7 @@ use crate::store::{Acquire, AcquireRequest, LeaderStream, LeaseStore, Renewal, S
 use crate::types::{ElectionName, HolderId, LeaderInfo, Lease, Metadata};
 
 /// Which call of the store.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[non_exhaustive]
 pub enum CallKind {
     /// [`LeaseStore::try_acquire`].
@@ -61,7 +62,8 @@ impl CallKind {
     }
 
     /// Its place in [`ALL`](Self::ALL), for per-kind tables.
-    pub(super) fn index(self) -> usize {
+    #[cfg_attr(not(any(test, feature = "testing")), allow(dead_code))]
+    pub(crate) fn index(self) -> usize {
         self as usize
     }
 }
@@ -236,44 +238,41 @@ pub trait StoreLayer: Send + Sync + 'static {
 /// Layers stack: `Layered<Layered<S, A>, B>` runs `B` around `A`.
 ///
 /// ```
-/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-/// use std::time::Duration;
-/// use regent_core::memory::{LostReply, MemoryStore};
-/// use regent_core::testing::{CallKind, Counting, Faults, Latency, Layered};
-/// use regent_core::{AcquireRequest, ElectionName, HolderId, LeaseStore, Metadata};
+/// use std::sync::atomic::{AtomicU64, Ordering};
+/// use regent_core::memory::MemoryStore;
+/// use regent_core::{Call, ElectionName, Layered, LeaseStore, StoreError, StoreLayer};
 ///
-/// // A store whose acquires take 300 ms to arrive, seen through a fault
-/// // injector, with every call counted as the caller makes it.
-/// let slow = Latency::new().request(CallKind::TryAcquire, Duration::from_millis(300));
-/// let faulty = Layered::new(Layered::new(MemoryStore::race(), slow), Faults::new());
-/// let store = Layered::new(faulty, Counting::new());
+/// /// Counts the calls that reach the store.
+/// #[derive(Default)]
+/// struct Calls(AtomicU64);
 ///
-/// let election = ElectionName::new("jobs")?;
-/// let req = AcquireRequest {
-///     election: election.clone(),
-///     holder: HolderId::new("a")?,
-///     ttl: Duration::from_secs(10),
-///     metadata: Metadata::new(),
-/// };
-/// // The store applies the acquire, but its answer is lost on the way back.
-/// store.inner().layer().lose_next_replies(1, LostReply::Fail);
-/// let sent = tokio::time::Instant::now();
-/// assert!(store.try_acquire(&req, None).await.unwrap_err().is_transient());
-/// assert_eq!(sent.elapsed(), Duration::from_millis(300));
-/// let leader = store.current_leader(&election).await?.expect("the acquire won");
-/// assert_eq!(leader.holder.as_str(), "a");
+/// impl StoreLayer for Calls {
+///     async fn around<T: Send>(
+///         &self,
+///         _call: Call<'_>,
+///         inner: impl Future<Output = Result<T, StoreError>> + Send,
+///     ) -> Result<T, StoreError> {
+///         self.0.fetch_add(1, Ordering::Relaxed);
+///         inner.await
+///     }
+/// }
 ///
-/// let counts = store.layer().counts();
-/// assert_eq!((counts.try_acquire, counts.current_leader), (1, 1));
+/// let store = Layered::new(MemoryStore::race(), Calls::default());
+/// store.current_leader(&ElectionName::new("jobs")?).await?;
+/// assert_eq!(store.layer().0.load(Ordering::Relaxed), 1);
 /// # Ok(()) }
 /// ```
+///
+/// The test layers (feature `testing`: `testing::Latency`, `Faults`,
+/// `Counting`) stack the same way.
 ///
 /// A layer that flaws one operation overrides its method (this one ignores
 /// the holder, which the conformance suite must catch):
 ///
 /// ```
-/// use regent_core::testing::StoreLayer;
+/// use regent_core::StoreLayer;
 /// use regent_core::{Lease, LeaseStore, Metadata, Renewal, StoreError};
 ///
 /// struct AnyHolder;

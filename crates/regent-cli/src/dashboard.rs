@@ -8,7 +8,7 @@ use regent_monitor::{Monitor, StoreCalls};
 use crate::cli::DashboardArgs;
 use crate::config::{ShowConfig, Source, endpoint};
 use crate::error::CliError;
-use crate::http::Shown;
+use crate::http::{Line, Shown};
 use crate::run::Stops;
 use crate::store;
 
@@ -50,16 +50,19 @@ async fn watch(source: Source, calls: &StoreCalls) -> Result<Shown, CliError> {
             window,
         } => {
             let store = store::open_within(&target, &election, None, window).await?;
+            let line = Line::of(calls.instrument(store.clone()), election.clone());
             let observer = Observer::new(calls.instrument(store), election);
             Ok(Shown {
                 monitor: Monitor::observe(observer).with_store_calls(calls.clone()),
                 store: target.to_string(),
+                candidates: Some(line),
             })
         }
         #[cfg(feature = "peer")]
         Source::Peer(member) => Ok(Shown {
             store: format!("peer group, through the member at {}", member.addr),
             monitor: crate::peer::observe(&member).await?,
+            candidates: None,
         }),
     }
 }

@@ -49,6 +49,7 @@ pub(crate) async fn run(args: PeerArgs) -> Result<u8, CliError> {
         serving.as_ref(),
         &monitor,
         format!("peer group ({algorithm})"),
+        None,
     );
     // No ticket: a peer's term is not a store's lease.
     supervise(

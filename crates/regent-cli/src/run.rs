@@ -20,7 +20,7 @@ use crate::config::RunConfig;
 use crate::error::{CliError, chain};
 use crate::exe::own_exe;
 
-use crate::http::{Endpoint, Serving, Shown};
+use crate::http::{Endpoint, Line, Serving, Shown};
 use crate::store;
 use regent_monitor::{Monitor, StoreCalls};
 
@@ -113,7 +113,8 @@ pub(crate) async fn run(args: RunArgs) -> Result<u8, CliError> {
     let target = config.target;
     // Before the first campaign, so that it sees the first term.
     let monitor = watch_over(&candidate, &config.child).with_store_calls(calls);
-    show(serving.as_ref(), &monitor, target.to_string());
+    let line = Line::of(candidate.store().clone(), candidate.election().clone());
+    show(serving.as_ref(), &monitor, target.to_string(), Some(line));
     supervise(
         &candidate,
         &config.child,
@@ -147,12 +148,19 @@ pub(crate) fn serve(
     endpoint.map(|e| e.serve(source)).transpose()
 }
 
-/// Shows `monitor`'s election (on `store`) on the endpoint, if serving.
-pub(crate) fn show(serving: Option<&Serving>, monitor: &Monitor, store: String) {
+/// Shows `monitor`'s election (on `store`, whose line `candidates`
+/// reads) on the endpoint, if serving.
+pub(crate) fn show(
+    serving: Option<&Serving>,
+    monitor: &Monitor,
+    store: String,
+    candidates: Option<Line>,
+) {
     if let Some(s) = serving {
         s.show(Shown {
             monitor: monitor.clone(),
             store,
+            candidates,
         });
     }
 }

@@ -112,6 +112,30 @@ fn the_leader_metric_is_1_on_exactly_one_instance_and_moves_on_kill_9(mut sb: Sa
         Some(first.token as f64),
         "{text}"
     );
+    // The page's state: a queue store (etcd) lists its line, the leader
+    // first and every instance in it; a race store (SQLite) lists none.
+    let queue = sb.engine().kind() == "etcd";
+    let line = wait_for(
+        Duration::from_secs(10),
+        "the page's state to show the store's line (or none)",
+        || {
+            let (code, body) = http_get(&addrs[leader], "/api/state").ok()?;
+            let state: serde_json::Value = serde_json::from_str(&body).ok()?;
+            let line = state["elections"][0]["candidates"].clone();
+            (code == 200 && line.is_array() == queue && (!queue || line.as_array()?.len() == 3))
+                .then_some(line)
+        },
+        || {
+            format!(
+                "{:?}\n{}",
+                http_get(&addrs[leader], "/api/state"),
+                sb.report()
+            )
+        },
+    );
+    if queue {
+        assert_eq!(line[0], first.id.as_str(), "{line}");
+    }
 
     sb.by_id(&first.id).signal(Signal::KILL);
     let others: Vec<String> = addrs

@@ -16,7 +16,9 @@ mod capped;
 mod state;
 
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::{Arc, PoisonError, RwLock};
+use std::time::Duration;
 
 use axum::Router;
 use axum::extract::{Query, State};
@@ -24,6 +26,7 @@ use axum::http::{StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
 use prometheus_client::registry::Registry;
+use regent_core::{ElectionName, HolderId, LeaseStore, StoreError};
 use regent_monitor::{Metrics, Monitor};
 
 use crate::error::CliError;
@@ -38,6 +41,44 @@ pub(crate) struct Shown {
     pub(crate) monitor: Monitor,
     /// The store as the page names it (secrets hidden).
     pub(crate) store: String,
+    /// Reads the line of a queue store (`LeaseStore::candidates`).
+    pub(crate) candidates: Option<Line>,
+}
+
+type LineFuture = Pin<Box<dyn Future<Output = Result<Option<Vec<HolderId>>, StoreError>> + Send>>;
+
+/// Reads an election's line from its store, for the page: at most once a
+/// second however many pages poll, each read bounded.
+#[derive(Clone)]
+pub(crate) struct Line {
+    read: Arc<dyn Fn() -> LineFuture + Send + Sync>,
+    last: Arc<tokio::sync::Mutex<Option<tokio::time::Instant>>>,
+}
+
+impl Line {
+    /// The line of `election` on `store`.
+    pub(crate) fn of<S: LeaseStore + Clone>(store: S, election: ElectionName) -> Self {
+        Self {
+            read: Arc::new(move || {
+                let (store, election) = (store.clone(), election.clone());
+                Box::pin(async move { store.candidates(&election).await })
+            }),
+            last: Arc::default(),
+        }
+    }
+
+    /// Reads the line into `monitor`, unless it was read less than a second
+    /// ago. A failed or slow read leaves the last one shown.
+    async fn refresh(&self, monitor: &Monitor) {
+        let mut last = self.last.lock().await;
+        if last.is_some_and(|at| at.elapsed() < Duration::from_secs(1)) {
+            return;
+        }
+        *last = Some(tokio::time::Instant::now());
+        if let Ok(Ok(line)) = tokio::time::timeout(Duration::from_secs(1), (self.read)()).await {
+            monitor.set_candidates(line);
+        }
+    }
 }
 
 struct Served {
@@ -271,5 +312,11 @@ async fn leader(State(served): State<Arc<Served>>, Query(which): Query<Which>) -
 }
 
 async fn api_state(State(served): State<Arc<Served>>) -> Response {
-    axum::Json(state::of(served.source, &served.shown())).into_response()
+    let all = served.shown();
+    for shown in &all {
+        if let Some(line) = &shown.candidates {
+            line.refresh(&shown.monitor).await;
+        }
+    }
+    axum::Json(state::of(served.source, &all)).into_response()
 }

@@ -140,8 +140,9 @@ pub fn init_logs() {
 /// command; the binary's `main` is only this call.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    // Before anything warns. The shim and the other internal processes
-    // learn it from REGENT_LOG_FORMAT, and never fail on it.
+    // Before anything warns. The shim gets it as a flag from regent; the
+    // other internal processes learn it from REGENT_LOG_FORMAT; none fails
+    // on it.
     let log_format = cli.log_format();
     logs::set_format(log_format.as_ref().map_or(LogFormat::Text, |f| *f));
     // The shim and the demo task stay single-threaded and runtime-free.

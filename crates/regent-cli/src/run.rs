@@ -336,9 +336,13 @@ async fn lead(
     };
     let mut last_beat = Instant::now();
     let health = child.health_timeout;
-    let mut leadership = leadership;
+    // Why regent itself ends the term, if it does: what the release
+    // records (the status, the metrics and the timeline say so).
+    let mut why: Option<EndReason> = None;
     if went {
         monitor.command_started();
+        // Heartbeats are due from the go, as the watchdog below counts.
+        monitor.beat();
     }
     let end = if !went {
         warn_user!("regent: the command's supervisor is not responding; stopping the command");
@@ -361,6 +365,7 @@ async fn lead(
                     }
                     let said = reports.read();
                     if said.cannot_start {
+                        monitor.command_exited(None, Some("cannot start"));
                         break TermEnd::CannotStart;
                     }
                     if said.stopped {
@@ -394,10 +399,9 @@ async fn lead(
                 }
                 () = sleep_until_opt(silent_at) => {
                     warn_user!("regent: no heartbeat on REGENT_HEARTBEAT_FD for {:?}; stepping down", health.unwrap_or_default());
-                    // The term ends now, for this reason (the status, the
-                    // metrics and the health check say so); the lease goes
-                    // once the command has stopped.
-                    leadership.end(EndReason::Unhealthy);
+                    // Renewals go on while the command stops, so that the
+                    // release is prompt; the term's end records why.
+                    why = Some(EndReason::Unhealthy);
                     break TermEnd::Lost;
                 }
                 n = read_beat(&mut beats) => {
@@ -416,6 +420,9 @@ async fn lead(
         }
     };
     let mut signalled = matches!(end, TermEnd::Shutdown);
+    if signalled {
+        why.get_or_insert(EndReason::Shutdown);
+    }
     let mut leadership = Some(leadership);
     if matches!(end, TermEnd::Lost | TermEnd::Shutdown) {
         let _ = send(&mut control, "S\n");
@@ -438,7 +445,7 @@ async fn lead(
                         // the supervisor still holds the ticket in case regent
                         // dies before its release is done. Then it may exit.
                         if let Some(l) = leadership.take() {
-                            give_back(l).await;
+                            give_back(l, why).await;
                         }
                         let _ = send(&mut control, "R\n");
                         deadline.as_mut().reset(Instant::now() + Duration::from_secs(3));
@@ -448,6 +455,7 @@ async fn lead(
                             std::process::exit(130);
                         }
                         signalled = true;
+                        why.get_or_insert(EndReason::Shutdown);
                     }
                 }
             }
@@ -470,17 +478,22 @@ async fn lead(
     sweep(grace).await;
     // The command has stopped: now the lease may go.
     if let Some(l) = leadership.take() {
-        give_back(l).await;
+        give_back(l, why).await;
     }
     Ok(if signalled { TermEnd::Shutdown } else { end })
 }
 
-/// Releases the term's lease, once the command's whole tree is gone.
-async fn give_back(leadership: Leadership) {
+/// Releases the term's lease, once the command's whole tree is gone; `why`
+/// regent ended it, if it did (else it was lost, or the command exited).
+async fn give_back(mut leadership: Leadership, why: Option<EndReason>) {
     crate::failpoint::hold(
         crate::failpoint::Stage::RegentRelease,
         Some(leadership.token().get()),
     );
+    if let Some(reason) = why {
+        // The first end stands: a term already lost stays lost.
+        leadership.end(reason);
+    }
     if let Err(e) = leadership.resign().await {
         tracing::warn!(error = %e, "release failed; the lease expires by its ttl");
     }

@@ -556,3 +556,23 @@ fn peer_http_serves_the_leader_metric_and_the_group() {
         assert!(text.contains(&series), "{addr}:\n{text}");
     }
 }
+
+/// Regression: a term that regent gave back on SIGTERM was recorded as
+/// resigned ("released" in the step-down metric), not as a shutdown.
+#[test]
+fn a_term_given_back_on_sigterm_ends_as_a_shutdown() {
+    let mut sb = Sandbox::new();
+    let addr = addrs(1).remove(0);
+    let ttl = sb.ttl();
+    let i = sb.candidate("c1", &ttl, &["--http", &addr]);
+    sb.first_start(Duration::from_secs(15));
+    sb.regent(i).signal(Signal::TERM);
+    let status = sb.regent(i).wait_exit(Duration::from_secs(15));
+    assert_eq!(status.code(), Some(0), "{}", sb.regent(i).stderr());
+    let stderr = sb.regent(i).stderr();
+    let ended = stderr
+        .lines()
+        .find(|l| l.contains("leadership ended"))
+        .unwrap_or_else(|| panic!("no end of the term logged:\n{stderr}"));
+    assert!(ended.contains("reason=shutdown"), "{ended}");
+}

@@ -738,10 +738,8 @@ async fn keep<K: TermKeeper>(
     };
     let ended = mark_ended(&shared, reason);
     let reason = ended.reason;
-    shared.events.send(TermEvent::Ended {
-        leader: shared.info.clone(),
-        ended,
-    });
+    // The status first, then the event: a reader that sees the event sees
+    // a status no older than the end.
     crate::status::publish(
         &status,
         if reason == EndReason::Shutdown {
@@ -750,6 +748,10 @@ async fn keep<K: TermKeeper>(
             Status::Follower { leader: None }
         },
     );
+    shared.events.send(TermEvent::Ended {
+        leader: shared.info.clone(),
+        ended,
+    });
     tracing::info!(
         election = %lease.election, holder = %lease.holder, token = lease.token.get(),
         %reason, "leadership ended"

@@ -73,6 +73,12 @@ impl Outcome {
     }
 }
 
+/// How long a request the caller stopped waiting for must have gone
+/// unanswered to count as a failure of the store: a request cut short at
+/// once (a term that ended, a shutdown) says nothing about the store, one
+/// that waited this long for an answer does.
+pub const UNANSWERED: Duration = Duration::from_secs(1);
+
 /// The upper bounds of the latency histogram's buckets, in seconds: from
 /// an embedded store's millisecond to a store that hangs past a renew
 /// deadline.
@@ -128,9 +134,11 @@ pub struct CallsSnapshot {
     pub latency: std::collections::BTreeMap<Operation, Latency>,
     /// When the store last answered anything (monotonic clock).
     pub last_ok: Option<Instant>,
-    /// Since when every request has failed or been abandoned (`None`: the
-    /// last one that ended was answered).
+    /// Since when every request has failed, or gone unanswered for at
+    /// least [`UNANSWERED`] (`None`: the last one that ended was answered).
     pub failing_since: Option<Instant>,
+    /// When the last of those failures was.
+    pub last_failure: Option<Instant>,
     /// The last failure, as the store described it.
     pub last_error: Option<String>,
 }
@@ -203,11 +211,28 @@ impl StoreCalls {
             }
             Outcome::Error(_) | Outcome::Abandoned => {
                 s.failing_since.get_or_insert(now);
+                s.last_failure = Some(now);
                 s.last_error = Some(match error {
                     Some(e) => regent_core::report(e).to_string(),
                     None => format!("a {} request got no answer in time", op.as_str()),
                 });
             }
+        }
+    }
+
+    /// A call of `op` its caller stopped waiting for after `waited`:
+    /// counted; a failure of the store only if it waited [`UNANSWERED`] or
+    /// more (cut short at once, it says nothing about the store). Not
+    /// timed: there was no answer.
+    fn abandoned(&self, op: Operation, waited: Duration) {
+        if waited >= UNANSWERED {
+            self.record(op, Outcome::Abandoned, None, None);
+        } else {
+            *self
+                .lock()
+                .counts
+                .entry((op, Outcome::Abandoned))
+                .or_default() += 1;
         }
     }
 
@@ -221,21 +246,23 @@ impl StoreCalls {
         struct Pending<'a> {
             calls: &'a StoreCalls,
             op: Operation,
+            sent: Instant,
             done: bool,
         }
         impl Drop for Pending<'_> {
             fn drop(&mut self) {
                 if !self.done {
-                    self.calls.record(self.op, Outcome::Abandoned, None, None);
+                    self.calls.abandoned(self.op, self.sent.elapsed());
                 }
             }
         }
+        let sent = Instant::now();
         let mut pending = Pending {
             calls: self,
             op,
+            sent,
             done: false,
         };
-        let sent = Instant::now();
         let r = call.await;
         pending.done = true;
         self.record(op, Outcome::of(&r), Some(sent.elapsed()), r.as_ref().err());

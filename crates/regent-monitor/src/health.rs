@@ -24,10 +24,13 @@ use crate::calls::CallsSnapshot;
 /// 3. the last term of this instance ended because its work stopped
 ///    beating, and no term has begun since (a restart is the usual cure
 ///    for a hung command; a new term clears it);
-/// 4. every store request has failed, or gone unanswered, for longer than
-///    the limit (the renew deadline for an instance that campaigns, 10 s for
-///    an observer): the store is unreachable, and a follower could not take
-///    over if the leader failed.
+/// 4. every store request has failed, or gone unanswered for a second or
+///    more, for longer than the limit (the renew deadline for an instance
+///    that campaigns, 10 s for an observer), and the last such failure is
+///    less than three limits old: the store is unreachable, and a follower
+///    could not take over if the leader failed. (A request cut short at
+///    once, by a term's end or a shutdown, is no failure of the store; and
+///    a store nobody has asked for three limits is not judged.)
 ///
 /// **`ready`** (served as `/readyz`) fails on the same, and also before the
 /// store's first answer and once the instance has stopped.
@@ -128,6 +131,9 @@ impl Health {
         }
         if let Some(calls) = &i.calls
             && let Some(since) = calls.failing_since
+            && calls
+                .last_failure
+                .is_some_and(|at| now.saturating_duration_since(at) < i.unreachable_after * 3)
         {
             let failing = now.saturating_duration_since(since);
             if failing > i.unreachable_after {

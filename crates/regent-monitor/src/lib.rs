@@ -33,7 +33,7 @@
 //! | `regent_store_requests_total` | counter | `operation`, `outcome` | store requests: `try_acquire`, `renew`, `release`, `update_metadata`, `current_leader`, `candidates`, `watch`, `watch_update`; `ok`, an error kind, or `abandoned` |
 //! | `regent_store_request_duration_seconds` | histogram | `operation` | how long the store took to answer |
 //! | `regent_command_starts_total`, `regent_command_restarts_total` | counter | `election` | the leader's command (`regent run`) |
-//! | `regent_command_exits_total` | counter | `election`, `status` | its exits: the code, or the signal's name |
+//! | `regent_command_exits_total` | counter | `election`, `status` | its exits on its own: the code, the signal's name, or `cannot start` |
 //! | `regent_peer_members`, `regent_peer_leader_id`, `regent_peer_epoch` | gauge | `election` | a peer group as this member sees it (`regent peer`) |
 //! | `regent_peer_transport_events_total` | counter | `election`, `event` | what the member's transport did |
 //!
@@ -66,6 +66,7 @@ mod timeline;
 
 pub use calls::{
     CallsSnapshot, Instrumented, LATENCY_BUCKETS, Latency, Operation, Outcome, StoreCalls,
+    UNANSWERED,
 };
 pub use health::Health;
 pub use monitor::{CommandStats, GroupView, Monitor, Snapshot, StepDown};

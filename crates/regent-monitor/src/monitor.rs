@@ -75,6 +75,11 @@ pub(crate) struct State {
     pub(crate) timeline: Timeline,
     pub(crate) started: bool,
     pub(crate) stopped: bool,
+    /// The token of this instance's term while its status says it leads:
+    /// what the leader gauges show.
+    pub(crate) status_leader: Option<regent_core::FencingToken>,
+    /// The term's lease, as its events told it (not known for a term won
+    /// before the monitor began).
     pub(crate) leading: Option<OwnTerm>,
     pub(crate) terms_won: u64,
     pub(crate) step_downs: BTreeMap<StepDown, u64>,
@@ -89,6 +94,14 @@ pub(crate) struct State {
     pub(crate) group: Option<GroupView>,
     pub(crate) last_error: Option<String>,
     pub(crate) candidates: Option<Vec<HolderId>>,
+}
+
+impl State {
+    /// This instance's term, while its status says it leads and its events
+    /// told its lease.
+    fn own_term(&self) -> Option<OwnTerm> {
+        self.leading.filter(|t| Some(t.token) == self.status_leader)
+    }
 }
 
 /// Why one of this instance's terms ended, as the metrics count it.
@@ -260,7 +273,7 @@ impl Monitor {
             election.timing().renew_deadline,
             move |shared, mut pings| {
                 tokio::spawn(async move {
-                    let mut open = true;
+                    let (mut open, mut events_open) = (true, true);
                     let mut acks = Vec::new();
                     loop {
                         // Events first: the status after them (a term's
@@ -274,12 +287,17 @@ impl Monitor {
                         }
                         tokio::select! {
                             r = status.changed(), if open => open = r.is_ok(),
-                            e = events.recv() => match e {
+                            e = events.recv(), if events_open => match e {
                                 Ok(e) => shared.apply_event(e),
                                 Err(RecvError::Lagged(_)) => {}
-                                Err(RecvError::Closed) => if !open { return },
+                                Err(RecvError::Closed) => events_open = false,
                             },
                             Some(ack) = pings.recv() => acks.push(ack),
+                            else => return,
+                        }
+                        if !open && !events_open {
+                            // The election is gone: nothing more will come.
+                            return;
                         }
                     }
                 })
@@ -388,9 +406,10 @@ impl Monitor {
         self.shared.lock().command.starts += 1;
     }
 
-    /// The leader's command exited: with `code`, or by the signal `signal`.
-    pub fn command_exited(&self, code: Option<i32>, signal: Option<&str>) {
-        let how = match (code, signal) {
+    /// The leader's command exited on its own: with `code`, or as `other`
+    /// says (the signal that ended it, `SIGKILL`; or `cannot start`).
+    pub fn command_exited(&self, code: Option<i32>, other: Option<&str>) {
+        let how = match (code, other) {
             (Some(c), _) => c.to_string(),
             (None, Some(s)) => s.to_owned(),
             (None, None) => "unknown".to_owned(),
@@ -436,7 +455,7 @@ impl Monitor {
         Snapshot {
             election: self.shared.election.clone(),
             holder: self.shared.holder.clone(),
-            leading: s.leading.is_some(),
+            leading: s.status_leader.is_some(),
             leader_since: leader.as_ref().and_then(|l| {
                 s.timeline
                     .terms
@@ -445,7 +464,9 @@ impl Monitor {
                     .map(|t| t.from)
             }),
             leader,
-            lease_left: s.leading.map(|t| t.deadline.saturating_duration_since(now)),
+            lease_left: s
+                .own_term()
+                .map(|t| t.deadline.saturating_duration_since(now)),
             terms_won: s.terms_won,
             leader_changes: s.timeline.changes,
             step_downs: s.step_downs.clone(),
@@ -465,7 +486,7 @@ impl Monitor {
             observer: self.shared.holder.is_none(),
             started: s.started,
             stopped: s.stopped,
-            leading: s.leading,
+            leading: s.own_term(),
             calls: s.calls.as_ref().map(StoreCalls::snapshot),
             unreachable_after: s.unreachable_after,
             health_timeout: s.health_timeout,
@@ -486,23 +507,28 @@ impl Shared {
         let now = Instant::now();
         let mut s = self.lock();
         match status {
-            Status::Starting => {}
+            Status::Leader { leader } => {
+                s.started = true;
+                s.stopped = false;
+                s.status_leader = Some(leader.token);
+                if s.leading.is_some_and(|t| t.token != leader.token) {
+                    s.leading = None;
+                }
+                s.timeline.leader(Some(leader), true, now);
+                return;
+            }
             Status::Follower { leader } => {
                 s.started = true;
                 s.stopped = false;
                 s.timeline.leader(leader.as_ref(), false, now);
             }
-            Status::Leader { leader } => {
-                s.started = true;
-                s.stopped = false;
-                s.timeline.leader(Some(leader), true, now);
-            }
-            Status::Stopped => {
-                s.stopped = true;
-                s.leading = None;
-            }
+            Status::Stopped => s.stopped = true,
             _ => {}
         }
+        // Whatever the events said (one may be missed, or still on its
+        // way), a status that is not `Leader` means no term of ours runs.
+        s.status_leader = None;
+        s.leading = None;
     }
 
     fn apply_event(&self, event: TermEvent) {

@@ -71,6 +71,15 @@ impl Timeline {
         self.seen_any = true;
         match leader {
             Some(l) => {
+                if self
+                    .terms
+                    .iter()
+                    .any(|t| t.token == l.token && t.holder == l.holder && t.to.is_some())
+                {
+                    // A term that has ended, seen again (a stale status, or
+                    // our own record not yet released): not a new term.
+                    return;
+                }
                 if let Some(current) = self.terms.back_mut()
                     && current.to.is_none()
                     && current.token == l.token
@@ -190,6 +199,23 @@ mod tests {
         assert!(t.terms[0].own);
         t.leader(Some(&info("b", 5)), false, t0 + Duration::from_secs(3));
         assert_eq!(t.terms[1].gap_before, Some(Duration::from_secs(2)));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_term_that_ended_is_not_opened_again() {
+        let mut t = Timeline::default();
+        let t0 = Instant::now();
+        t.leader(Some(&info("me", 4)), true, t0);
+        t.own_end(
+            FencingToken::new(4),
+            EndReason::Resigned,
+            t0 + Duration::from_secs(1),
+        );
+        // A stale status, or the store still showing our record.
+        t.leader(Some(&info("me", 4)), true, t0 + Duration::from_secs(2));
+        assert_eq!(t.terms.len(), 1, "{:?}", t.terms);
+        assert_eq!(t.changes, 1);
+        assert!(t.leader.is_none());
     }
 
     #[tokio::test(start_paused = true)]

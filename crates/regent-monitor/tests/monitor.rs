@@ -242,3 +242,43 @@ async fn the_exposition_is_openmetrics_with_help_type_and_histogram_buckets() {
         assert_eq!(value(&text, &series), Some(0.0), "{series}: {text}");
     }
 }
+
+/// Regression: the leader gauges followed the term events only, so a
+/// monitor that began after a term was won said "not leading", and one
+/// that missed an end kept saying "leading". The status decides them.
+#[tokio::test(start_paused = true)]
+async fn the_leader_gauge_follows_the_status_also_for_a_term_won_before_the_monitor() {
+    let store = MemoryStore::race();
+    let (a, _, _) = instance(&store, "a");
+    let la = a.campaign().await.unwrap();
+    let late = Monitor::follow(&a);
+    late.settled().await;
+    let seen = late.snapshot();
+    assert!(seen.leading, "{seen:?}");
+    assert_eq!(seen.lease_left, None, "its lease was never told");
+    assert!(late.health().live.is_ok(), "{:?}", late.health());
+    la.resign().await.unwrap();
+    late.settled().await;
+    assert!(!late.snapshot().leading);
+    assert_eq!(late.snapshot().terms.len(), 1);
+}
+
+/// A request cut short at once (a term's end, a shutdown) is counted but
+/// is no sign of a failing store; one that waited a second or more is.
+#[tokio::test(start_paused = true)]
+async fn only_a_request_that_waited_counts_as_a_store_failure() {
+    let store = MemoryStore::race();
+    store.set_request_delay(secs(5));
+    let calls = StoreCalls::new();
+    let counted = calls.instrument(store);
+    let _ = tokio::time::timeout(Duration::from_millis(100), counted.current_leader(&jobs())).await;
+    let seen = calls.snapshot();
+    assert_eq!(
+        seen.counts
+            .get(&(Operation::Call(CallKind::CurrentLeader), Outcome::Abandoned)),
+        Some(&1)
+    );
+    assert_eq!(seen.failing_since, None);
+    let _ = tokio::time::timeout(regent_monitor::UNANSWERED, counted.current_leader(&jobs())).await;
+    assert!(calls.snapshot().failing_since.is_some());
+}

@@ -29,7 +29,8 @@ pub(crate) struct DashboardArgs {
 }
 
 impl DashboardArgs {
-    /// One `status`'s flags per election shown (one for a peer group).
+    /// One `status`'s flags per election shown (one for a peer group),
+    /// each election once.
     pub(crate) fn each(&self) -> Vec<ShowArgs> {
         let show = |election: Option<String>| ShowArgs {
             store: self.store.clone(),
@@ -41,8 +42,10 @@ impl DashboardArgs {
         if self.elections.is_empty() {
             return vec![show(None)];
         }
+        let mut seen = std::collections::BTreeSet::new();
         self.elections
             .iter()
+            .filter(|e| seen.insert(e.as_str()))
             .map(|e| show(Some(e.clone())))
             .collect()
     }

@@ -1,7 +1,11 @@
-//! A listener that holds at most [`MAX_CONNECTIONS`] connections open: a
-//! client that opens sockets without end exhausts the endpoint, never
-//! regent's descriptors, which its store connections and the command's
-//! supervision need.
+//! A listener that holds at most [`MAX_CONNECTIONS`] connections open, each
+//! closed after [`IDLE`] without a byte either way: a client that opens
+//! sockets without end exhausts the endpoint, never regent's descriptors,
+//! which its store connections and the command's supervision need; and
+//! idle keep-alive connections (a scanner's, a sleeping laptop's, a
+//! half-open socket) cannot hold every place, so the probes keep
+//! answering. (axum's `serve` sets no timer, so hyper's own header-read
+//! timeout is off; this is the bound instead.)
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -14,6 +18,9 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// Connections served at once; the next waits in the kernel's backlog.
 pub(super) const MAX_CONNECTIONS: usize = 32;
+
+/// A connection with no byte read or written for this long is closed.
+pub(super) const IDLE: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// A TCP listener that accepts only while fewer than [`MAX_CONNECTIONS`]
 /// of its connections are open.
@@ -35,6 +42,26 @@ impl Capped {
 pub(super) struct Held {
     stream: TcpStream,
     _permit: OwnedSemaphorePermit,
+    /// When the connection is closed unless a byte moves first.
+    idle: Pin<Box<tokio::time::Sleep>>,
+}
+
+impl Held {
+    /// Progress: the idle deadline moves on.
+    fn moved(&mut self) {
+        self.idle.as_mut().reset(tokio::time::Instant::now() + IDLE);
+    }
+
+    /// While the stream is pending: an error once the idle deadline passed.
+    fn expired(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Error> {
+        match self.idle.as_mut().poll(cx) {
+            Poll::Ready(()) => Poll::Ready(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "idle connection closed",
+            )),
+            Poll::Pending => Poll::Pending,
+        }
+    }
 }
 
 impl Listener for Capped {
@@ -53,6 +80,7 @@ impl Listener for Capped {
             Held {
                 stream,
                 _permit: permit,
+                idle: Box::pin(tokio::time::sleep(IDLE)),
             },
             addr,
         )
@@ -69,7 +97,16 @@ impl AsyncRead for Held {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.stream).poll_read(cx, buf)
+        let before = buf.filled().len();
+        match Pin::new(&mut self.stream).poll_read(cx, buf) {
+            Poll::Pending => self.expired(cx).map(Err),
+            Poll::Ready(r) => {
+                if buf.filled().len() > before {
+                    self.moved();
+                }
+                Poll::Ready(r)
+            }
+        }
     }
 }
 
@@ -79,7 +116,15 @@ impl AsyncWrite for Held {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.stream).poll_write(cx, buf)
+        match Pin::new(&mut self.stream).poll_write(cx, buf) {
+            Poll::Pending => self.expired(cx).map(Err),
+            Poll::Ready(r) => {
+                if matches!(r, Ok(n) if n > 0) {
+                    self.moved();
+                }
+                Poll::Ready(r)
+            }
+        }
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
@@ -114,5 +159,24 @@ mod tests {
         held.pop();
         let next = tokio::time::timeout(std::time::Duration::from_secs(5), capped.accept()).await;
         assert!(next.is_ok(), "not accepted after one closed");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_connection_idle_past_the_bound_is_closed() {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let mut capped = Capped::new(listener);
+        let mut client = TcpStream::connect(addr).await.unwrap();
+        let (mut held, _) = capped.accept().await;
+        // Bytes keep it open past the bound.
+        tokio::time::sleep(IDLE - std::time::Duration::from_secs(1)).await;
+        client.write_all(b"x").await.unwrap();
+        let mut byte = [0u8; 1];
+        held.read_exact(&mut byte).await.unwrap();
+        tokio::time::sleep(IDLE - std::time::Duration::from_secs(1)).await;
+        // Silence past the bound: the read fails, and the place is freed.
+        let err = held.read(&mut byte).await.unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::TimedOut);
     }
 }

@@ -50,7 +50,9 @@ async fn watch(source: Source, calls: &StoreCalls) -> Result<Shown, CliError> {
             window,
         } => {
             let store = store::open_within(&target, &election, None, window).await?;
-            let line = Line::of(calls.instrument(store.clone()), election.clone());
+            // The page's reads of the line are not the election's requests:
+            // uncounted, so that one cut short is no sign of a failing store.
+            let line = Line::of(store.clone(), election.clone());
             let observer = Observer::new(calls.instrument(store), election);
             Ok(Shown {
                 monitor: Monitor::observe(observer).with_store_calls(calls.clone()),

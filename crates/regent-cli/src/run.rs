@@ -113,7 +113,12 @@ pub(crate) async fn run(args: RunArgs) -> Result<u8, CliError> {
     let target = config.target;
     // Before the first campaign, so that it sees the first term.
     let monitor = watch_over(&candidate, &config.child).with_store_calls(calls);
-    let line = Line::of(candidate.store().clone(), candidate.election().clone());
+    // The page's reads of the line are not the election's requests:
+    // uncounted, so that one cut short is no sign of a failing store.
+    let line = Line::of(
+        candidate.store().inner().clone(),
+        candidate.election().clone(),
+    );
     show(serving.as_ref(), &monitor, target.to_string(), Some(line));
     supervise(
         &candidate,

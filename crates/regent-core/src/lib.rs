@@ -82,8 +82,8 @@
 //! The contract is in [`store`]; [`memory::MemoryStore`] implements it in
 //! process memory with fault injection, for tests. The stores built are
 //! separate crates: `regent-sqlite`, `regent-etcd`, `regent-consul`,
-//! `regent-azblob` and `regent-zookeeper` (PostgreSQL and Redis stores are
-//! planned, not built). Every store crate runs the conformance suite
+//! `regent-azblob`, `regent-zookeeper` and `regent-postgres` (a Redis
+//! store is planned). Every store crate runs the conformance suite
 //! (`testing`, feature `testing`) against its real engine. [`Layered`]
 //! wraps a store with a [`StoreLayer`] that sees every call: the test
 //! layers count, slow, fail or flaw calls, and `regent-monitor` counts and

@@ -114,9 +114,18 @@ mod tests {
             ports.iter().all(|p| range.contains(p)),
             "{ports:?} {range:?}"
         );
-        for port in ports {
-            TcpListener::bind((Ipv4Addr::LOCALHOST, port)).expect("free again once returned");
-        }
+        // Free a moment ago is all that can be promised: the other test
+        // binaries of the suite start servers on ports of their own at the
+        // same time, and may take one of these in between (CI saw it once
+        // the PostgreSQL tests joined). Most must still be free.
+        let still_free = ports
+            .iter()
+            .filter(|&&port| TcpListener::bind((Ipv4Addr::LOCALHOST, port)).is_ok())
+            .count();
+        assert!(
+            still_free >= 45,
+            "only {still_free} of 50 free again: {ports:?}"
+        );
     }
 
     #[test]

@@ -10,7 +10,8 @@
 //!   agent, shared or not, one secured by TLS and ACLs, or three servers
 //!   with client agents; Azurite, the Azure Storage emulator, shared or
 //!   not; ZooKeeper: a standalone server, shared or not, or an ensemble
-//!   of three) started on free ports of `127.0.0.1` for the end-to-end tests and
+//!   of three; PostgreSQL: a server, PgBouncer in front of one, or a
+//!   primary with a streaming standby) started on free ports of `127.0.0.1` for the end-to-end tests and
 //!   the store crates' integration tests, stopped by PID when dropped.
 //!   Every engine has one shape, [`engines::Engine`], and
 //!   [`for_every_engine!`] runs a test on every engine with a store. A

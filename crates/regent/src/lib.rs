@@ -236,6 +236,12 @@ pub use regent_zookeeper as zookeeper;
 #[cfg(feature = "peer")]
 pub use regent_peer as peer;
 
+/// The PostgreSQL store (feature `postgres`): one row per election,
+/// decided by the server's clock, fenced by tokens that outgrow a
+/// standby's promotion, and safe behind PgBouncer's transaction pooling.
+#[cfg(feature = "postgres")]
+pub use regent_postgres as postgres;
+
 /// Metrics, health and the timeline of terms (feature `monitor`): a
 /// [`Monitor`](monitor::Monitor) follows an election, counts the store's
 /// requests ([`StoreCalls`](monitor::StoreCalls)), answers health checks

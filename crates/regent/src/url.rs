@@ -39,6 +39,8 @@ static KINDS: &[&StoreKind] = &[
     &regent_azblob::KIND,
     #[cfg(feature = "zookeeper")]
     &regent_zookeeper::KIND,
+    #[cfg(feature = "postgres")]
+    &regent_postgres::KIND,
 ];
 
 /// A store regent has or plans, by URL scheme.
@@ -67,7 +69,8 @@ const CATALOG: &[Known] = &[
     known("azblob", "azblob", Some("azblob")),
     known("zk", "zookeeper", Some("zookeeper")),
     known("redis", "redis", None),
-    known("postgres", "postgres", None),
+    known("postgres", "postgres", Some("postgres")),
+    known("postgresql", "postgres", Some("postgres")),
 ];
 
 /// The store kinds this build includes, in a fixed order.

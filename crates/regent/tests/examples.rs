@@ -388,6 +388,8 @@ fn binary(name: &str) -> PathBuf {
         ("etcd-tls", cfg!(feature = "etcd-tls")),
         ("consul", cfg!(feature = "consul")),
         ("azblob", cfg!(feature = "azblob")),
+        ("zookeeper", cfg!(feature = "zookeeper")),
+        ("postgres", cfg!(feature = "postgres")),
         ("peer", cfg!(feature = "peer")),
         ("monitor", cfg!(feature = "monitor")),
         ("testing", cfg!(feature = "testing")),

@@ -3,8 +3,8 @@
 //!
 //! # Two styles of store
 //!
-//! * **Race** stores (SQLite, Consul, Azure Blob; the planned Redis and
-//!   PostgreSQL stores would be too) keep one record per election.
+//! * **Race** stores (SQLite, Consul, Azure Blob, PostgreSQL; the planned
+//!   Redis store would be too) keep one record per election.
 //!   [`LeaseStore::try_acquire`] is an atomic compare-and-set that wins only
 //!   if the record is free or expired. `queued` in [`Acquire::Held`] is
 //!   always `None`.
@@ -217,9 +217,9 @@ pub enum SafetyClass {
     /// Replicated by consensus (etcd, Consul, ZooKeeper, Azure Blob):
     /// survives the loss of a minority of servers.
     Consensus,
-    /// One durable node (SQLite; the planned PostgreSQL store, and Redis
-    /// with AOF, would be too): a single point of failure, but never two
-    /// leaders while it lives.
+    /// One durable node (SQLite, PostgreSQL; the planned Redis with AOF
+    /// would be too): a single point of failure, but never two leaders
+    /// while it lives.
     SingleNode,
     /// Process memory only: for tests.
     Ephemeral,

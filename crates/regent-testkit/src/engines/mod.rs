@@ -15,7 +15,8 @@
 //!
 //! The engines come from Debian packages installed by `scripts/install-engines`
 //! (Consul from Debian 11's package: Debian 12 has none; Azurite from the
-//! npm registry; ZooKeeper and Curator as jars run by Debian's Java).
+//! npm registry; ZooKeeper and Curator as jars run by Debian's Java;
+//! PostgreSQL and PgBouncer, which refuse root, as the user `postgres`).
 //! An engine that is not installed is an error naming that script
 //! ([`EngineError::NotInstalled`]): a test that needs an engine fails without
 //! it, it never passes by skipping.
@@ -31,6 +32,7 @@
 //! | etcd 3.4 | [`etcd::Etcd`], [`etcd::EtcdCluster`]; secured (TLS, authentication) by [`etcd::Etcd::builder`] | `etcd` (`REGENT_ETCD_BIN`), `etcdctl` (`REGENT_ETCDCTL_BIN`) |
 //! | Consul 1.8 | [`consul::Consul`] (a dev agent; secured (TLS, ACLs) by [`consul::Consul::builder`]), [`consul::ConsulCluster`] (three servers and client agents), [`consul::SharedConsul`] (a key prefix on one dev agent per test process) | `consul` (`REGENT_CONSUL_BIN`) |
 //! | Azurite 3.35 (Azure Blob Storage) | [`azurite::Azurite`] (the Blob service, data on disk), [`azurite::SharedAzurite`] (a container on one Azurite per test process); its clients find it by [`Engine::client_env`] | `azurite-blob` (`REGENT_AZURITE_BIN`) |
+//! | PostgreSQL 15, PgBouncer 1.18 | [`postgres::Postgres`] (a server; its faults hit the postmaster and every child), [`postgres::PgBouncer`] (in front of one, transaction pooling), [`postgres::PostgresBehindPgBouncer`] (the two as one engine), [`postgres::PostgresPair`] (a primary with a streaming standby to promote); run as the user `postgres` when the tests run as root | `initdb`, `postgres`, `pg_ctl`, `pg_basebackup`, `psql` from `/usr/lib/postgresql/15/bin` (`REGENT_POSTGRES_BINDIR`), `pgbouncer` (`REGENT_PGBOUNCER_BIN`) |
 //! | ZooKeeper 3.8 | [`zookeeper::ZooKeeper`] (a standalone server, `tickTime` 100 ms; other settings by [`zookeeper::ZooKeeper::builder`]), [`zookeeper::ZooKeeperEnsemble`] (three servers), [`zookeeper::SharedZooKeeper`] (a chroot on one server per test process); Curator's client jars by [`zookeeper::curator_classpath`], a compiled `LeaderLatch` participant by [`zookeeper::LatchParticipant`] | `java` (`REGENT_JAVA_BIN`) with Debian's jars (`REGENT_ZOOKEEPER_CLASSPATH`; Curator's `REGENT_CURATOR_CLASSPATH`) |
 //!
 //! # Adding an engine
@@ -55,6 +57,7 @@ mod engine;
 mod error;
 pub mod etcd;
 mod http;
+pub mod postgres;
 mod process;
 mod shared;
 pub mod sqlite;
@@ -70,6 +73,7 @@ pub use engine::{Engine, Signaled};
 pub use error::EngineError;
 pub use etcd::{Etcd, EtcdBuilder, EtcdCluster, EtcdTls, EtcdTlsFiles};
 pub use http::Response as HttpResponse;
+pub use postgres::{PgBouncer, Postgres, PostgresBehindPgBouncer, PostgresPair};
 pub use sqlite::Sqlite;
 pub use timeouts::{START_TIMEOUT, STOP_TIMEOUT};
 pub use zookeeper::{
@@ -144,6 +148,8 @@ macro_rules! for_every_engine {
             consul => $crate::engines::Consul,
             azblob => $crate::engines::Azurite,
             zk => $crate::engines::ZooKeeper,
+            postgres => $crate::engines::Postgres,
+            pgbouncer => $crate::engines::PostgresBehindPgBouncer,
         );
     };
     ($fixture:path, [$($test:ident),+ $(,)?] $(,)?) => {
@@ -155,6 +161,8 @@ macro_rules! for_every_engine {
             consul => $crate::engines::SharedConsul,
             azblob => $crate::engines::SharedAzurite,
             zk => $crate::engines::SharedZooKeeper,
+            postgres => $crate::engines::Postgres,
+            pgbouncer => $crate::engines::PostgresBehindPgBouncer,
         );
     };
     (@engines $fixture:path; $tests:tt; $($engine:ident => $ty:path),+ $(,)?) => {

@@ -1,0 +1,79 @@
+//! PostgreSQL's errors, classified for the candidate: what a retry may
+//! cure is transient; a refused role, a missing database or privilege,
+//! or a table that is not ours is not.
+
+use regent_core::{ErrorKind, StoreError};
+use tokio_postgres::error::SqlState;
+
+/// `e`, met while doing `what`, as a classified store error.
+pub(crate) fn classify(what: String, e: tokio_postgres::Error) -> StoreError {
+    let kind = match e.code() {
+        // No answer from a server: connection refused, reset, closed, a
+        // timeout.
+        None => ErrorKind::Unavailable,
+        Some(code) => kind_of(code),
+    };
+    let hint = match e.code() {
+        Some(c) if *c == SqlState::INSUFFICIENT_PRIVILEGE => {
+            "; the role needs SELECT, INSERT, UPDATE and DELETE on regent_leases and \
+             regent_tokens (and CREATE on the schema to create them on first use)"
+        }
+        Some(c) if *c == SqlState::UNDEFINED_TABLE => {
+            "; the tables are missing: let a role that may create them connect once, or \
+             run the statement in the crate docs"
+        }
+        _ => "",
+    };
+    StoreError::new(kind, format!("{what}{hint}")).with_source(e)
+}
+
+fn kind_of(code: &SqlState) -> ErrorKind {
+    let class = &code.code()[..2];
+    match class {
+        // Connection exceptions, insufficient resources, operator
+        // intervention (admin shutdown, crash shutdown, cannot connect now:
+        // a server starting, or a standby being promoted), transaction
+        // rollbacks (serialization failure, deadlock), system errors.
+        "08" | "53" | "57" | "40" | "58" => ErrorKind::Unavailable,
+        // A standby that cannot take writes: a pooler or DNS pointing at it
+        // during a failover; the primary comes back, or another is promoted.
+        "25" if *code == SqlState::READ_ONLY_SQL_TRANSACTION => ErrorKind::Unavailable,
+        // Invalid authorization (a wrong password, no such role), and a
+        // missing privilege.
+        "28" => ErrorKind::Auth,
+        "42" if *code == SqlState::INSUFFICIENT_PRIVILEGE => ErrorKind::Auth,
+        // No such database, a table that is not the one we expect, bad
+        // syntax from a schema name: the configuration.
+        "3D" | "3F" | "42" => ErrorKind::Config,
+        // A value the table refuses: someone else's table, or changed.
+        "22" | "23" => ErrorKind::Corrupt,
+        _ => ErrorKind::Protocol,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classes_of_error() {
+        assert_eq!(kind_of(&SqlState::ADMIN_SHUTDOWN), ErrorKind::Unavailable);
+        assert_eq!(
+            kind_of(&SqlState::CANNOT_CONNECT_NOW),
+            ErrorKind::Unavailable
+        );
+        assert_eq!(
+            kind_of(&SqlState::T_R_SERIALIZATION_FAILURE),
+            ErrorKind::Unavailable
+        );
+        assert_eq!(
+            kind_of(&SqlState::READ_ONLY_SQL_TRANSACTION),
+            ErrorKind::Unavailable
+        );
+        assert_eq!(kind_of(&SqlState::INVALID_PASSWORD), ErrorKind::Auth);
+        assert_eq!(kind_of(&SqlState::INSUFFICIENT_PRIVILEGE), ErrorKind::Auth);
+        assert_eq!(kind_of(&SqlState::INVALID_CATALOG_NAME), ErrorKind::Config);
+        assert_eq!(kind_of(&SqlState::UNDEFINED_COLUMN), ErrorKind::Config);
+        assert_eq!(kind_of(&SqlState::NOT_NULL_VIOLATION), ErrorKind::Corrupt);
+    }
+}

@@ -1,0 +1,106 @@
+//! regent's PostgreSQL store: elections on the database a team already
+//! runs. A race store: one row per election in `regent_leases`, won by
+//! the first candidate to find it free, and kept by renewing it.
+//!
+//! **Work in progress** (issue 28): TLS to the server is not built yet
+//! (`sslmode=require` and stricter are refused as such), nor the store's
+//! torture campaigns and hand-over benchmarks.
+//!
+//! # Safety model
+//!
+//! * **The server's clock decides.** Every statement that grants, renews
+//!   or reads a lease compares with `clock_timestamp()` inside the
+//!   statement; the clients' clocks are never compared. The holder times
+//!   its lease from the instant it sent the request, as on every store.
+//! * **Fencing tokens only grow**: a won lease's token is the larger of the
+//!   election's counter (`regent_tokens`) plus one and the server's clock
+//!   in microseconds since the epoch, both read in the acquiring
+//!   statement. The counter keeps them growing across releases, deleted
+//!   rows and restarts, and a clock set back. The clock keeps them growing
+//!   where the counter cannot: a deleted `regent_tokens`, and a failover
+//!   to an asynchronous standby that missed the last commits — its counter
+//!   is older, but its clock has moved past every token those lost
+//!   commits issued (each was its server's clock at the time, and a
+//!   promotion takes longer than the clocks of two hosts kept by NTP
+//!   disagree). This is the Azure Blob store's answer too: a counter
+//!   alone would issue a lost token again.
+//! * **Nothing relies on session state**: every operation is one statement
+//!   in autocommit, sent as the unnamed statement with its parameters'
+//!   types (`query_typed`: one round trip, no prepared statement left on
+//!   the server connection), and no advisory lock. So the store works
+//!   through PgBouncer in transaction pooling mode as it does directly, and
+//!   a pool that recycles connections cannot end a term.
+//! * A single server is [`SafetyClass::SingleNode`](regent_core::SafetyClass):
+//!   durable with `synchronous_commit` on. With an asynchronous standby, a
+//!   promotion can lose the last commits — a term may be granted twice —
+//!   and only the fencing token then protects the resource.
+//!
+//! # Poolers
+//!
+//! * **Direct connections, or PgBouncer in session mode**: everything
+//!   works, wake-ups included.
+//! * **PgBouncer in transaction mode** (the usual setting): the store's
+//!   statements work unchanged (one statement per transaction, nothing
+//!   prepared by name, no session state). A `LISTEN` cannot: give watches a
+//!   connection straight to the database
+//!   ([`PostgresStoreBuilder::listen_on`], `--postgres-listen-url`), or
+//!   turn it off, and a release wakes followers at their next poll
+//!   (500 ms by default) rather than at once.
+//! * **Statement mode** is not tested: use transaction mode.
+//!
+//! # What a crash costs
+//!
+//! A holder killed without releasing holds its row until it expires by
+//! the server's clock: a follower takes over after the ttl, plus its retry
+//! (the renew interval) at the most. A graceful stop releases the row and
+//! notifies: a follower that listens takes over in a few round trips.
+//!
+//! # Schema
+//!
+//! The tables are created on first use when the role may; otherwise an
+//! administrator runs (in the schema the store is given, `public` by
+//! default):
+//!
+//! ```sql
+//! CREATE TABLE IF NOT EXISTS regent_leases (
+//!     election   text PRIMARY KEY,
+//!     holder     text NOT NULL,
+//!     token      bigint NOT NULL,
+//!     expires_at timestamptz NOT NULL,
+//!     ttl_ms     bigint NOT NULL,
+//!     metadata   text NOT NULL DEFAULT '{}'
+//! );
+//! CREATE TABLE IF NOT EXISTS regent_tokens (
+//!     election text PRIMARY KEY,
+//!     last     bigint NOT NULL
+//! );
+//! GRANT SELECT, INSERT, UPDATE, DELETE ON regent_leases, regent_tokens TO app;
+//! ```
+//!
+//! ```no_run
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! use regent_core::{Candidate, ElectionName, HolderId};
+//! use regent_postgres::PostgresStore;
+//!
+//! let store = PostgresStore::connect("postgres://app@db.internal/app").await?;
+//! let candidate = Candidate::builder(store, ElectionName::new("billing")?, HolderId::new("web-1")?)
+//!     .build()?;
+//! let leadership = candidate.campaign().await?;
+//! // ... write with leadership.token() ...
+//! leadership.resign().await?;
+//! # Ok(()) }
+//! ```
+
+mod error;
+mod record;
+mod sql;
+mod store;
+mod target;
+mod watch;
+
+pub use store::{
+    DEFAULT_POLL_INTERVAL, DEFAULT_SCHEMA, MIN_TTL, PostgresStore, PostgresStoreBuilder,
+};
+pub use target::{KIND, PostgresTarget};
+/// The client's connection settings ([`PostgresStore::builder`]).
+pub use tokio_postgres::Config;

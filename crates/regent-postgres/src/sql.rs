@@ -1,0 +1,150 @@
+//! The statements, each one statement in autocommit: atomic by itself,
+//! one round trip, no session state, nothing prepared by name — so that
+//! they work through PgBouncer's transaction pooling as they do directly.
+//!
+//! Every decision about time is the server's: `clock_timestamp()` inside
+//! the statement. The clients' clocks are never compared.
+
+/// The channel of the notifications that wake watches: its payload is
+/// `SCHEMA/ELECTION`.
+pub(crate) const CHANNEL: &str = "regent_leases";
+
+/// The tables' names, schema-qualified and quoted.
+#[derive(Clone, Debug)]
+pub(crate) struct Tables {
+    pub(crate) leases: String,
+    pub(crate) tokens: String,
+    /// `pg_notify(...)` of a change to the election in column `election`
+    /// (the schema is a checked identifier: a literal is safe).
+    notify: String,
+}
+
+impl Tables {
+    pub(crate) fn in_schema(schema: &str) -> Self {
+        Self {
+            leases: format!("\"{schema}\".\"regent_leases\""),
+            tokens: format!("\"{schema}\".\"regent_tokens\""),
+            notify: format!("pg_notify('{CHANNEL}', '{schema}/' || election)"),
+        }
+    }
+
+    /// Creates the tables if they are not there: what an administrator
+    /// runs for a role that may not create them (`docs` quote it).
+    pub(crate) fn create(&self) -> String {
+        format!(
+            "CREATE TABLE IF NOT EXISTS {leases} (
+                 election   text PRIMARY KEY,
+                 holder     text NOT NULL,
+                 token      bigint NOT NULL,
+                 expires_at timestamptz NOT NULL,
+                 ttl_ms     bigint NOT NULL,
+                 metadata   text NOT NULL DEFAULT '{{}}'
+             );
+             CREATE TABLE IF NOT EXISTS {tokens} (
+                 election text PRIMARY KEY,
+                 last     bigint NOT NULL
+             );",
+            leases = self.leases,
+            tokens = self.tokens
+        )
+    }
+
+    /// `$1` election, `$2` holder, `$3` ttl in ms, `$4` metadata. Returns
+    /// one row: `won` (the new token, or NULL), and the live record that
+    /// stood (holder, token, metadata), if any.
+    ///
+    /// The token is the larger of the election's counter plus one and the
+    /// server's clock in microseconds since the epoch (see the crate docs:
+    /// a standby promoted after missing the last commits has an older
+    /// counter, but its clock has moved on past every token the lost
+    /// commits issued). Two acquires racing for a free election both read
+    /// it free; the upsert's `WHERE` is evaluated again on the row the
+    /// other one committed, so only one wins (the loser's counter bump is
+    /// a gap, which tokens may have).
+    pub(crate) fn acquire(&self) -> String {
+        format!(
+            "WITH now AS (SELECT clock_timestamp() AS t),
+             live AS (
+                 SELECT holder, token, metadata FROM {leases}
+                 WHERE election = $1 AND expires_at > (SELECT t FROM now)
+             ),
+             bump AS (
+                 INSERT INTO {tokens} AS c (election, last)
+                 SELECT $1, (extract(epoch FROM (SELECT t FROM now)) * 1000000)::bigint
+                 WHERE NOT EXISTS (SELECT 1 FROM live)
+                 ON CONFLICT (election) DO UPDATE SET last = greatest(c.last + 1, excluded.last)
+                 RETURNING last
+             ),
+             won AS (
+                 INSERT INTO {leases} AS l (election, holder, token, expires_at, ttl_ms, metadata)
+                 SELECT $1, $2, (SELECT last FROM bump),
+                        (SELECT t FROM now) + $3 * interval '1 millisecond', $3, $4
+                 FROM bump
+                 ON CONFLICT (election) DO UPDATE SET
+                     holder = excluded.holder, token = excluded.token,
+                     expires_at = excluded.expires_at, ttl_ms = excluded.ttl_ms,
+                     metadata = excluded.metadata
+                 WHERE l.expires_at <= (SELECT t FROM now)
+                 RETURNING token, election
+             )
+             SELECT (SELECT token FROM won) AS won, live.holder, live.token, live.metadata,
+                    (SELECT count({notify}) FROM won) AS notified
+             FROM (SELECT 1) AS one LEFT JOIN live ON true",
+            leases = self.leases,
+            tokens = self.tokens,
+            notify = self.notify
+        )
+    }
+
+    /// `$1` election, `$2` holder, `$3` token: extends our own live
+    /// record by its ttl from the server's now. Returns a row if it did.
+    pub(crate) fn renew(&self) -> String {
+        format!(
+            "UPDATE {leases}
+             SET expires_at = clock_timestamp() + ttl_ms * interval '1 millisecond'
+             WHERE election = $1 AND holder = $2 AND token = $3
+               AND expires_at > clock_timestamp()
+             RETURNING 1",
+            leases = self.leases
+        )
+    }
+
+    /// `$1` election, `$2` holder, `$3` token, `$4` metadata: replaces the
+    /// metadata of our own live record. Returns a row if it did.
+    pub(crate) fn update_metadata(&self) -> String {
+        format!(
+            "WITH u AS (
+                 UPDATE {leases} SET metadata = $4
+                 WHERE election = $1 AND holder = $2 AND token = $3
+                   AND expires_at > clock_timestamp()
+                 RETURNING election
+             )
+             SELECT {notify} FROM u",
+            leases = self.leases,
+            notify = self.notify
+        )
+    }
+
+    /// `$1` election, `$2` holder, `$3` token: deletes our own record, and
+    /// wakes the watches of the election.
+    pub(crate) fn release(&self) -> String {
+        format!(
+            "WITH d AS (
+                 DELETE FROM {leases} WHERE election = $1 AND holder = $2 AND token = $3
+                 RETURNING election
+             )
+             SELECT {notify} FROM d",
+            leases = self.leases,
+            notify = self.notify
+        )
+    }
+
+    /// `$1` election: the live record, if any.
+    pub(crate) fn leader(&self) -> String {
+        format!(
+            "SELECT holder, token, metadata FROM {leases}
+             WHERE election = $1 AND expires_at > clock_timestamp()",
+            leases = self.leases
+        )
+    }
+}

@@ -1,0 +1,567 @@
+//! [`PostgresStore`]: the connection, and the store contract over it.
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use regent_core::{
+    Acquire, AcquireRequest, ElectionName, ExpirySlack, LeaderInfo, LeaderStream, Lease,
+    LeaseHandle, LeaseStore, Metadata, Renewal, SafetyClass, StoreError, StoreInfo, StoreStyle,
+    WatchMode,
+};
+use tokio_postgres::types::{ToSql, Type};
+use tokio_postgres::{Client, NoTls, Row};
+
+use crate::error::classify;
+use crate::record::{leader, metadata_json};
+use crate::sql::Tables;
+use crate::watch::{Listener, Source, watch};
+
+/// The shortest ttl the store grants: the server's clock decides expiry to
+/// the microsecond, but a lease shorter than a round trip to a database is
+/// no lease.
+pub const MIN_TTL: Duration = Duration::from_millis(100);
+
+/// How often a watch reads the leader, by default.
+pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_millis(500);
+
+/// The schema the tables live in, by default.
+pub const DEFAULT_SCHEMA: &str = "public";
+
+/// Leases in a PostgreSQL database: one row per election in
+/// `regent_leases`, the fencing counters in `regent_tokens`. Cheap to
+/// clone: clones share one connection, made again when it breaks.
+///
+/// See the [crate docs](crate) for the safety model and what each pooling
+/// mode costs.
+#[derive(Clone)]
+pub struct PostgresStore {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for PostgresStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PostgresStore")
+            .field("server", &self.inner.server)
+            .field("schema", &self.inner.schema)
+            .finish_non_exhaustive()
+    }
+}
+
+struct Inner {
+    config: tokio_postgres::Config,
+    /// Where, for messages: `HOST:PORT/DB`, no password.
+    server: String,
+    schema: String,
+    poll_interval: Duration,
+    sql: Statements,
+    tables: Tables,
+    /// The tables were found or made, on the first connection.
+    tables_ready: std::sync::atomic::AtomicBool,
+    client: Mutex<Option<Arc<Client>>>,
+    /// The connection to `LISTEN` on (`None`: watches poll only).
+    listen: Option<tokio_postgres::Config>,
+    listener: Arc<Listener>,
+    /// One connection attempt at a time.
+    connecting: tokio::sync::Mutex<()>,
+}
+
+/// The statements, made once.
+struct Statements {
+    acquire: String,
+    renew: String,
+    update_metadata: String,
+    release: String,
+    leader: String,
+}
+
+/// How to reach the database, and where the tables are.
+#[derive(Debug, Clone)]
+pub struct PostgresStoreBuilder {
+    config: tokio_postgres::Config,
+    schema: String,
+    poll_interval: Duration,
+    lazy: bool,
+    listen: Listen,
+}
+
+/// Where watches `LISTEN` for the store's notifications.
+#[derive(Debug, Clone)]
+enum Listen {
+    /// On a connection of their own to the store's server.
+    Same,
+    /// On a connection to this server (the database itself, when the
+    /// store connects through a pooler).
+    At(Box<tokio_postgres::Config>),
+    /// Nowhere: watches poll only.
+    Off,
+}
+
+impl PostgresStoreBuilder {
+    /// The schema of the tables (default `public`): a plain identifier
+    /// (letters, digits, `_`; not starting with a digit; at most 63 bytes).
+    #[must_use]
+    pub fn schema(mut self, schema: impl Into<String>) -> Self {
+        self.schema = schema.into();
+        self
+    }
+
+    /// How often a watch reads the leader (default 500 ms).
+    #[must_use]
+    pub fn poll_interval(mut self, every: Duration) -> Self {
+        self.poll_interval = every;
+        self
+    }
+
+    /// Where watches listen for the notifications that wake them at once
+    /// on a release or a new leader: `Some(config)` names a connection
+    /// straight to the database (not through a pooler in transaction or
+    /// statement mode, which cannot keep a `LISTEN`), `None` turns it
+    /// off (watches poll only). By default they listen on a connection of
+    /// their own to the store's server.
+    #[must_use]
+    pub fn listen_on(mut self, direct: Option<tokio_postgres::Config>) -> Self {
+        self.listen = match direct {
+            Some(c) => Listen::At(Box::new(c)),
+            None => Listen::Off,
+        };
+        self
+    }
+
+    /// Connects at the first request instead of in
+    /// [`build`](Self::build) (default: in `build`), for a process that
+    /// may start before its database; the first request then fails as
+    /// `build` would have.
+    #[must_use]
+    pub fn lazy(mut self, lazy: bool) -> Self {
+        self.lazy = lazy;
+        self
+    }
+
+    /// Connects, and creates the tables if they are missing and the role
+    /// may create them.
+    ///
+    /// # Errors
+    ///
+    /// `Config` for a bad schema name or a missing database, `Auth` for a
+    /// refused role or a missing privilege (the message names the
+    /// privileges), `Unavailable` when the server cannot be reached.
+    pub async fn build(self) -> Result<PostgresStore, StoreError> {
+        let schema = self.schema;
+        if !is_identifier(&schema) {
+            return Err(StoreError::new(
+                regent_core::ErrorKind::Config,
+                format!(
+                    "postgres store: schema {schema:?} is not a plain identifier (letters, digits and _, not starting with a digit, at most 63 bytes)"
+                ),
+            ));
+        }
+        let tables = Tables::in_schema(&schema);
+        let server = describe(&self.config);
+        let store = PostgresStore {
+            inner: Arc::new(Inner {
+                sql: Statements {
+                    acquire: tables.acquire(),
+                    renew: tables.renew(),
+                    update_metadata: tables.update_metadata(),
+                    release: tables.release(),
+                    leader: tables.leader(),
+                },
+                tables: tables.clone(),
+                listen: match self.listen {
+                    Listen::Same => Some(self.config.clone()),
+                    Listen::At(c) => Some(*c),
+                    Listen::Off => None,
+                },
+                listener: Arc::new(Listener::new()),
+                tables_ready: std::sync::atomic::AtomicBool::new(false),
+                config: self.config,
+                server,
+                schema,
+                poll_interval: self.poll_interval,
+                client: Mutex::new(None),
+                connecting: tokio::sync::Mutex::new(()),
+            }),
+        };
+        if !self.lazy {
+            store.client().await?;
+        }
+        Ok(store)
+    }
+}
+
+pub(crate) fn is_identifier(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && !s.starts_with(|c: char| c.is_ascii_digit())
+        && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// `HOST:PORT/DB` of a configuration, for messages: no password.
+fn describe(config: &tokio_postgres::Config) -> String {
+    let host = config
+        .get_hosts()
+        .iter()
+        .map(|h| match h {
+            tokio_postgres::config::Host::Tcp(h) => h.clone(),
+            tokio_postgres::config::Host::Unix(p) => p.display().to_string(),
+        })
+        .next()
+        .unwrap_or_else(|| "localhost".to_owned());
+    let port = config.get_ports().first().copied().unwrap_or(5432);
+    let db = config
+        .get_dbname()
+        .or(config.get_user())
+        .unwrap_or("postgres");
+    format!("{host}:{port}/{db}")
+}
+
+impl PostgresStore {
+    /// Settings for a store on the database `config` names.
+    pub fn builder(config: tokio_postgres::Config) -> PostgresStoreBuilder {
+        PostgresStoreBuilder {
+            config,
+            schema: DEFAULT_SCHEMA.to_owned(),
+            poll_interval: DEFAULT_POLL_INTERVAL,
+            lazy: false,
+            listen: Listen::Same,
+        }
+    }
+
+    /// A store on the database `url` names (`postgres://USER@HOST:PORT/DB`,
+    /// or libpq's `key=value` form), with the defaults.
+    ///
+    /// # Errors
+    ///
+    /// `Config` for a URL that does not parse; then as
+    /// [`PostgresStoreBuilder::build`].
+    pub async fn connect(url: &str) -> Result<Self, StoreError> {
+        let config: tokio_postgres::Config = url.parse().map_err(|e| {
+            StoreError::new(
+                regent_core::ErrorKind::Config,
+                "postgres store: the connection URL does not parse",
+            )
+            .with_source(e)
+        })?;
+        Self::builder(config).build().await
+    }
+
+    /// The schema the tables live in.
+    pub fn schema(&self) -> &str {
+        &self.inner.schema
+    }
+
+    fn what(&self, op: &str, election: &ElectionName) -> String {
+        format!(
+            "postgres store {}: {op} election '{election}'",
+            self.inner.server
+        )
+    }
+
+    /// The connection, made again if it broke.
+    async fn client(&self) -> Result<Arc<Client>, StoreError> {
+        if let Some(c) = self.cached() {
+            return Ok(c);
+        }
+        let _one = self.inner.connecting.lock().await;
+        if let Some(c) = self.cached() {
+            return Ok(c);
+        }
+        let (client, connection) =
+            self.inner.config.connect(NoTls).await.map_err(|e| {
+                classify(format!("postgres store {}: connect", self.inner.server), e)
+            })?;
+        let server = self.inner.server.clone();
+        tokio::spawn(async move {
+            if let Err(e) = connection.await {
+                tracing::debug!(%server, error = %e, "postgres connection ended");
+            }
+        });
+        let client = Arc::new(client);
+        if !self
+            .inner
+            .tables_ready
+            .load(std::sync::atomic::Ordering::Acquire)
+        {
+            self.create_tables(&client).await?;
+            self.inner
+                .tables_ready
+                .store(true, std::sync::atomic::Ordering::Release);
+        }
+        *self
+            .inner
+            .client
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(client.clone());
+        Ok(client)
+    }
+
+    fn cached(&self) -> Option<Arc<Client>> {
+        self.inner
+            .client
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+            .filter(|c| !c.is_closed())
+            .cloned()
+    }
+
+    /// Runs one statement with typed parameters: one round trip, the
+    /// unnamed statement, nothing left on the server connection.
+    async fn query(
+        &self,
+        what: impl Fn() -> String,
+        sql: &str,
+        params: &[(&(dyn ToSql + Sync), Type)],
+    ) -> Result<Vec<Row>, StoreError> {
+        let client = self.client().await?;
+        client
+            .query_typed(sql, params)
+            .await
+            .map_err(|e| classify(what(), e))
+    }
+
+    async fn create_tables(&self, client: &Client) -> Result<(), StoreError> {
+        use tokio_postgres::error::SqlState;
+        let tables = &self.inner.tables;
+        let what = || format!("postgres store {}: create the tables", self.inner.server);
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let e = match client.batch_execute(&tables.create()).await {
+                Ok(()) => return Ok(()),
+                Err(e) => e,
+            };
+            // The role may not create them, and an administrator may have;
+            // or another process is creating them this very moment:
+            // `CREATE TABLE IF NOT EXISTS` races on the catalog ("type
+            // already exists", a unique violation on pg_type) until the
+            // other commits.
+            if self
+                .tables_exist(client)
+                .await
+                .map_err(|e| classify(what(), e))?
+            {
+                return Ok(());
+            }
+            let racing = matches!(
+                e.code(),
+                Some(c) if *c == SqlState::UNIQUE_VIOLATION
+                    || *c == SqlState::DUPLICATE_OBJECT
+                    || *c == SqlState::DUPLICATE_TABLE
+            );
+            if !racing || attempt >= 5 {
+                return Err(classify(what(), e));
+            }
+            tokio::time::sleep(Duration::from_millis(20 * attempt)).await;
+        }
+    }
+
+    /// Whether both tables are there (made by someone else, maybe).
+    async fn tables_exist(&self, client: &Client) -> Result<bool, tokio_postgres::Error> {
+        let tables = &self.inner.tables;
+        let rows = client
+            .query_typed(
+                "SELECT to_regclass($1) IS NOT NULL AND to_regclass($2) IS NOT NULL",
+                &[(&tables.leases, Type::TEXT), (&tables.tokens, Type::TEXT)],
+            )
+            .await?;
+        Ok(rows
+            .first()
+            .is_some_and(|r| r.try_get::<_, bool>(0).unwrap_or(false)))
+    }
+}
+
+/// Column `name` of `row`: a column of another type (a table someone
+/// altered) is `Corrupt`, never a panic.
+fn column<'a, T: tokio_postgres::types::FromSql<'a>>(
+    row: &'a Row,
+    name: &str,
+    what: &dyn Fn() -> String,
+) -> Result<T, StoreError> {
+    row.try_get(name).map_err(|e| {
+        StoreError::corrupt(format!(
+            "{}: column {name} is not what regent wrote",
+            what()
+        ))
+        .with_source(e)
+    })
+}
+
+/// A ttl in whole milliseconds, rounded up: never less than asked.
+fn ttl_ms(ttl: Duration) -> i64 {
+    i64::try_from(ttl.as_micros().div_ceil(1000)).unwrap_or(i64::MAX)
+}
+
+impl LeaseStore for PostgresStore {
+    fn info(&self) -> StoreInfo {
+        StoreInfo::new(
+            "postgres",
+            StoreStyle::Race,
+            WatchMode::Poll(self.inner.poll_interval),
+            SafetyClass::SingleNode,
+        )
+        .with_ttl_range(MIN_TTL, regent_core::MAX_TTL)
+        // The server frees a lease at its expiry by its own clock.
+        .with_expiry_slack(ExpirySlack::NONE)
+    }
+
+    async fn try_acquire(
+        &self,
+        req: &AcquireRequest,
+        _queued: Option<&Lease>,
+    ) -> Result<Acquire, StoreError> {
+        let election = &req.election;
+        let what = || self.what("acquire", election);
+        let max = regent_core::MAX_TTL;
+        if req.ttl < MIN_TTL || req.ttl > max {
+            return Err(StoreError::new(
+                regent_core::ErrorKind::Config,
+                format!(
+                    "{}: ttl {:?} is outside the {MIN_TTL:?}..={max:?} the postgres store honours",
+                    what(),
+                    req.ttl
+                ),
+            ));
+        }
+        let ttl = ttl_ms(req.ttl);
+        let metadata = metadata_json(&req.metadata);
+        let rows = self
+            .query(
+                what,
+                &self.inner.sql.acquire,
+                &[
+                    (&election.as_str(), Type::TEXT),
+                    (&req.holder.as_str(), Type::TEXT),
+                    (&ttl, Type::INT8),
+                    (&metadata.as_str(), Type::TEXT),
+                ],
+            )
+            .await?;
+        let row = rows.first().ok_or_else(|| {
+            StoreError::new(
+                regent_core::ErrorKind::Protocol,
+                format!("{}: no row came back", what()),
+            )
+        })?;
+        if let Some(token) = column::<Option<i64>>(row, "won", &what)? {
+            let token = u64::try_from(token).map_err(|_| {
+                StoreError::corrupt(format!("{}: the counter gave token {token}", what()))
+            })?;
+            return Ok(Acquire::Won(Lease {
+                election: election.clone(),
+                holder: req.holder.clone(),
+                token: regent_core::FencingToken::new(token),
+                ttl: Duration::from_millis(u64::try_from(ttl).unwrap_or(u64::MAX)),
+                handle: LeaseHandle::new(format!("postgres:{}", self.inner.server)),
+            }));
+        }
+        let standing = match (
+            column::<Option<String>>(row, "holder", &what)?,
+            column::<Option<i64>>(row, "token", &what)?,
+            column::<Option<String>>(row, "metadata", &what)?,
+        ) {
+            // Someone's live record stands; garbage stands too (never a
+            // silent takeover), naming no leader.
+            (Some(h), Some(t), Some(m)) => leader(&what, &h, t, &m).ok(),
+            _ => None,
+        };
+        Ok(Acquire::Held {
+            leader: standing,
+            queued: None,
+        })
+    }
+
+    async fn renew(&self, lease: &Lease) -> Result<Renewal, StoreError> {
+        self.own(&self.inner.sql.renew, "renew", lease, None).await
+    }
+
+    async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
+        self.own(&self.inner.sql.release, "release", lease, None)
+            .await
+            .map(|_| ())
+    }
+
+    async fn update_metadata(
+        &self,
+        lease: &Lease,
+        metadata: &Metadata,
+    ) -> Result<Renewal, StoreError> {
+        let json = metadata_json(metadata);
+        self.own(
+            &self.inner.sql.update_metadata,
+            "update the metadata of",
+            lease,
+            Some(&json),
+        )
+        .await
+    }
+
+    async fn current_leader(
+        &self,
+        election: &ElectionName,
+    ) -> Result<Option<LeaderInfo>, StoreError> {
+        let what = || self.what("read the leader of", election);
+        let rows = self
+            .query(
+                what,
+                &self.inner.sql.leader,
+                &[(&election.as_str(), Type::TEXT)],
+            )
+            .await?;
+        match rows.first() {
+            None => Ok(None),
+            Some(r) => leader(
+                &what,
+                &column::<String>(r, "holder", &what)?,
+                column::<i64>(r, "token", &what)?,
+                &column::<String>(r, "metadata", &what)?,
+            )
+            .map(Some),
+        }
+    }
+
+    async fn watch(&self, election: &ElectionName) -> Result<LeaderStream, StoreError> {
+        let source = Source {
+            store: self,
+            listener: &self.inner.listener,
+            listen: self.inner.listen.clone(),
+            server: &self.inner.server,
+            schema: &self.inner.schema,
+            interval: self.inner.poll_interval,
+        };
+        watch(source, election).await
+    }
+}
+
+impl PostgresStore {
+    /// A statement on our own record (`$1` election, `$2` holder, `$3`
+    /// token, `$4` metadata if given): `Renewed` if it touched a row.
+    async fn own(
+        &self,
+        sql: &str,
+        op: &str,
+        lease: &Lease,
+        metadata: Option<&str>,
+    ) -> Result<Renewal, StoreError> {
+        let Ok(token) = i64::try_from(lease.token.get()) else {
+            // No row can hold this token.
+            return Ok(Renewal::Lost);
+        };
+        let what = || self.what(op, &lease.election);
+        let (election, holder) = (lease.election.as_str(), lease.holder.as_str());
+        let mut params: Vec<(&(dyn ToSql + Sync), Type)> = vec![
+            (&election, Type::TEXT),
+            (&holder, Type::TEXT),
+            (&token, Type::INT8),
+        ];
+        if let Some(m) = &metadata {
+            params.push((m, Type::TEXT));
+        }
+        let rows = self.query(what, sql, &params).await?;
+        Ok(if rows.is_empty() {
+            Renewal::Lost
+        } else {
+            Renewal::Renewed
+        })
+    }
+}

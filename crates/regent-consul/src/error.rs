@@ -165,11 +165,7 @@ pub(crate) fn is_missing_node(e: &StoreError) -> bool {
 /// certificate that fails verification comes as `io::Error(Other,
 /// io::Error(InvalidData, rustls::Error))`).
 fn rustls_error<'a>(e: &'a (dyn StdError + 'static)) -> Option<&'a rustls::Error> {
-    if let Some(tls) = e.downcast_ref::<rustls::Error>() {
-        return Some(tls);
-    }
-    let inner: &(dyn StdError + 'static) = e.downcast_ref::<std::io::Error>()?.get_ref()?;
-    rustls_error(inner)
+    regent_core::find_cause(e)
 }
 
 /// `e` and its sources, outermost first.

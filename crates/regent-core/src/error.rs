@@ -360,6 +360,45 @@ pub fn report<'a>(error: &'a (dyn StdError + 'static)) -> impl fmt::Display + 'a
     Report(error)
 }
 
+/// The first error of type `E` in `error`'s chain: `error` itself, its
+/// sources, and what each [`std::io::Error`] on the way wraps (an I/O
+/// error's `source` skips the error it wraps, so a TLS library's error
+/// inside a connection's I/O error is found only this way).
+///
+/// ```
+/// use regent_core::find_cause;
+///
+/// #[derive(Debug, PartialEq)]
+/// struct BadCertificate;
+/// impl std::fmt::Display for BadCertificate {
+///     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+///         f.write_str("bad certificate")
+///     }
+/// }
+/// impl std::error::Error for BadCertificate {}
+///
+/// let e = std::io::Error::other(std::io::Error::other(BadCertificate));
+/// assert_eq!(find_cause::<BadCertificate>(&e), Some(&BadCertificate));
+/// assert_eq!(find_cause::<BadCertificate>(&std::io::Error::other("reset")), None);
+/// ```
+pub fn find_cause<'a, E: StdError + 'static>(error: &'a (dyn StdError + 'static)) -> Option<&'a E> {
+    let mut next = Some(error);
+    while let Some(e) = next {
+        if let Some(found) = e.downcast_ref::<E>() {
+            return Some(found);
+        }
+        if let Some(inner) = e
+            .downcast_ref::<std::io::Error>()
+            .and_then(std::io::Error::get_ref)
+            && let Some(found) = find_cause::<E>(inner)
+        {
+            return Some(found);
+        }
+        next = e.source();
+    }
+    None
+}
+
 struct Report<'a>(&'a (dyn StdError + 'static));
 
 impl fmt::Display for Report<'_> {

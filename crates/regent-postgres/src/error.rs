@@ -7,7 +7,13 @@ use tokio_postgres::error::SqlState;
 
 /// `e`, met while doing `what`, as a classified store error.
 pub(crate) fn classify(what: String, e: tokio_postgres::Error) -> StoreError {
+    if let Some((kind, hint)) = tls_failure(&e) {
+        return StoreError::new(kind, format!("{what}: {hint}")).with_source(e);
+    }
     let kind = match e.code() {
+        // tokio-postgres's own refusal of the settings (its words; no
+        // SQLSTATE): nothing a retry mends.
+        None if e.to_string().starts_with("invalid configuration") => ErrorKind::Config,
         // No answer from a server: connection refused, reset, closed, a
         // timeout.
         None => ErrorKind::Unavailable,
@@ -25,6 +31,39 @@ pub(crate) fn classify(what: String, e: tokio_postgres::Error) -> StoreError {
         _ => "",
     };
     StoreError::new(kind, format!("{what}{hint}")).with_source(e)
+}
+
+/// A TLS handshake that no retry mends: the server's certificate did not
+/// pass the check (`Config`: the root certificate, the host name or the
+/// sslmode is wrong), the server refused ours (`Auth`), or the server
+/// speaks no TLS while the URL requires it (`Config`). A handshake cut
+/// short by the network is none of these: it stays `Unavailable`.
+fn tls_failure(e: &tokio_postgres::Error) -> Option<(ErrorKind, &'static str)> {
+    if let Some(tls) = regent_core::find_cause::<rustls::Error>(e) {
+        return Some(match tls {
+            rustls::Error::AlertReceived(_) => (
+                ErrorKind::Auth,
+                "the server refused the TLS handshake (its pg_hba.conf may want a client \
+                 certificate: sslcert, sslkey)",
+            ),
+            _ => (
+                ErrorKind::Config,
+                "the server's TLS certificate did not pass the check (the root certificate, \
+                 sslrootcert, or the host name, with sslmode=verify-full)",
+            ),
+        });
+    }
+    // tokio-postgres's own words when the server answers "no TLS here" to
+    // a connection that requires it.
+    let says_no_tls = std::iter::successors(Some(e as &(dyn std::error::Error + 'static)), |e| {
+        e.source()
+    })
+    .any(|e| e.to_string() == "server does not support TLS");
+    says_no_tls.then_some((
+        ErrorKind::Config,
+        "the server does not speak TLS, and sslmode requires it (turn ssl on in its \
+         postgresql.conf, or use sslmode=prefer)",
+    ))
 }
 
 fn kind_of(code: &SqlState) -> ErrorKind {

@@ -2,10 +2,6 @@
 //! runs. A race store: one row per election in `regent_leases`, won by
 //! the first candidate to find it free, and kept by renewing it.
 //!
-//! **Work in progress** (issue 28): TLS to the server is not built yet
-//! (`sslmode=require` and stricter are refused as such), nor the store's
-//! torture campaigns and hand-over benchmarks.
-//!
 //! # Safety model
 //!
 //! * **The server's clock decides.** Every statement that grants, renews
@@ -47,6 +43,20 @@
 //!   turn it off, and a release wakes followers at their next poll
 //!   (500 ms by default) rather than at once.
 //! * **Statement mode** is not tested: use transaction mode.
+//!
+//! # TLS
+//!
+//! As libpq's `sslmode`, by rustls (ring): `prefer`, the default, speaks
+//! TLS when the server offers it; `require` insists; neither checks the
+//! server, as in libpq. `verify-ca` checks the server's certificate
+//! against the root certificate, and `verify-full` its name too: only
+//! they keep a machine in the middle out. A client certificate is shown
+//! to servers that ask for one. In URLs: `sslmode`, `sslrootcert` (or
+//! `system`), `sslcert`, `sslkey` and their `PGSSL…` variables
+//! ([`KIND`]); in code: [`PostgresStoreBuilder::tls`] with a [`Tls`]. A
+//! certificate that does not pass, or a server with no TLS when it is
+//! required, is a `Config` error (never retried); a server that refuses
+//! the client's certificate is `Auth`.
 //!
 //! # What a crash costs
 //!
@@ -96,11 +106,16 @@ mod record;
 mod sql;
 mod store;
 mod target;
+mod tls;
 mod watch;
 
 pub use store::{
     DEFAULT_POLL_INTERVAL, DEFAULT_SCHEMA, MIN_TTL, PostgresStore, PostgresStoreBuilder,
 };
 pub use target::{KIND, PostgresTarget};
+pub use tls::Tls;
 /// The client's connection settings ([`PostgresStore::builder`]).
 pub use tokio_postgres::Config;
+/// Whether a connection speaks TLS ([`Config::ssl_mode`]); how it checks
+/// the server is [`Tls`].
+pub use tokio_postgres::config::SslMode;

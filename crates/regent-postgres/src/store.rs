@@ -9,12 +9,14 @@ use regent_core::{
     WatchMode,
 };
 use tokio_postgres::types::{ToSql, Type};
-use tokio_postgres::{Client, NoTls, Row};
+use tokio_postgres::{Client, Row};
+use tokio_postgres_rustls::MakeRustlsConnect;
 
 use crate::error::classify;
 use crate::record::{leader, metadata_json};
 use crate::sql::Tables;
-use crate::watch::{Listener, Source, watch};
+use crate::tls::Tls;
+use crate::watch::{ListenAt, Listener, Source, watch};
 
 /// The shortest ttl the store grants: the server's clock decides expiry to
 /// the microsecond, but a lease shorter than a round trip to a database is
@@ -49,6 +51,7 @@ impl std::fmt::Debug for PostgresStore {
 
 struct Inner {
     config: tokio_postgres::Config,
+    tls: MakeRustlsConnect,
     /// Where, for messages: `HOST:PORT/DB`, no password.
     server: String,
     schema: String,
@@ -59,7 +62,7 @@ struct Inner {
     tables_ready: std::sync::atomic::AtomicBool,
     client: Mutex<Option<Arc<Client>>>,
     /// The connection to `LISTEN` on (`None`: watches poll only).
-    listen: Option<tokio_postgres::Config>,
+    listen: Option<ListenAt>,
     listener: Arc<Listener>,
     /// One connection attempt at a time.
     connecting: tokio::sync::Mutex<()>,
@@ -82,6 +85,8 @@ pub struct PostgresStoreBuilder {
     poll_interval: Duration,
     lazy: bool,
     listen: Listen,
+    tls: Tls,
+    listen_tls: Option<Tls>,
 }
 
 /// Where watches `LISTEN` for the store's notifications.
@@ -127,6 +132,25 @@ impl PostgresStoreBuilder {
         self
     }
 
+    /// How connections check the server when they speak TLS, and the
+    /// client certificate they show (default [`Tls::unverified`], as
+    /// libpq's). Whether they speak it is the `ssl_mode` of their
+    /// [`Config`](tokio_postgres::Config)s: `Prefer` (the default: TLS if
+    /// the server offers it), `Require`, or `Disable`.
+    #[must_use]
+    pub fn tls(mut self, tls: Tls) -> Self {
+        self.tls = tls;
+        self
+    }
+
+    /// How the connection of [`listen_on`](Self::listen_on) checks its
+    /// server, if not as [`tls`](Self::tls) says.
+    #[must_use]
+    pub fn listen_tls(mut self, tls: Tls) -> Self {
+        self.listen_tls = Some(tls);
+        self
+    }
+
     /// Connects at the first request instead of in
     /// [`build`](Self::build) (default: in `build`), for a process that
     /// may start before its database; the first request then fails as
@@ -157,6 +181,11 @@ impl PostgresStoreBuilder {
         }
         let tables = Tables::in_schema(&schema);
         let server = describe(&self.config);
+        let tls = self.tls.connector()?;
+        let listen_tls = match &self.listen_tls {
+            Some(t) => t.connector()?,
+            None => tls.clone(),
+        };
         let store = PostgresStore {
             inner: Arc::new(Inner {
                 sql: Statements {
@@ -168,10 +197,11 @@ impl PostgresStoreBuilder {
                 },
                 tables: tables.clone(),
                 listen: match self.listen {
-                    Listen::Same => Some(self.config.clone()),
-                    Listen::At(c) => Some(*c),
+                    Listen::Same => Some((self.config.clone(), tls.clone())),
+                    Listen::At(c) => Some((*c, listen_tls)),
                     Listen::Off => None,
                 },
+                tls,
                 listener: Arc::new(Listener::new()),
                 tables_ready: std::sync::atomic::AtomicBool::new(false),
                 config: self.config,
@@ -224,6 +254,8 @@ impl PostgresStore {
             poll_interval: DEFAULT_POLL_INTERVAL,
             lazy: false,
             listen: Listen::Same,
+            tls: Tls::unverified(),
+            listen_tls: None,
         }
     }
 
@@ -266,14 +298,17 @@ impl PostgresStore {
         if let Some(c) = self.cached() {
             return Ok(c);
         }
-        let (client, connection) =
-            self.inner.config.connect(NoTls).await.map_err(|e| {
-                classify(format!("postgres store {}: connect", self.inner.server), e)
-            })?;
+        let (client, mut messages) = crate::tls::connect(&self.inner.config, &self.inner.tls)
+            .await
+            .map_err(|e| classify(format!("postgres store {}: connect", self.inner.server), e))?;
         let server = self.inner.server.clone();
         tokio::spawn(async move {
-            if let Err(e) = connection.await {
-                tracing::debug!(%server, error = %e, "postgres connection ended");
+            use futures_util::StreamExt as _;
+            while let Some(message) = messages.next().await {
+                if let Err(e) = message {
+                    tracing::debug!(%server, error = %e, "postgres connection ended");
+                    break;
+                }
             }
         });
         let client = Arc::new(client);

@@ -15,7 +15,8 @@ use std::time::Duration;
 use futures_util::StreamExt as _;
 use regent_core::{ElectionName, LeaderInfo, LeaderStream, LeaseStore, StoreError};
 use tokio::sync::broadcast;
-use tokio_postgres::{AsyncMessage, NoTls};
+use tokio_postgres::AsyncMessage;
+use tokio_postgres_rustls::MakeRustlsConnect;
 
 use crate::sql::CHANNEL;
 
@@ -48,11 +49,7 @@ impl Listener {
 
     /// A receiver of the notifications, starting the connection if none
     /// runs.
-    fn subscribe(
-        &self,
-        config: Option<tokio_postgres::Config>,
-        server: String,
-    ) -> broadcast::Receiver<String> {
+    fn subscribe(&self, config: Option<ListenAt>, server: String) -> broadcast::Receiver<String> {
         let rx = self.tx.subscribe();
         let mut task = self.task.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(config) = config
@@ -83,21 +80,19 @@ impl Drop for Listener {
 /// Keeps a `LISTEN` connection, made again after it breaks, until no
 /// watch is left.
 async fn listen(
-    config: tokio_postgres::Config,
+    (config, tls): ListenAt,
     server: String,
     tx: broadcast::Sender<String>,
     listening: tokio::sync::watch::Sender<bool>,
 ) {
     while tx.receiver_count() > 0 {
-        match config.connect(NoTls).await {
-            Ok((client, mut connection)) => {
+        match crate::tls::connect(&config, &tls).await {
+            Ok((client, mut messages)) => {
                 let (done_tx, mut done) = tokio::sync::oneshot::channel::<()>();
                 let forward = tx.clone();
                 // The connection delivers the notifications; it must be
                 // driven while the LISTEN is sent.
                 let driver = tokio::spawn(async move {
-                    let mut messages =
-                        futures_util::stream::poll_fn(move |cx| connection.poll_message(cx));
                     while let Some(m) = messages.next().await {
                         match m {
                             Ok(AsyncMessage::Notification(n)) => {
@@ -203,12 +198,15 @@ impl<S: LeaseStore> Watch<S> {
     }
 }
 
+/// The server to `LISTEN` on, and how to speak TLS to it.
+pub(crate) type ListenAt = (tokio_postgres::Config, MakeRustlsConnect);
+
 /// Where a watch reads, and where it is woken from.
 pub(crate) struct Source<'a, S> {
     pub(crate) store: &'a S,
     pub(crate) listener: &'a Arc<Listener>,
     /// The connection to `LISTEN` on; `None`: poll only.
-    pub(crate) listen: Option<tokio_postgres::Config>,
+    pub(crate) listen: Option<ListenAt>,
     /// `HOST:PORT/DB`, for logs.
     pub(crate) server: &'a str,
     pub(crate) schema: &'a str,

@@ -15,6 +15,7 @@ use regent_core::target::{
 };
 
 use crate::store::{DEFAULT_SCHEMA, PostgresStore};
+use crate::tls::Tls;
 
 /// The query parameters of libpq's that regent takes.
 const PARAMS: &[&str] = &[
@@ -27,6 +28,9 @@ const PARAMS: &[&str] = &[
     "application_name",
     "target_session_attrs",
     "passfile",
+    "sslrootcert",
+    "sslcert",
+    "sslkey",
 ];
 
 /// The PostgreSQL store kind: `postgres://` and `postgresql://` URLs.
@@ -49,8 +53,17 @@ const PARAMS: &[&str] = &[
 /// `PGPASSWORD`, else the password file (`passfile`, `PGPASSFILE`, else
 /// `~/.pgpass`, lines `HOST:PORT:DB:USER:PASSWORD` as libpq reads them).
 ///
-/// `sslmode` `disable`, `allow` and `prefer` connect without TLS; TLS
-/// (`require` and stricter) is not built yet, and is refused as such.
+/// TLS as libpq's `sslmode` (default `prefer`; `PGSSLMODE`): `disable`;
+/// `allow` and `prefer` (TLS if the server offers it, unchecked; `allow`
+/// tries TLS first, as `prefer`); `require` (TLS, unchecked unless a root
+/// certificate is found, then as `verify-ca`); `verify-ca` (the server's
+/// certificate chains to the root certificate); `verify-full` (and names
+/// the host). The root certificate is `sslrootcert` (`PGSSLROOTCERT`,
+/// else `~/.postgresql/root.crt`), or `system` for the system's trusted
+/// roots (which, as in libpq, makes `verify-full` the default and refuses
+/// weaker modes); a client certificate is `sslcert` and `sslkey`
+/// (`PGSSLCERT`, `PGSSLKEY`, else `~/.postgresql/postgresql.crt` and
+/// `.key` if they exist).
 pub static KIND: StoreKind = StoreKind {
     name: "postgres",
     schemes: &["postgres", "postgresql"],
@@ -110,6 +123,81 @@ struct Endpoint {
     connect_timeout: Option<Duration>,
     application_name: String,
     read_write: bool,
+    tls: TlsSettings,
+}
+
+/// libpq's `sslmode`.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Mode {
+    Disable,
+    Allow,
+    Prefer,
+    Require,
+    VerifyCa,
+    VerifyFull,
+}
+
+impl Mode {
+    fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "disable" => Self::Disable,
+            "allow" => Self::Allow,
+            "prefer" => Self::Prefer,
+            "require" => Self::Require,
+            "verify-ca" => Self::VerifyCa,
+            "verify-full" => Self::VerifyFull,
+            _ => return None,
+        })
+    }
+}
+
+/// How one endpoint speaks TLS, with the files it names read.
+#[derive(Clone, PartialEq, Eq)]
+struct TlsSettings {
+    mode: Mode,
+    /// The root certificates (PEM), or `None` for the system's trusted
+    /// roots; read only where the mode checks the server.
+    roots: Option<Roots>,
+    /// The client certificate and key (PEM).
+    identity: Option<(Vec<u8>, Vec<u8>)>,
+}
+
+#[derive(Clone, PartialEq, Eq)]
+enum Roots {
+    Pem(Vec<u8>),
+    System,
+}
+
+impl TlsSettings {
+    const OFF: Self = Self {
+        mode: Mode::Disable,
+        roots: None,
+        identity: None,
+    };
+
+    /// Whether a connection speaks TLS.
+    fn ssl_mode(&self) -> tokio_postgres::config::SslMode {
+        use tokio_postgres::config::SslMode;
+        match self.mode {
+            Mode::Disable => SslMode::Disable,
+            Mode::Allow | Mode::Prefer => SslMode::Prefer,
+            Mode::Require | Mode::VerifyCa | Mode::VerifyFull => SslMode::Require,
+        }
+    }
+
+    /// How it checks the server.
+    fn tls(&self) -> Result<Tls, regent_core::StoreError> {
+        let tls = match (&self.mode, &self.roots) {
+            (Mode::VerifyFull, Some(Roots::System)) => Tls::verify_full_system()?,
+            (Mode::VerifyFull, Some(Roots::Pem(pem))) => Tls::verify_full(pem)?,
+            (Mode::VerifyCa | Mode::Require, Some(Roots::Pem(pem))) => Tls::verify_ca(pem)?,
+            _ => Tls::unverified(),
+        };
+        match &self.identity {
+            Some((cert, key)) => tls.client_certificate(cert, key),
+            None => Ok(tls),
+        }
+    }
 }
 
 impl fmt::Debug for PostgresTarget {
@@ -136,8 +224,20 @@ impl fmt::Display for Endpoint {
             hosts.join(","),
             self.dbname
         )?;
+        let mut query = Vec::new();
         if self.read_write {
-            f.write_str("?target_session_attrs=read-write")?;
+            query.push("target_session_attrs=read-write");
+        }
+        match self.tls.mode {
+            Mode::Prefer => {}
+            Mode::Disable => query.push("sslmode=disable"),
+            Mode::Allow => query.push("sslmode=allow"),
+            Mode::Require => query.push("sslmode=require"),
+            Mode::VerifyCa => query.push("sslmode=verify-ca"),
+            Mode::VerifyFull => query.push("sslmode=verify-full"),
+        }
+        if !query.is_empty() {
+            write!(f, "?{}", query.join("&"))?;
         }
         Ok(())
     }
@@ -333,30 +433,7 @@ fn endpoint(
             port,
         ));
     }
-    match params
-        .get("sslmode")
-        .cloned()
-        .map_or_else(|| var(env, "PGSSLMODE"), |m| Ok(Some(m)))?
-    {
-        None => {}
-        Some(m) if ["disable", "allow", "prefer"].contains(&m.as_str()) => {}
-        Some(m) if ["require", "verify-ca", "verify-full"].contains(&m.as_str()) => {
-            return Err(TargetError::url(
-                &KIND,
-                url,
-                format!(
-                    "asks for sslmode={m}: TLS to PostgreSQL is not built into this regent yet"
-                ),
-            ));
-        }
-        Some(m) => {
-            return Err(TargetError::url(
-                &KIND,
-                url,
-                format!("has sslmode {m:?}, not one of libpq's"),
-            ));
-        }
-    }
+    let tls = tls_settings(url, &params, env)?;
     let connect_timeout = match params
         .get("connect_timeout")
         .cloned()
@@ -413,7 +490,145 @@ fn endpoint(
         connect_timeout,
         application_name,
         read_write,
+        tls,
     })
+}
+
+/// A parameter, else its variable.
+fn param_or_var(
+    params: &BTreeMap<String, String>,
+    name: &str,
+    variable: &str,
+    env: &dyn Fn(&str) -> Option<OsString>,
+) -> Result<Option<String>, TargetError> {
+    match params.get(name) {
+        Some(v) => Ok(Some(v.clone())),
+        None => var(env, variable),
+    }
+}
+
+/// A file in `~/.postgresql`, if it exists (libpq's defaults).
+fn default_file(env: &dyn Fn(&str) -> Option<OsString>, name: &str) -> Option<PathBuf> {
+    let path = PathBuf::from(env("HOME")?).join(".postgresql").join(name);
+    path.is_file().then_some(path)
+}
+
+fn read_file(url: &str, what: &str, path: &std::path::Path) -> Result<Vec<u8>, TargetError> {
+    std::fs::read(path).map_err(|e| {
+        TargetError::url(
+            &KIND,
+            url,
+            format!(
+                "names the {what} {}, which cannot be read: {e}",
+                path.display()
+            ),
+        )
+    })
+}
+
+/// `sslmode`, `sslrootcert`, `sslcert` and `sslkey` as libpq reads them,
+/// with the files they name read.
+fn tls_settings(
+    url: &str,
+    params: &BTreeMap<String, String>,
+    env: &dyn Fn(&str) -> Option<OsString>,
+) -> Result<TlsSettings, TargetError> {
+    let root = param_or_var(params, "sslrootcert", "PGSSLROOTCERT", env)?;
+    let system = root.as_deref() == Some("system");
+    let mode = match param_or_var(params, "sslmode", "PGSSLMODE", env)? {
+        // As libpq 16: the system's roots are for checking names.
+        None if system => Mode::VerifyFull,
+        None => Mode::Prefer,
+        Some(m) => Mode::parse(&m).ok_or_else(|| {
+            TargetError::url(
+                &KIND,
+                url,
+                format!(
+                    "has sslmode {m:?}, not one of libpq's (disable, allow, prefer, require, verify-ca, verify-full)"
+                ),
+            )
+        })?,
+    };
+    if mode == Mode::Disable {
+        return Ok(TlsSettings::OFF);
+    }
+    if system && mode != Mode::VerifyFull {
+        return Err(TargetError::url(
+            &KIND,
+            url,
+            "has sslrootcert=system with a weaker sslmode than verify-full: as libpq, the \
+             system's roots are only used to check the server's name (sslmode=verify-full)",
+        ));
+    }
+    let checks = matches!(mode, Mode::Require | Mode::VerifyCa | Mode::VerifyFull);
+    let roots = match root {
+        _ if !checks => None,
+        Some(_) if system => Some(Roots::System),
+        Some(path) => Some(Roots::Pem(read_file(
+            url,
+            "root certificate (sslrootcert)",
+            std::path::Path::new(&path),
+        )?)),
+        None => match default_file(env, "root.crt") {
+            Some(path) => Some(Roots::Pem(read_file(url, "root certificate", &path)?)),
+            None => None,
+        },
+    };
+    if roots.is_none() && matches!(mode, Mode::VerifyCa | Mode::VerifyFull) {
+        return Err(TargetError::url(
+            &KIND,
+            url,
+            format!(
+                "asks for sslmode={} with no root certificate to check the server by: give \
+                 sslrootcert (PGSSLROOTCERT), put it in ~/.postgresql/root.crt, or use \
+                 sslrootcert=system for the system's trusted roots",
+                if mode == Mode::VerifyCa {
+                    "verify-ca"
+                } else {
+                    "verify-full"
+                }
+            ),
+        ));
+    }
+    let cert = match param_or_var(params, "sslcert", "PGSSLCERT", env)? {
+        Some(p) => Some(PathBuf::from(p)),
+        None => default_file(env, "postgresql.crt"),
+    };
+    let key = match param_or_var(params, "sslkey", "PGSSLKEY", env)? {
+        Some(p) => Some(PathBuf::from(p)),
+        None => default_file(env, "postgresql.key"),
+    };
+    let identity = match (cert, key) {
+        (None, None) => None,
+        (Some(cert), Some(key)) => Some((
+            read_file(url, "client certificate (sslcert)", &cert)?,
+            read_file(url, "client key (sslkey)", &key)?,
+        )),
+        (Some(_), None) => {
+            return Err(TargetError::url(
+                &KIND,
+                url,
+                "has a client certificate (sslcert) but no key: give sslkey (PGSSLKEY)",
+            ));
+        }
+        (None, Some(_)) => {
+            return Err(TargetError::url(
+                &KIND,
+                url,
+                "has a client key (sslkey) but no certificate: give sslcert (PGSSLCERT)",
+            ));
+        }
+    };
+    let settings = TlsSettings {
+        mode,
+        roots,
+        identity,
+    };
+    // Refused now, with the URL, rather than at the first connection.
+    settings
+        .tls()
+        .map_err(|e| TargetError::url(&KIND, url, e.to_string()))?;
+    Ok(settings)
 }
 
 /// The password of the first line of a password file that matches (as
@@ -466,6 +681,7 @@ impl Endpoint {
         if self.read_write {
             c.target_session_attrs(tokio_postgres::config::TargetSessionAttrs::ReadWrite);
         }
+        c.ssl_mode(self.tls.ssl_mode());
         c
     }
 }
@@ -477,11 +693,14 @@ impl Target for PostgresTarget {
 
     fn connect(&self, call_timeout: Duration) -> ConnectFuture<'_> {
         Box::pin(async move {
-            let store = PostgresStore::builder(self.main.config(call_timeout))
+            let mut builder = PostgresStore::builder(self.main.config(call_timeout))
                 .schema(self.schema.clone())
-                .listen_on(self.listen.as_ref().map(|l| l.config(call_timeout)))
-                .build()
-                .await?;
+                .tls(self.main.tls.tls()?)
+                .listen_on(self.listen.as_ref().map(|l| l.config(call_timeout)));
+            if let Some(listen) = &self.listen {
+                builder = builder.listen_tls(listen.tls.tls()?);
+            }
+            let store = builder.build().await?;
             Ok(BoxStore::new(store))
         })
     }

@@ -93,11 +93,23 @@ fn a_password_never_comes_from_the_command_line() {
 fn bad_urls_say_what_is_wrong() {
     for (url, says) in [
         ("etcd://h", "is not a postgres:// URL"),
-        ("postgres://h/db?sslcert=x", "does not take"),
+        ("postgres://h/db?sslcrl=x", "does not take"),
         ("postgres://h:99999/db", "not a port number"),
         (
-            "postgres://h/db?sslmode=require",
-            "TLS to PostgreSQL is not built",
+            "postgres://h/db?sslmode=verify-ca",
+            "no root certificate to check the server by",
+        ),
+        (
+            "postgres://h/db?sslmode=require&sslrootcert=system",
+            "weaker sslmode than verify-full",
+        ),
+        (
+            "postgres://h/db?sslmode=verify-ca&sslrootcert=/no/such/ca.pem",
+            "/no/such/ca.pem, which cannot be read",
+        ),
+        (
+            "postgres://h/db?sslmode=require&sslcert=/no/such/c.pem",
+            "no key: give sslkey",
         ),
         ("postgres://h/db?sslmode=sometimes", "not one of libpq's"),
         ("postgres://h/db?connect_timeout=2s", "not whole seconds"),
@@ -134,4 +146,67 @@ fn options_schema_and_where_to_listen() {
     o.set(&KIND, "schema", "1bad").unwrap();
     let e = parse_target("postgres://h/db", &o, &with_env(&[])).unwrap_err();
     assert!(e.to_string().contains("plain identifier"), "{e}");
+}
+
+#[test]
+fn tls_as_libpq_reads_it() {
+    let dir = std::env::temp_dir().join(format!("regent-pg-tls-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    // The default: TLS if the server offers it, unchecked.
+    let t = target("postgres://app@db/jobs", &[]).unwrap();
+    assert_eq!(t.main.tls.mode, Mode::Prefer);
+    assert_eq!(t.to_string(), "postgres://app@db:5432/jobs");
+    let t = target("postgres://app@db/jobs?sslmode=require", &[]).unwrap();
+    assert_eq!(t.to_string(), "postgres://app@db:5432/jobs?sslmode=require");
+    assert!(t.main.tls.roots.is_none());
+    let t = target("postgres://app@db/jobs", &[("PGSSLMODE", "disable")]).unwrap();
+    assert_eq!(
+        t.main.config(Duration::from_secs(1)).get_ssl_mode(),
+        tokio_postgres::config::SslMode::Disable
+    );
+    // The system's roots make verify-full the default, as libpq 16.
+    let t = target("postgres://app@db/jobs?sslrootcert=system", &[]).unwrap();
+    assert_eq!(t.main.tls.mode, Mode::VerifyFull);
+    // A root certificate in ~/.postgresql turns require into verify-ca.
+    let home = dir.join("home");
+    std::fs::create_dir_all(home.join(".postgresql")).unwrap();
+    let pki = regent_testkit::pki::TlsFiles::generate(&dir).unwrap();
+    std::fs::copy(pki.ca_cert(), home.join(".postgresql/root.crt")).unwrap();
+    let h = home.to_str().unwrap();
+    let t = target("postgres://app@db/jobs?sslmode=require", &[("HOME", h)]).unwrap();
+    assert!(matches!(t.main.tls.roots, Some(Roots::Pem(_))));
+    // Files that hold the wrong thing are named at once.
+    let ca = pki.ca_cert().to_str().unwrap();
+    let key = pki.client_key().to_str().unwrap();
+    let e = target(
+        &format!("postgres://app@db/jobs?sslmode=verify-full&sslrootcert={key}"),
+        &[],
+    )
+    .unwrap_err();
+    assert!(e.contains("no CERTIFICATE block"), "{e}");
+    let e = target(
+        &format!(
+            "postgres://app@db/jobs?sslmode=verify-full&sslrootcert={ca}&sslcert={ca}&sslkey={ca}"
+        ),
+        &[],
+    )
+    .unwrap_err();
+    assert!(e.contains("no usable PRIVATE KEY"), "{e}");
+    // The variables stand in for the parameters.
+    let cert = pki.client_cert().to_str().unwrap();
+    let t = target(
+        "postgres://app@db/jobs",
+        &[
+            ("PGSSLMODE", "verify-ca"),
+            ("PGSSLROOTCERT", ca),
+            ("PGSSLCERT", cert),
+            ("PGSSLKEY", key),
+        ],
+    )
+    .unwrap();
+    assert_eq!(t.main.tls.mode, Mode::VerifyCa);
+    assert!(t.main.tls.identity.is_some());
+    // The key never shows.
+    assert!(!format!("{t:?}").contains("PRIVATE"));
+    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -5,6 +5,7 @@
 use std::fs::{self, OpenOptions};
 use std::io::Write as _;
 use std::net::{Ipv4Addr, SocketAddr};
+use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -20,6 +21,7 @@ use super::family::Family;
 use super::programs::{BINDIR_VAR, Programs, RunAs};
 use super::psql::{self, QUERY_TIMEOUT};
 use super::{DATABASE, SUPERUSER, wire};
+use crate::pki::TlsFiles;
 
 /// Bound on each readiness or health question (asked again and again
 /// while a server starts, so short).
@@ -230,6 +232,56 @@ impl Postgres {
             QUERY_TIMEOUT,
             &instance,
         )
+    }
+
+    /// Turns TLS on, with the server certificate and key of `files` (for
+    /// `127.0.0.1` and `localhost`) and its CA for client certificates,
+    /// puts the `pg_hba.conf` lines `hba` before the kit's own (which let
+    /// every role in without TLS), and restarts the server.
+    ///
+    /// ```text
+    /// hostnossl all tls_only 127.0.0.1/32 reject
+    /// hostssl   all cert_only 127.0.0.1/32 trust clientcert=verify-ca
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`EngineError::Io`] when a file cannot be copied or written; then
+    /// as [`Postgres::restart`].
+    pub fn enable_tls(&mut self, files: &TlsFiles, hba: &[&str]) -> Result<(), EngineError> {
+        let data = self.data_dir();
+        let io = |action: &'static str| move |source| EngineError::Io { action, source };
+        for (from, to) in [
+            (files.server_cert(), "server.crt"),
+            (files.server_key(), "server.key"),
+            (files.ca_cert(), "ca.crt"),
+        ] {
+            let to = data.join(to);
+            fs::copy(from, &to).map_err(io("copy a TLS file into a data directory"))?;
+            // The server refuses a key that others may read.
+            fs::set_permissions(&to, fs::Permissions::from_mode(0o600))
+                .map_err(io("make a TLS file private"))?;
+            self.run_as.own(&to)?;
+        }
+        let mut conf = OpenOptions::new()
+            .append(true)
+            .open(data.join("postgresql.conf"))
+            .map_err(io("open postgresql.conf"))?;
+        conf.write_all(
+            b"\n# regent-testkit: TLS\nssl = on\nssl_cert_file = 'server.crt'\n\
+              ssl_key_file = 'server.key'\nssl_ca_file = 'ca.crt'\n",
+        )
+        .map_err(io("turn TLS on in postgresql.conf"))?;
+        let hba_path = data.join("pg_hba.conf");
+        let old = fs::read_to_string(&hba_path).map_err(io("read pg_hba.conf"))?;
+        let mut new = String::from("# regent-testkit: TLS\n");
+        for line in hba {
+            new.push_str(line);
+            new.push('\n');
+        }
+        new.push_str(&old);
+        fs::write(&hba_path, new).map_err(io("write pg_hba.conf"))?;
+        self.restart()
     }
 
     /// Terminates (`pg_terminate_backend`) every client's connection to the

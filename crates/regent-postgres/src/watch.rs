@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use futures_util::StreamExt as _;
-use regent_core::{ElectionName, LeaderInfo, LeaderStream, LeaseStore, StoreError};
+use regent_core::{ElectionName, LeaderStream, LeaseStore, StoreError};
 use tokio::sync::broadcast;
 use tokio_postgres::AsyncMessage;
 use tokio_postgres_rustls::MakeRustlsConnect;
@@ -133,71 +133,6 @@ async fn listen(
     }
 }
 
-/// The state of a watch between items.
-struct Watch<S> {
-    store: S,
-    election: ElectionName,
-    /// `SCHEMA/ELECTION`, as the notifications name it.
-    payload: String,
-    interval: Duration,
-    wake: broadcast::Receiver<String>,
-    first: Option<Option<LeaderInfo>>,
-    /// The last state emitted; `None` after an error.
-    last: Option<Option<LeaderInfo>>,
-    done: bool,
-}
-
-type Item = Result<Option<LeaderInfo>, StoreError>;
-
-impl<S: LeaseStore> Watch<S> {
-    async fn next(mut self) -> Option<(Item, Self)> {
-        if let Some(first) = self.first.take() {
-            self.last = Some(first.clone());
-            return Some((Ok(first), self));
-        }
-        if self.done {
-            return None;
-        }
-        loop {
-            self.woken().await;
-            match self.store.current_leader(&self.election).await {
-                Ok(leader) if self.last.as_ref() == Some(&leader) => {}
-                Ok(leader) => {
-                    self.last = Some(leader.clone());
-                    return Some((Ok(leader), self));
-                }
-                Err(e) => {
-                    self.last = None;
-                    self.done = !e.is_transient();
-                    return Some((Err(e), self));
-                }
-            }
-        }
-    }
-
-    /// Until the interval passes or a notification names this election.
-    async fn woken(&mut self) {
-        let tick = tokio::time::sleep(self.interval);
-        tokio::pin!(tick);
-        loop {
-            tokio::select! {
-                () = &mut tick => return,
-                r = self.wake.recv() => match r {
-                    Ok(p) if p == self.payload => return,
-                    Ok(_) => {}
-                    // Missed some: one of them may have been ours.
-                    Err(broadcast::error::RecvError::Lagged(_)) => return,
-                    Err(broadcast::error::RecvError::Closed) => {
-                        // No listener any more: poll.
-                        (&mut tick).await;
-                        return;
-                    }
-                },
-            }
-        }
-    }
-}
-
 /// The server to `LISTEN` on, and how to speak TLS to it.
 pub(crate) type ListenAt = (tokio_postgres::Config, MakeRustlsConnect);
 
@@ -227,17 +162,28 @@ pub(crate) async fn watch<S: LeaseStore + Clone>(
         let mut listening = source.listener.listening.subscribe();
         let _ = tokio::time::timeout(LISTEN_WAIT, listening.wait_for(|l| *l)).await;
     }
-    let first = source.store.current_leader(election).await?;
-    let interval = source.interval;
-    let state = Watch {
-        store: source.store.clone(),
-        election: election.clone(),
-        payload: format!("{}/{election}", source.schema),
-        interval,
-        wake,
-        first: Some(first),
-        last: None,
-        done: false,
-    };
-    Ok(Box::pin(futures_util::stream::unfold(state, Watch::next)))
+    // A notification that names this election reads at once; one missed
+    // may have been ours.
+    let payload = format!("{}/{election}", source.schema);
+    let rung = futures_util::stream::unfold(wake, move |mut wake| {
+        let payload = payload.clone();
+        async move {
+            loop {
+                match wake.recv().await {
+                    Ok(p) if p == payload => return Some(((), wake)),
+                    Ok(_) => {}
+                    Err(broadcast::error::RecvError::Lagged(_)) => return Some(((), wake)),
+                    // No listener any more: the watch polls.
+                    Err(broadcast::error::RecvError::Closed) => return None,
+                }
+            }
+        }
+    });
+    regent_core::store::poll_watch_woken(
+        source.store.clone(),
+        election.clone(),
+        source.interval,
+        rung,
+    )
+    .await
 }

@@ -136,7 +136,7 @@ pub mod shared;
 pub mod shared_watch;
 
 pub use boxed::{BoxStore, DynLeaseStore};
-pub use poll::poll_watch;
+pub use poll::{poll_watch, poll_watch_woken};
 
 /// A stream of the leader of one election, as the store sees it: `None` is
 /// "no leader". The first item is the state when the watch started; then one

@@ -1,7 +1,10 @@
 //! [`poll_watch`]: [`LeaseStore::watch`] for stores that cannot push
 //! changes.
 
+use std::pin::Pin;
 use std::time::Duration;
+
+use futures_util::{Stream, StreamExt as _};
 
 use super::{LeaderStream, LeaseStore};
 use crate::error::{ErrorKind, StoreError};
@@ -60,6 +63,43 @@ pub async fn poll_watch<S>(
 where
     S: LeaseStore + Clone,
 {
+    poll_watch_woken(store, election, interval, futures_util::stream::empty()).await
+}
+
+/// [`poll_watch`] that also reads at once whenever `wake` yields: for a
+/// store whose server can say "this election changed" (PostgreSQL's
+/// `NOTIFY`) but not how, or not reliably. Every item of `wake` is one read
+/// (several pending ones are not merged: yield once per change); when
+/// `wake` ends, the watch polls on alone.
+///
+/// ```
+/// # use std::time::Duration;
+/// # use regent_core::{ElectionName, LeaderStream, StoreError, memory::MemoryStore};
+/// # async fn watch(store: &MemoryStore, election: &ElectionName) -> Result<LeaderStream, StoreError> {
+/// let (bell, rung) = tokio::sync::mpsc::unbounded_channel::<()>();
+/// let rung = futures_util::stream::unfold(rung, |mut r| async { r.recv().await.map(|()| ((), r)) });
+/// let w = regent_core::store::poll_watch_woken(store.clone(), election.clone(), Duration::from_secs(1), rung).await?;
+/// bell.send(()).ok(); // the next read is now, not in a second
+/// # Ok(w) }
+/// ```
+///
+/// # Errors
+///
+/// As [`poll_watch`].
+///
+/// # Cancel safety
+///
+/// Cancel safe: it only reads.
+pub async fn poll_watch_woken<S, W>(
+    store: S,
+    election: ElectionName,
+    interval: Duration,
+    wake: W,
+) -> Result<LeaderStream, StoreError>
+where
+    S: LeaseStore + Clone,
+    W: Stream<Item = ()> + Send + 'static,
+{
     if interval.is_zero() {
         return Err(StoreError::new(
             ErrorKind::Config,
@@ -74,6 +114,7 @@ where
         store,
         election,
         interval,
+        wake: Some(Box::pin(wake)),
         first: Some(first),
         last: None,
         done: false,
@@ -86,6 +127,8 @@ struct Poll<S> {
     store: S,
     election: ElectionName,
     interval: Duration,
+    /// What reads before the interval is up; `None` once it ended.
+    wake: Option<Pin<Box<dyn Stream<Item = ()> + Send>>>,
     /// The state read when the watch started, not yet emitted.
     first: Option<Option<LeaderInfo>>,
     /// The last state emitted; `None` after an error, so that the state
@@ -107,7 +150,7 @@ impl<S: LeaseStore> Poll<S> {
             return None;
         }
         loop {
-            tokio::time::sleep(self.interval).await;
+            self.pause().await;
             match self.store.current_leader(&self.election).await {
                 Ok(leader) if self.last.as_ref() == Some(&leader) => {}
                 Ok(leader) => {
@@ -121,6 +164,24 @@ impl<S: LeaseStore> Poll<S> {
                 }
             }
         }
+    }
+}
+
+impl<S> Poll<S> {
+    /// Until the interval is up, or `wake` yields.
+    async fn pause(&mut self) {
+        let tick = tokio::time::sleep(self.interval);
+        tokio::pin!(tick);
+        if let Some(wake) = &mut self.wake {
+            tokio::select! {
+                () = &mut tick => return,
+                rung = wake.next() => match rung {
+                    Some(()) => return,
+                    None => self.wake = None,
+                },
+            }
+        }
+        tick.await;
     }
 }
 
@@ -237,6 +298,30 @@ mod tests {
         store.put_garbage(&election());
         let err = poll_watch(store, election(), EVERY).await.err().unwrap();
         assert_eq!(err.kind(), ErrorKind::Corrupt);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_wake_up_reads_at_once_and_an_ended_one_leaves_the_poll() {
+        let store = MemoryStore::race();
+        let (bell, rung) = tokio::sync::mpsc::unbounded_channel::<()>();
+        let rung =
+            futures_util::stream::unfold(rung, |mut r| async { r.recv().await.map(|()| ((), r)) });
+        let long = Duration::from_secs(3600);
+        let mut w = poll_watch_woken(store.clone(), election(), long, rung)
+            .await
+            .unwrap();
+        assert_eq!(holder_of(w.next().await.unwrap()), None);
+        win(&store, "a", Duration::from_secs(60)).await;
+        let start = Instant::now();
+        bell.send(()).unwrap();
+        assert_eq!(holder_of(w.next().await.unwrap()).as_deref(), Some("a"));
+        assert_eq!(start.elapsed(), Duration::ZERO, "read at the wake-up");
+        // The bell gone, the interval alone wakes the watch.
+        drop(bell);
+        store.delete_records(&election());
+        let start = Instant::now();
+        assert_eq!(holder_of(w.next().await.unwrap()), None);
+        assert_eq!(start.elapsed(), long);
     }
 
     #[tokio::test(start_paused = true)]

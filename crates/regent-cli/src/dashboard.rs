@@ -27,7 +27,7 @@ pub(crate) async fn dashboard(args: DashboardArgs) -> Result<u8, CliError> {
     let mut stops = Stops::new(false)?;
     // Serving from now: while the stores are being reached, the probes
     // say so.
-    let serving = endpoint.serve("dashboard")?;
+    let serving = endpoint.serve("dashboard", sources.len())?;
     let calls = StoreCalls::new();
     for source in sources {
         let shown = tokio::select! {

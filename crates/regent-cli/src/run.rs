@@ -150,7 +150,7 @@ pub(crate) fn serve(
     endpoint: Option<Endpoint>,
     source: &'static str,
 ) -> Result<Option<Serving>, CliError> {
-    endpoint.map(|e| e.serve(source)).transpose()
+    endpoint.map(|e| e.serve(source, 1)).transpose()
 }
 
 /// Shows `monitor`'s election (on `store`, whose line `candidates`

@@ -86,6 +86,8 @@ struct Served {
     source: &'static str,
     /// The elections shown: none while the store is being reached.
     shown: RwLock<Vec<Shown>>,
+    /// How many elections it will show once every store is reached.
+    expected: usize,
     metrics: Metrics,
     registry: Registry,
 }
@@ -139,11 +141,12 @@ impl Endpoint {
         Ok(Self { listener })
     }
 
-    /// Serves at once, as `source` (`run`, `dashboard`): the elections
-    /// come with [`Serving::show`] once their store is open, and until then
-    /// the probes say the process is starting (so a store that takes its
-    /// time to answer is visible as such).
-    pub(crate) fn serve(self, source: &'static str) -> Result<Serving, CliError> {
+    /// Serves at once, as `source` (`run`, `dashboard`): the `expected`
+    /// elections come with [`Serving::show`] once their store is open, and
+    /// until all have come the readiness probe says the process is
+    /// starting (so a store that takes its time to answer is visible as
+    /// such).
+    pub(crate) fn serve(self, source: &'static str, expected: usize) -> Result<Serving, CliError> {
         let listener = tokio::net::TcpListener::from_std(self.listener)
             .map_err(|e| CliError::failure(format!("the HTTP endpoint: {e}")))?;
         let addr = listener.local_addr().ok();
@@ -153,6 +156,7 @@ impl Endpoint {
         let served = Arc::new(Served {
             source,
             shown: RwLock::new(Vec::new()),
+            expected: expected.max(1),
             metrics,
             registry,
         });
@@ -224,16 +228,26 @@ async fn metrics_text(State(served): State<Arc<Served>>) -> Response {
 /// Every election's check, joined; 503 with the first failure's reason.
 fn check(served: &Served, ready: bool) -> Response {
     let all = served.shown();
-    let several = all.len() > 1;
+    let several = served.expected > 1;
     let mut lines = Vec::new();
     let mut failed = false;
-    if all.is_empty() {
-        // Alive and doing what it should; not ready to serve.
+    if all.len() < served.expected {
+        // Alive and doing what it should; not ready to serve until every
+        // election is watched.
         failed = ready;
-        lines.push(if ready {
-            STARTING.to_owned()
+        let starting = if several {
+            format!(
+                "{STARTING} ({} of {} elections watched)",
+                all.len(),
+                served.expected
+            )
         } else {
-            format!("ok: {STARTING}")
+            STARTING.to_owned()
+        };
+        lines.push(if ready {
+            starting
+        } else {
+            format!("ok: {starting}")
         });
     }
     for shown in &all {
@@ -319,4 +333,71 @@ async fn api_state(State(served): State<Arc<Served>>) -> Response {
         }
     }
     axum::Json(state::of(served.source, &all)).into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use regent_core::Observer;
+    use regent_core::memory::MemoryStore;
+
+    use super::*;
+
+    fn served(expected: usize) -> Served {
+        Served {
+            source: "dashboard",
+            shown: RwLock::new(Vec::new()),
+            expected,
+            metrics: Metrics::new(),
+            registry: Registry::default(),
+        }
+    }
+
+    fn shown(store: &MemoryStore, election: &str) -> Shown {
+        let election = ElectionName::new(election).unwrap();
+        Shown {
+            monitor: Monitor::observe(Observer::new(store.clone(), election)),
+            store: "memory:".to_owned(),
+            candidates: None,
+        }
+    }
+
+    async fn ready(served: &Served) -> (StatusCode, String) {
+        let response = check(served, true);
+        let status = response.status();
+        let body = axum::body::to_bytes(response.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        (status, String::from_utf8(body.to_vec()).unwrap())
+    }
+
+    /// Regression: a dashboard of two elections answered its readiness
+    /// probe 200 ("ok: observing", naming no election) as soon as the first
+    /// was watched, before the second's store was reached.
+    #[tokio::test(start_paused = true)]
+    async fn ready_only_once_every_election_is_watched() {
+        let store = MemoryStore::race();
+        let s = served(2);
+        s.shown.write().unwrap().push(shown(&store, "jobs"));
+        // However long the first has been watched.
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        let (status, body) = ready(&s).await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+        assert!(body.contains("1 of 2 elections watched"), "{body}");
+        assert!(body.contains("jobs: "), "{body}");
+        s.shown.write().unwrap().push(shown(&store, "other"));
+        let mut answer = ready(&s).await;
+        for _ in 0..50 {
+            if answer.0 == StatusCode::OK {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            answer = ready(&s).await;
+        }
+        let (status, body) = answer;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        assert!(
+            body.contains("ok: jobs: ") && body.contains("ok: other: "),
+            "{body}"
+        );
+    }
 }

@@ -126,6 +126,9 @@
 //! scheme, one feature each. Adding a store is a crate, a feature here and
 //! an entry in [`url`] (the README's "adding a store" lists the steps).
 
+// On docs.rs, every item a feature gates says which (`--cfg docsrs`).
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
 pub use regent_core::*;
 
 /// The memory store: leases in process memory, with fault injection, for
@@ -205,28 +208,33 @@ fn cannot_listen(what: &str, e: &std::io::Error) {
 /// The embedded default store (feature `sqlite`, on by default): leases in
 /// one SQLite file shared by the processes of one host.
 #[cfg(feature = "sqlite")]
+#[doc(inline)]
 pub use regent_sqlite as sqlite;
 
 /// The etcd v3 store (feature `etcd`; `etcd-tls` adds TLS): elections on an
 /// etcd cluster, interoperable with `etcdctl elect`.
 #[cfg(feature = "etcd")]
+#[doc(inline)]
 pub use regent_etcd as etcd;
 
 /// The Consul store (feature `consul`): Consul's leader-election recipe
 /// over sessions and KV, with TLS and ACL tokens.
 #[cfg(feature = "consul")]
+#[doc(inline)]
 pub use regent_consul as consul;
 
 /// The Azure Blob store (feature `azblob`): blob leases, the Leader
 /// Election pattern's reference example, over the REST API with a shared
 /// key or a SAS token (ttl 15 to 60 s).
 #[cfg(feature = "azblob")]
+#[doc(inline)]
 pub use regent_azblob as azblob;
 
 /// The ZooKeeper store (feature `zookeeper`): ephemeral sequential nodes
 /// in the layout of Apache Curator's `LeaderLatch`, one session per store
 /// for every election.
 #[cfg(feature = "zookeeper")]
+#[doc(inline)]
 pub use regent_zookeeper as zookeeper;
 
 /// Peer elections with no store (feature `peer`): the members elect among
@@ -234,12 +242,14 @@ pub use regent_zookeeper as zookeeper;
 /// [`peer::election::PeerElection`] serves the same
 /// [`Supervisor`] and guard as a lease candidate.
 #[cfg(feature = "peer")]
+#[doc(inline)]
 pub use regent_peer as peer;
 
 /// The PostgreSQL store (feature `postgres`): one row per election,
 /// decided by the server's clock, fenced by tokens that outgrow a
 /// standby's promotion, and safe behind PgBouncer's transaction pooling.
 #[cfg(feature = "postgres")]
+#[doc(inline)]
 pub use regent_postgres as postgres;
 
 /// Metrics, health and the timeline of terms (feature `monitor`): a
@@ -250,4 +260,5 @@ pub use regent_postgres as postgres;
 /// `prometheus_client` registry. `examples/service.rs` serves them on an
 /// axum router.
 #[cfg(feature = "monitor")]
+#[doc(inline)]
 pub use regent_monitor as monitor;

@@ -110,8 +110,10 @@ struct Shared {
 /// has stopped. A guard still held at the local lease deadline is not
 /// released at all: the lease then expires by its ttl.
 ///
-/// There is no `is_leader() -> bool`: [`check`](Self::check) answers with
-/// the token or with why leadership ended.
+/// The guard has no `is_leader() -> bool`: [`check`](Self::check) answers
+/// with the token or with why leadership ended. (A candidate's
+/// [`Status::is_leader`](crate::Status::is_leader) is a snapshot for
+/// display and health endpoints; it proves nothing.)
 pub struct Leadership {
     shared: Arc<Shared>,
     /// Asks the renewal task to end leadership with a reason.

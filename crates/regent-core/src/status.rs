@@ -2,6 +2,8 @@
 //! ([`Candidate::status`](crate::Candidate::status)) for health endpoints,
 //! metrics and the CLI.
 
+use std::fmt;
+
 use tokio::sync::watch;
 
 use crate::types::LeaderInfo;
@@ -71,5 +73,50 @@ impl Status {
     /// [`Leadership::check`](crate::Leadership::check) returns.
     pub fn is_leader(&self) -> bool {
         matches!(self, Status::Leader { .. })
+    }
+
+    /// The state's name: `starting`, `follower`, `leader` or `stopped`,
+    /// for a health endpoint's JSON or a metric's label.
+    ///
+    /// ```
+    /// assert_eq!(regent_core::Status::Starting.as_str(), "starting");
+    /// ```
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Status::Starting => "starting",
+            Status::Follower { .. } => "follower",
+            Status::Leader { .. } => "leader",
+            Status::Stopped => "stopped",
+        }
+    }
+}
+
+/// For people: `leader web-1 (token 7)`, `follower of web-2 (token 6)`,
+/// `follower, no leader`, `starting`, `stopped`.
+///
+/// ```
+/// use regent_core::{FencingToken, HolderId, LeaderInfo, Metadata, Status};
+///
+/// let leader = LeaderInfo {
+///     holder: HolderId::new("web-1")?,
+///     token: FencingToken::new(7),
+///     metadata: Metadata::new(),
+/// };
+/// assert_eq!(Status::Leader { leader }.to_string(), "leader web-1 (token 7)");
+/// assert_eq!(Status::Follower { leader: None }.to_string(), "follower, no leader");
+/// # Ok::<(), regent_core::InvalidName>(())
+/// ```
+impl fmt::Display for Status {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Status::Leader { leader } => {
+                write!(f, "leader {} (token {})", leader.holder, leader.token)
+            }
+            Status::Follower {
+                leader: Some(leader),
+            } => write!(f, "follower of {} (token {})", leader.holder, leader.token),
+            Status::Follower { leader: None } => f.write_str("follower, no leader"),
+            Status::Starting | Status::Stopped => f.write_str(self.as_str()),
+        }
     }
 }

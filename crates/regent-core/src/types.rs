@@ -131,6 +131,39 @@ impl HolderId {
     pub fn as_str(&self) -> &str {
         &self.0
     }
+
+    /// `HOSTNAME-PID`, `regent run`'s default `--id`: unique among the
+    /// processes of a host, and it says where the leader runs. The host's
+    /// name is cut to its printable characters (at most 100); `host` if it
+    /// has none.
+    ///
+    /// ```
+    /// let id = regent_core::HolderId::host_pid();
+    /// assert!(id.as_str().ends_with(&format!("-{}", std::process::id())));
+    /// ```
+    pub fn host_pid() -> Self {
+        let host: String = host_name()
+            .chars()
+            .filter(char::is_ascii_graphic)
+            .take(100)
+            .collect();
+        let host = if host.is_empty() { "host".into() } else { host };
+        Self(format!("{host}-{}", std::process::id()).into())
+    }
+}
+
+/// The host's name, as `uname -n` says it.
+#[cfg(unix)]
+fn host_name() -> String {
+    rustix::system::uname()
+        .nodename()
+        .to_string_lossy()
+        .into_owned()
+}
+
+#[cfg(not(unix))]
+fn host_name() -> String {
+    std::env::var("COMPUTERNAME").unwrap_or_default()
 }
 
 impl fmt::Display for HolderId {

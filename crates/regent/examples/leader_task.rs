@@ -38,7 +38,9 @@ async fn main() -> Result<(), BoxError> {
     let output = args
         .next()
         .map_or_else(|| temp("regent-leader-task.log"), PathBuf::from);
-    let holder = args.next().unwrap_or_else(hostname_pid);
+    let holder = args
+        .next()
+        .unwrap_or_else(|| regent::HolderId::host_pid().to_string());
 
     let candidate = Candidate::builder(
         SqliteStore::open(&db).await?,
@@ -151,17 +153,4 @@ impl FencedLog {
 
 fn temp(name: &str) -> PathBuf {
     std::env::temp_dir().join(name)
-}
-
-/// `HOSTNAME-PID`: unique among the processes of a host, and it says where
-/// the leader runs.
-fn hostname_pid() -> String {
-    let uname = rustix::system::uname();
-    let host: String = uname
-        .nodename()
-        .to_string_lossy()
-        .chars()
-        .filter(char::is_ascii_graphic)
-        .collect();
-    format!("{host}-{}", std::process::id())
 }

@@ -33,7 +33,10 @@ async fn main() -> Result<(), BoxError> {
         PathBuf::from,
     );
     let shards: usize = args.next().map_or(Ok(100), |n| n.parse())?;
-    let holder = HolderId::new(args.next().unwrap_or_else(hostname_pid))?;
+    let holder = match args.next() {
+        Some(id) => HolderId::new(id)?,
+        None => HolderId::host_pid(),
+    };
 
     // One store for every election: clones share its connection.
     let store = SqliteStore::open(&db).await?;
@@ -90,17 +93,4 @@ async fn main() -> Result<(), BoxError> {
         leading.load(Ordering::Relaxed)
     );
     Ok(())
-}
-
-/// `HOSTNAME-PID`: unique among the processes of a host, and it says where
-/// the leader runs.
-fn hostname_pid() -> String {
-    let uname = rustix::system::uname();
-    let host: String = uname
-        .nodename()
-        .to_string_lossy()
-        .chars()
-        .filter(char::is_ascii_graphic)
-        .collect();
-    format!("{host}-{}", std::process::id())
 }

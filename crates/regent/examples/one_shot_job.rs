@@ -46,7 +46,9 @@ async fn main() -> Result<(), BoxError> {
     let resource = args
         .next()
         .map_or_else(|| temp("regent-one-shot-job.db"), PathBuf::from);
-    let holder = args.next().unwrap_or_else(hostname_pid);
+    let holder = args
+        .next()
+        .unwrap_or_else(|| regent::HolderId::host_pid().to_string());
     let mut fail_next = std::env::var_os("ONE_SHOT_JOB_FAIL_ONCE").is_some();
 
     let candidate = Candidate::builder(
@@ -185,17 +187,4 @@ impl Jobs {
 
 fn temp(name: &str) -> PathBuf {
     std::env::temp_dir().join(name)
-}
-
-/// `HOSTNAME-PID`: unique among the processes of a host, and it says where
-/// the leader runs.
-fn hostname_pid() -> String {
-    let uname = rustix::system::uname();
-    let host: String = uname
-        .nodename()
-        .to_string_lossy()
-        .chars()
-        .filter(char::is_ascii_graphic)
-        .collect();
-    format!("{host}-{}", std::process::id())
 }

@@ -94,16 +94,7 @@ impl PidNamespace {
 
 /// The default holder id: `HOSTNAME-PID`.
 pub(crate) fn default_id() -> String {
-    let uname = rustix::system::uname();
-    let host: String = uname
-        .nodename()
-        .to_string_lossy()
-        .chars()
-        .filter(char::is_ascii_graphic)
-        .take(100)
-        .collect();
-    let host = if host.is_empty() { "host".into() } else { host };
-    format!("{host}-{}", std::process::id())
+    regent_core::HolderId::host_pid().to_string()
 }
 
 #[cfg(test)]

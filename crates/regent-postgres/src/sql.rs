@@ -96,12 +96,16 @@ impl Tables {
         )
     }
 
-    /// `$1` election, `$2` holder, `$3` token: extends our own live
-    /// record by its ttl from the server's now. Returns a row if it did.
+    /// `$1` election, `$2` holder, `$3` token, `$4` the lease's ttl in
+    /// milliseconds: extends our own live record by that ttl from the
+    /// server's now. Returns a row if it did. The ttl is the lease's, never
+    /// the row's `ttl_ms`: a row rewritten to a ttl of zero or less would
+    /// be left expired by a renewal that said it renewed, and another
+    /// candidate could win while we believe we lead.
     pub(crate) fn renew(&self) -> String {
         format!(
             "UPDATE {leases}
-             SET expires_at = clock_timestamp() + ttl_ms * interval '1 millisecond'
+             SET expires_at = clock_timestamp() + $4 * interval '1 millisecond', ttl_ms = $4
              WHERE election = $1 AND holder = $2 AND token = $3
                AND expires_at > clock_timestamp()
              RETURNING 1",

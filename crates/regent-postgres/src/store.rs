@@ -64,8 +64,9 @@ struct Inner {
     /// The connection to `LISTEN` on (`None`: watches poll only).
     listen: Option<ListenAt>,
     listener: Arc<Listener>,
-    /// One connection attempt at a time.
-    connecting: tokio::sync::Mutex<()>,
+    /// The connection attempt in flight, or the last one: its outcome
+    /// once it has one.
+    connecting: Mutex<Option<Attempt>>,
 }
 
 /// The statements, made once.
@@ -209,7 +210,7 @@ impl PostgresStoreBuilder {
                 schema,
                 poll_interval: self.poll_interval,
                 client: Mutex::new(None),
-                connecting: tokio::sync::Mutex::new(()),
+                connecting: Mutex::new(None),
             }),
         };
         if !self.lazy {
@@ -290,14 +291,73 @@ impl PostgresStore {
     }
 
     /// The connection, made again if it broke.
+    ///
+    /// The attempt runs in a task of its own, which every caller that
+    /// needs it waits for: no caller's future holds it. (It did: a watch
+    /// stream whose consumer left it unpolled mid-connect — a candidate
+    /// parks its watch while it acquires — kept the store's lock for good,
+    /// and every later call of the store waited behind it.)
     async fn client(&self) -> Result<Arc<Client>, StoreError> {
         if let Some(c) = self.cached() {
             return Ok(c);
         }
-        let _one = self.inner.connecting.lock().await;
-        if let Some(c) = self.cached() {
-            return Ok(c);
+        let mut attempt = {
+            let mut slot = self
+                .inner
+                .connecting
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            if let Some(c) = self.cached() {
+                return Ok(c);
+            }
+            match slot.as_ref() {
+                Some(running) if running.borrow().is_none() => running.clone(),
+                _ => {
+                    let (done, running) = tokio::sync::watch::channel(None);
+                    let store = self.clone();
+                    tokio::spawn(async move {
+                        let bound = store.attempt_bound();
+                        let result =
+                            match tokio::time::timeout(bound, store.make_connection()).await {
+                                Ok(r) => r,
+                                Err(_) => Err(StoreError::unavailable(format!(
+                                    "postgres store {}: connect: no answer within {bound:?}",
+                                    store.inner.server
+                                ))),
+                            };
+                        done.send_replace(Some(result.map_err(|e| Failure::of(&e))));
+                    });
+                    *slot = Some(running.clone());
+                    running
+                }
+            }
+        };
+        let outcome = match attempt.wait_for(Option::is_some).await {
+            Ok(outcome) => outcome.clone(),
+            Err(_) => None,
+        };
+        match outcome {
+            Some(Ok(client)) => Ok(client),
+            Some(Err(f)) => Err(StoreError::new(f.kind, f.text)),
+            None => Err(StoreError::unavailable(format!(
+                "postgres store {}: connect: the attempt ended without an answer",
+                self.inner.server
+            ))),
         }
+    }
+
+    /// How long one connection attempt may take, the tables included.
+    fn attempt_bound(&self) -> Duration {
+        self.inner
+            .config
+            .get_connect_timeout()
+            .copied()
+            .unwrap_or(Duration::from_secs(10))
+            + Duration::from_secs(10)
+    }
+
+    /// Makes the connection, and the tables on the first.
+    async fn make_connection(&self) -> Result<Arc<Client>, StoreError> {
         let (client, mut messages) = crate::tls::connect(&self.inner.config, &self.inner.tls)
             .await
             .map_err(|e| classify(format!("postgres store {}: connect", self.inner.server), e))?;
@@ -507,11 +567,13 @@ impl LeaseStore for PostgresStore {
     }
 
     async fn renew(&self, lease: &Lease) -> Result<Renewal, StoreError> {
-        self.own(&self.inner.sql.renew, "renew", lease, None).await
+        let ttl = ttl_ms(lease.ttl);
+        self.own(&self.inner.sql.renew, "renew", lease, Extra::TtlMs(ttl))
+            .await
     }
 
     async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
-        self.own(&self.inner.sql.release, "release", lease, None)
+        self.own(&self.inner.sql.release, "release", lease, Extra::None)
             .await
             .map(|_| ())
     }
@@ -526,7 +588,7 @@ impl LeaseStore for PostgresStore {
             &self.inner.sql.update_metadata,
             "update the metadata of",
             lease,
-            Some(&json),
+            Extra::Metadata(&json),
         )
         .await
     }
@@ -576,7 +638,7 @@ impl PostgresStore {
         sql: &str,
         op: &str,
         lease: &Lease,
-        metadata: Option<&str>,
+        extra: Extra<'_>,
     ) -> Result<Renewal, StoreError> {
         let Ok(token) = i64::try_from(lease.token.get()) else {
             // No row can hold this token.
@@ -589,8 +651,10 @@ impl PostgresStore {
             (&holder, Type::TEXT),
             (&token, Type::INT8),
         ];
-        if let Some(m) = &metadata {
-            params.push((m, Type::TEXT));
+        match &extra {
+            Extra::None => {}
+            Extra::Metadata(m) => params.push((m, Type::TEXT)),
+            Extra::TtlMs(ms) => params.push((ms, Type::INT8)),
         }
         let rows = self.query(what, sql, &params).await?;
         Ok(if rows.is_empty() {
@@ -598,5 +662,35 @@ impl PostgresStore {
         } else {
             Renewal::Renewed
         })
+    }
+}
+
+/// The fourth parameter of a statement on our own record.
+enum Extra<'a> {
+    None,
+    Metadata(&'a str),
+    TtlMs(i64),
+}
+
+/// A connection attempt: `None` while it runs.
+type Attempt = tokio::sync::watch::Receiver<Option<Result<Arc<Client>, Failure>>>;
+
+/// A failed attempt, as every caller that waited for it reports it: its
+/// kind, and its words with their causes (the error itself is one
+/// caller's).
+#[derive(Clone, Debug)]
+struct Failure {
+    kind: regent_core::ErrorKind,
+    text: String,
+}
+
+impl Failure {
+    fn of(e: &StoreError) -> Self {
+        let full = regent_core::report(e).to_string();
+        let prefix = format!("{}: ", e.kind());
+        Self {
+            kind: e.kind(),
+            text: full.strip_prefix(&prefix).unwrap_or(&full).to_owned(),
+        }
     }
 }

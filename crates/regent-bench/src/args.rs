@@ -19,6 +19,11 @@ Stores and their tools (regent run is on every row):
   consul          graceful: consul lock PREFIX CMD, and with `exec CMD`
                   crash: consul lock (about 40 s a run: left out of --short)
   zookeeper       graceful, crash: Curator LeaderLatch (session 2 s)
+  postgres        graceful, crash: regent only (one server; PostgreSQL has
+                  no election tool of its own)
+  pgbouncer       only when named; graceful, crash: regent only, through
+                  PgBouncer in transaction mode, its watches listening
+                  straight to the server (--postgres-listen-url)
   consul-cluster  only when named: three servers, a client agent per
                   candidate; regent at --ttl 15s and 10s beside consul lock
                   (its crash left out of --short)
@@ -31,7 +36,8 @@ Load cases, on any store, only when named in --cases (regent alone):
              1, 100; or --elections), each size in a process of its own:
              store operations, CPU, memory, threads, bytes written per ttl
 The engines come from scripts/install-engines and run on free ports of
-127.0.0.1 (etcd: one member; Consul: a dev agent; ZooKeeper: standalone).
+127.0.0.1 (etcd: one member; Consul: a dev agent; ZooKeeper: standalone;
+PostgreSQL: one server, as the user postgres when run as root).
 The candidates run the `regent` binary beside this one (--regent PATH, or
 REGENT_BIN, to name another): scripts/bench builds both in release mode.
 
@@ -40,6 +46,7 @@ Examples:
   scripts/bench --stores sqlite,etcd,zookeeper,consul --cases graceful,etcd:crash \\
       --out docs/benchmarks.md --json /tmp/samples.json
   scripts/bench --stores consul-cluster --runs 5
+  scripts/bench --stores postgres,pgbouncer --out /tmp/postgres.md
   scripts/bench --stores sqlite,etcd,zookeeper --cases herd,scale --out docs/load.md
   scripts/bench --stores sqlite,memory --cases scale --elections 1000,10000 \\
       --window 30s --followers --spread
@@ -95,8 +102,9 @@ pub(crate) struct BenchArgs {
     #[arg(long)]
     pub(crate) short: bool,
     /// The stores, comma-separated: sqlite, etcd, consul, zookeeper,
-    /// consul-cluster, memory (default: sqlite and every one of the first
-    /// four whose engine is installed).
+    /// postgres, pgbouncer, consul-cluster, memory (default: sqlite and
+    /// every one of etcd, consul, zookeeper and postgres whose engine is
+    /// installed).
     #[arg(long, value_name = "LIST")]
     pub(crate) stores: Option<String>,
     /// The cases, comma-separated: graceful, crash, and the load cases

@@ -34,7 +34,12 @@ pub(crate) const CURATOR_SESSION: Duration = Duration::from_secs(2);
 pub(crate) fn regent_ttl(store: StoreKind) -> Duration {
     match store {
         StoreKind::Consul | StoreKind::ConsulCluster => CONSUL_LOCK_TTL,
-        StoreKind::Sqlite | StoreKind::Etcd | StoreKind::ZooKeeper | StoreKind::Memory => TTL,
+        StoreKind::Sqlite
+        | StoreKind::Etcd
+        | StoreKind::ZooKeeper
+        | StoreKind::Postgres
+        | StoreKind::PgBouncer
+        | StoreKind::Memory => TTL,
     }
 }
 
@@ -78,7 +83,11 @@ impl Case {
     /// The tools that run this case on `store`, regent first.
     pub(crate) fn tools(self, store: StoreKind) -> Vec<Tool> {
         let native: &[Tool] = match (store, self) {
-            (StoreKind::Sqlite | StoreKind::Memory, _) => &[],
+            // No election tool of its own: regent alone.
+            (
+                StoreKind::Sqlite | StoreKind::Postgres | StoreKind::PgBouncer | StoreKind::Memory,
+                _,
+            ) => &[],
             (StoreKind::Etcd, Self::Graceful) => &[Tool::EtcdctlElect],
             (StoreKind::Etcd, Self::Crash) => &[Tool::EtcdctlLock],
             (StoreKind::Consul | StoreKind::ConsulCluster, Self::Graceful) => &[

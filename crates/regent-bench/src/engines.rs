@@ -2,14 +2,16 @@
 //! `127.0.0.1` and stopped by PID when dropped: a SQLite file, one etcd
 //! member, one Consul dev agent, a Consul cluster (three servers, four
 //! client agents), one standalone ZooKeeper server (with the Curator
-//! participant compiled for it), or nothing (the memory store); how the
-//! tools reach them; and what the report says of them.
+//! participant compiled for it), one PostgreSQL server (alone, or behind
+//! PgBouncer in transaction pooling mode), or nothing (the memory store);
+//! how the tools reach them; and what the report says of them.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
 
 use regent_testkit::engines::{
-    Consul, ConsulCluster, Engine as _, EngineError, Etcd, LatchParticipant, ZooKeeper,
+    Consul, ConsulCluster, Engine as _, EngineError, Etcd, LatchParticipant, Postgres,
+    PostgresBehindPgBouncer, ZooKeeper,
 };
 use serde_json::Value;
 use tempfile::TempDir;
@@ -33,6 +35,9 @@ pub(crate) enum RunningStore {
         server: ZooKeeper,
         participant: LatchParticipant,
     },
+    Postgres(Postgres),
+    /// The server, and PgBouncer in front of it in transaction mode.
+    PgBouncer(PostgresBehindPgBouncer),
     Memory,
 }
 
@@ -81,6 +86,10 @@ impl RunningStore {
                     participant,
                 }
             }
+            StoreKind::Postgres => Self::Postgres(Postgres::start().map_err(engine_error)?),
+            StoreKind::PgBouncer => {
+                Self::PgBouncer(PostgresBehindPgBouncer::start().map_err(engine_error)?)
+            }
             StoreKind::Memory => Self::Memory,
         })
     }
@@ -93,13 +102,16 @@ impl RunningStore {
             Self::Consul(_) => StoreKind::Consul,
             Self::ConsulCluster(_) => StoreKind::ConsulCluster,
             Self::ZooKeeper { .. } => StoreKind::ZooKeeper,
+            Self::Postgres(_) => StoreKind::Postgres,
+            Self::PgBouncer(_) => StoreKind::PgBouncer,
             Self::Memory => StoreKind::Memory,
         }
     }
 
     /// The `--store` URL regent takes (ZooKeeper: under the chroot
-    /// `/regent-bench`; the Consul cluster: its first client agent; the
-    /// memory store has none that another process could use).
+    /// `/regent-bench`; the Consul cluster: its first client agent;
+    /// PgBouncer: the pooler's, with [`RunningStore::listen_url`] beside
+    /// it; the memory store has none that another process could use).
     pub(crate) fn store_url(&self) -> String {
         match self {
             Self::Sqlite(dir) => format!("sqlite:{}", dir.path().join("e.db").display()),
@@ -107,8 +119,28 @@ impl RunningStore {
             Self::Consul(e) => e.store_url(),
             Self::ConsulCluster(c) => format!("consul://{}", c.agents()[0].address()),
             Self::ZooKeeper { server, .. } => format!("zk://{}/regent-bench", server.address()),
+            Self::Postgres(e) => e.store_url(),
+            Self::PgBouncer(e) => e.store_url(),
             Self::Memory => "memory:".to_owned(),
         }
+    }
+
+    /// Where regent's PostgreSQL watches `LISTEN`, when not on `--store`'s
+    /// server: behind PgBouncer in transaction mode, a connection straight
+    /// to the server (the pooler cannot carry a `LISTEN`).
+    pub(crate) fn listen_url(&self) -> Option<String> {
+        match self {
+            Self::PgBouncer(e) => Some(e.postgres().store_url()),
+            _ => None,
+        }
+    }
+
+    /// The store flags a `regent run` candidate takes besides `--store`:
+    /// `--postgres-listen-url URL` behind PgBouncer.
+    pub(crate) fn regent_flags(&self) -> Vec<String> {
+        self.listen_url()
+            .map(|url| vec!["--postgres-listen-url".to_owned(), url])
+            .unwrap_or_default()
     }
 
     /// The `--store` URL of the candidate in `slot` of a series whose
@@ -266,6 +298,27 @@ impl RunningStore {
                 ),
             ],
             Self::Memory => vec!["regent's in-memory store, in the measuring process".to_owned()],
+            Self::Postgres(server) => vec![
+                postgres_version(server),
+                "one server, the test kit's settings (fsync off, shared_buffers 32 MB); \
+                 regent's watches LISTEN on it"
+                    .to_owned(),
+            ],
+            Self::PgBouncer(both) => {
+                let pgbouncer = both
+                    .pgbouncer()
+                    .console("show version")
+                    .map(|v| v.lines().next().unwrap_or("PgBouncer: ?").trim().to_owned())
+                    .unwrap_or_else(|e| format!("PgBouncer: {e}"));
+                vec![
+                    postgres_version(both.postgres()),
+                    format!(
+                        "{pgbouncer} in transaction pooling mode in front of it (pool size \
+                         20); regent's watches LISTEN on a connection straight to the \
+                         server (--postgres-listen-url)"
+                    ),
+                ]
+            }
             Self::ZooKeeper {
                 server,
                 participant,
@@ -293,6 +346,20 @@ impl RunningStore {
                 ]
             }
         }
+    }
+}
+
+/// `PostgreSQL 15.x (Debian …)`: the server's `version()` up to its
+/// platform.
+fn postgres_version(server: &Postgres) -> String {
+    match server.psql("select version()") {
+        Ok(v) => v
+            .split(" on ")
+            .next()
+            .unwrap_or(v.as_str())
+            .trim()
+            .to_owned(),
+        Err(e) => format!("PostgreSQL: {e}"),
     }
 }
 

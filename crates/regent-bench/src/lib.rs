@@ -45,6 +45,8 @@
 //! | etcd | `regent run`, `etcdctl elect NAME PROPOSAL` | `regent run`, `etcdctl lock --ttl 2 NAME CMD` |
 //! | consul | `regent run`, `consul lock PREFIX CMD` (and with `exec CMD`) | `regent run`, `consul lock PREFIX CMD` |
 //! | zookeeper | `regent run`, Curator `LeaderLatch` | `regent run`, Curator `LeaderLatch` |
+//! | postgres | `regent run` | `regent run` |
+//! | pgbouncer | `regent run` | `regent run` |
 //! | consul-cluster | `regent run` at 15 s and 10 s, `consul lock` (and with `exec CMD`) | `regent run` at 15 s and 10 s, `consul lock` |
 //!
 //! * **graceful**: the leading process gets its own graceful signal
@@ -60,7 +62,11 @@
 //! ZooKeeper's 2 s, Consul's 15 s), else 2 s. `consul` is a dev agent all
 //! candidates share; `consul-cluster` (only when named) is Consul as it is
 //! deployed: three servers and a client agent per candidate, with the lock
-//! holder's session read back from Consul. A new hand-over case is a
+//! holder's session read back from Consul. `postgres` is one PostgreSQL
+//! server and `pgbouncer` (only when named) the same behind PgBouncer in
+//! transaction pooling mode, regent's watches listening straight to the
+//! server (`--postgres-listen-url`); PostgreSQL has no election tool of
+//! its own, so regent runs alone there, as on SQLite. A new hand-over case is a
 //! variant of `Case`, its tools, and how a run stops the leader
 //! (`series.rs`).
 //!

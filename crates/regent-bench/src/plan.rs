@@ -216,7 +216,7 @@ mod tests {
 
         let plan = Plan::resolve(None, None, None, false, all_installed).unwrap();
         assert_eq!(plan.stores, StoreKind::DEFAULT.to_vec());
-        assert_eq!(plan.blocks.len(), 8);
+        assert_eq!(plan.blocks.len(), 10);
     }
 
     #[test]
@@ -333,7 +333,15 @@ mod tests {
                     continue;
                 }
                 assert!(matches!(tools[0], Tool::Regent { .. }));
-                assert_eq!(tools.len() == 1, store == StoreKind::Sqlite);
+                // SQLite and PostgreSQL have no election tool of their own.
+                assert_eq!(
+                    tools.len() == 1,
+                    matches!(
+                        store,
+                        StoreKind::Sqlite | StoreKind::Postgres | StoreKind::PgBouncer
+                    ),
+                    "{store}"
+                );
             }
         }
         assert_eq!(
@@ -356,6 +364,43 @@ mod tests {
         assert_eq!(ttls, [15, 10, 15]);
         assert_eq!(tools[2], Tool::ConsulLock { exec: false });
         assert_eq!(tools[2].agents(), [2, 3]);
+    }
+
+    /// PostgreSQL is benched by default (where installed), PgBouncer in
+    /// front of it only when named; both run regent alone at the crash
+    /// case's ttl, in both cases, the crash in `--short` too.
+    #[test]
+    fn postgres_runs_regent_alone_and_pgbouncer_only_when_named() {
+        let plan = Plan::resolve(None, None, None, true, all_installed).unwrap();
+        assert!(plan.stores.contains(&StoreKind::Postgres));
+        assert!(!plan.stores.contains(&StoreKind::PgBouncer));
+        let plan =
+            Plan::resolve(Some("postgres,pgbouncer"), None, None, true, all_installed).unwrap();
+        let got: Vec<(StoreKind, Case, usize)> = plan
+            .blocks
+            .iter()
+            .map(|b| (b.store, b.case, b.runs))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (StoreKind::Postgres, Case::Graceful, SHORT_RUNS),
+                (StoreKind::Postgres, Case::Crash, SHORT_CRASH_RUNS),
+                (StoreKind::PgBouncer, Case::Graceful, SHORT_RUNS),
+                (StoreKind::PgBouncer, Case::Crash, SHORT_CRASH_RUNS),
+            ]
+        );
+        for store in [StoreKind::Postgres, StoreKind::PgBouncer] {
+            for case in Case::ALL {
+                assert_eq!(
+                    case.tools(store),
+                    [Tool::Regent {
+                        ttl: crate::case::TTL
+                    }]
+                );
+            }
+        }
+        assert_eq!(StoreKind::parse("postgresql"), Some(StoreKind::Postgres));
     }
 
     #[test]

@@ -479,7 +479,9 @@ fn case_text(case: Case) -> &'static str {
              The command exits at once on SIGTERM, so what is timed is the tool's own \
              work: regent stops the command and waits for its whole process tree to be \
              gone, then releases; the follower's watch (etcd, ZooKeeper), blocking query \
-             (Consul) or wake-up file (SQLite, besides its poll every 100 ms) tells it, \
+             (Consul), wake-up file (SQLite, besides its poll every 100 ms) or `LISTEN` \
+             (PostgreSQL, woken by the release's `NOTIFY`; behind PgBouncer, on a \
+             connection straight to the server; besides its poll every 500 ms) tells it, \
              and it starts its command through its supervisor. `etcdctl elect` and the Curator participant run no \
              command: they only print.\n"
         }
@@ -505,7 +507,10 @@ Each store's engine is started by regent's test kit on free ports of \
 Consul: a dev agent, one server in memory, which is enough for the graceful \
 case; the Consul cluster: three servers and a client agent per candidate, \
 as one is deployed; ZooKeeper: one standalone server, tickTime 100 ms; \
-SQLite: a file in a temporary directory). For each store and case, each \
+PostgreSQL: one server (fsync off), and for `pgbouncer` PgBouncer in \
+transaction pooling mode in front of it; SQLite: a file in a temporary \
+directory). PostgreSQL, like SQLite, has no election tool of its own: \
+regent runs alone there. For each store and case, each \
 tool keeps two candidates running on an election of its own, a leader and a \
 follower, and the tools take turns run by run (the order reversed every \
 other round), so that a drift of the machine affects them alike. A run:

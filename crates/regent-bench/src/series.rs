@@ -480,6 +480,8 @@ impl<'a> Series<'a> {
                 let mut c = Command::new(self.regent);
                 c.args(["run", "--store"])
                     .arg(self.store.regent_url(self.tool.agents(), slot))
+                    // Behind PgBouncer: where its watches LISTEN.
+                    .args(self.store.regent_flags())
                     .args(["--election", &self.election(), "--id", name])
                     .arg("--ttl")
                     .arg(format!("{}ms", ttl.as_millis()))

@@ -4,6 +4,8 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+use regent_testkit::engines::postgres::{BINDIR_VAR, DEFAULT_BINDIR, PGBOUNCER_VAR};
+
 /// A store the bench can start, with its engine's own tool where one
 /// exists.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -16,6 +18,15 @@ pub(crate) enum StoreKind {
     Consul,
     /// One standalone ZooKeeper server; Curator's `LeaderLatch`.
     ZooKeeper,
+    /// One PostgreSQL server, reached directly; no native tool (PostgreSQL
+    /// has no election tool of its own).
+    Postgres,
+    /// One PostgreSQL server behind PgBouncer in transaction pooling mode:
+    /// regent's statements go through the pooler, its watches `LISTEN` on
+    /// a connection straight to the server (`--postgres-listen-url`), as
+    /// the store's docs tell users of such a pooler. No native tool. Only
+    /// when named.
+    PgBouncer,
     /// A Consul cluster as one is deployed: three servers and a client
     /// agent per candidate (regent's on agents 0 and 1, `consul lock`'s on
     /// 2 and 3); regent at `consul lock`'s session TTL and at its own
@@ -29,18 +40,26 @@ pub(crate) enum StoreKind {
 
 impl StoreKind {
     /// Every store, in the order a bench runs them.
-    pub(crate) const ALL: [Self; 6] = [
+    pub(crate) const ALL: [Self; 8] = [
         Self::Sqlite,
         Self::Etcd,
         Self::Consul,
         Self::ZooKeeper,
+        Self::Postgres,
+        Self::PgBouncer,
         Self::ConsulCluster,
         Self::Memory,
     ];
 
     /// The stores benched when `--stores` is not given (those whose engine
     /// is installed; SQLite always).
-    pub(crate) const DEFAULT: [Self; 4] = [Self::Sqlite, Self::Etcd, Self::Consul, Self::ZooKeeper];
+    pub(crate) const DEFAULT: [Self; 5] = [
+        Self::Sqlite,
+        Self::Etcd,
+        Self::Consul,
+        Self::ZooKeeper,
+        Self::Postgres,
+    ];
 
     /// Its name in `--stores`, `--cases STORE:CASE` and the report.
     pub(crate) fn name(self) -> &'static str {
@@ -49,6 +68,8 @@ impl StoreKind {
             Self::Etcd => "etcd",
             Self::Consul => "consul",
             Self::ZooKeeper => "zookeeper",
+            Self::Postgres => "postgres",
+            Self::PgBouncer => "pgbouncer",
             Self::ConsulCluster => "consul-cluster",
             Self::Memory => "memory",
         }
@@ -61,6 +82,8 @@ impl StoreKind {
             "etcd" => Some(Self::Etcd),
             "consul" => Some(Self::Consul),
             "zookeeper" | "zk" => Some(Self::ZooKeeper),
+            "postgres" | "postgresql" => Some(Self::Postgres),
+            "pgbouncer" => Some(Self::PgBouncer),
             "consul-cluster" => Some(Self::ConsulCluster),
             "memory" => Some(Self::Memory),
             _ => None,
@@ -73,11 +96,25 @@ impl StoreKind {
         matches!(self, Self::Consul | Self::ConsulCluster)
     }
 
+    /// Whether it is a PostgreSQL server (reached directly or through
+    /// PgBouncer).
+    pub(crate) fn is_postgres(self) -> bool {
+        matches!(self, Self::Postgres | Self::PgBouncer)
+    }
+
     /// The programs (and, for ZooKeeper, jars) the store's engine and
     /// tools need, or why they are missing.
     pub(crate) fn check_installed(self) -> Result<(), String> {
+        if self.is_postgres() {
+            for program in POSTGRES_PROGRAMS {
+                find_postgres_program(program)?;
+            }
+        }
+        if self == Self::PgBouncer {
+            find_pgbouncer()?;
+        }
         let programs: &[(&str, &str)] = match self {
-            Self::Sqlite | Self::Memory => &[],
+            Self::Sqlite | Self::Memory | Self::Postgres | Self::PgBouncer => &[],
             Self::Etcd => &[
                 ("etcd", "REGENT_ETCD_BIN"),
                 ("etcdctl", "REGENT_ETCDCTL_BIN"),
@@ -100,6 +137,52 @@ impl fmt::Display for StoreKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
     }
+}
+
+/// The programs of PostgreSQL the test kit runs to start a server.
+const POSTGRES_PROGRAMS: [&str; 5] = ["initdb", "postgres", "pg_ctl", "pg_basebackup", "psql"];
+
+/// Where Debian's `pgbouncer` package installs it (the test kit's last
+/// resort).
+const DEBIAN_PGBOUNCER: &str = "/usr/sbin/pgbouncer";
+
+/// A program of PostgreSQL as the test kit finds it: in the directory
+/// `REGENT_POSTGRES_BINDIR` names when that is set, else in Debian's
+/// `/usr/lib/postgresql/15/bin`, else on `PATH`.
+fn find_postgres_program(program: &str) -> Result<PathBuf, String> {
+    if let Some(dir) = std::env::var_os(BINDIR_VAR).filter(|d| !d.is_empty()) {
+        let path = Path::new(&dir).join(program);
+        return if is_executable(&path) {
+            Ok(path)
+        } else {
+            Err(format!(
+                "{program} not found at {} (set by {BINDIR_VAR}); run scripts/install-engines",
+                path.display()
+            ))
+        };
+    }
+    let debian = Path::new(DEFAULT_BINDIR).join(program);
+    if is_executable(&debian) {
+        return Ok(debian);
+    }
+    find_program(program, "").map_err(|_| {
+        format!("{program} not found in {DEFAULT_BINDIR} nor on PATH; run scripts/install-engines")
+    })
+}
+
+/// `pgbouncer` as the test kit finds it: the path in
+/// `REGENT_PGBOUNCER_BIN` when that is set, else the first on `PATH`, else
+/// Debian's `/usr/sbin/pgbouncer` (not on an ordinary user's `PATH`).
+fn find_pgbouncer() -> Result<PathBuf, String> {
+    find_program("pgbouncer", PGBOUNCER_VAR).or_else(|e| {
+        let debian = Path::new(DEBIAN_PGBOUNCER);
+        let unset = std::env::var_os(PGBOUNCER_VAR).is_none_or(|v| v.is_empty());
+        if unset && is_executable(debian) {
+            Ok(debian.to_owned())
+        } else {
+            Err(e)
+        }
+    })
 }
 
 /// `program` as the test kit would run it: the path in `var` when that is

@@ -169,6 +169,59 @@ fn short_mode_on_sqlite_and_etcd_reports_every_row_and_plot() {
     );
 }
 
+/// PostgreSQL, directly and behind PgBouncer in transaction mode (regent's
+/// watches listening straight to the server), in short mode: regent alone
+/// (PostgreSQL has no election tool of its own), a row per store and case,
+/// the crashed regent's lease given back by its supervisor rather than
+/// left to expire, and the engines' versions in the report.
+#[test]
+fn short_mode_on_postgres_and_pgbouncer_reports_regent_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("postgres.md");
+    let json = dir.path().join("postgres.json");
+    let run = harness()
+        .args(["--short", "--stores", "postgres,pgbouncer", "--out"])
+        .arg(&out)
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .expect("run regent-bench");
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(
+        run.status.success(),
+        "regent-bench failed ({}):\n{stderr}",
+        run.status
+    );
+    let report = std::fs::read_to_string(&out).expect("the report");
+    let rows = table_rows(&report);
+    assert_eq!(rows.len(), 4, "{report}");
+    for store in ["postgres", "pgbouncer"] {
+        for (case, runs) in [("graceful", 5.0), ("crash", 3.0)] {
+            let row = rows
+                .iter()
+                .find(|r| r[0] == store && r[1] == case)
+                .unwrap_or_else(|| panic!("no row for {store} / {case}:\n{report}"));
+            assert_eq!(row[2], "regent run", "{row:?}");
+            assert_eq!(row[3], "--ttl 2s", "{row:?}");
+            assert_eq!(number(&row[5]), runs, "{row:?}");
+            let (p50, p99, max) = (number(&row[6]), number(&row[7]), number(&row[8]));
+            assert!(0.0 < p50 && p50 <= p99 && p99 <= max, "{row:?}");
+            assert_eq!(row[9], format!("0 of {runs}"), "{row:?}");
+            if case == "crash" {
+                // The supervisor gave the lease back: no wait for the
+                // 2 s ttl.
+                assert!(p50 < 1000.0, "{store}: the lease expired: {row:?}");
+            }
+        }
+    }
+    assert!(report.contains("- postgres: PostgreSQL "), "{report}");
+    assert!(report.contains("- pgbouncer: PostgreSQL "), "{report}");
+    assert!(report.contains("PgBouncer 1."), "{report}");
+    assert!(report.contains("--postgres-listen-url"), "{report}");
+    let samples: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(samples["series"].as_array().expect("series").len(), 4);
+}
+
 #[test]
 fn a_store_asked_for_without_its_engine_is_a_usage_error_naming_the_install_script() {
     let empty = tempfile::tempdir().unwrap();
@@ -183,6 +236,23 @@ fn a_store_asked_for_without_its_engine_is_a_usage_error_naming_the_install_scri
     let stderr = String::from_utf8_lossy(&run.stderr);
     assert_eq!(run.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("etcd"), "{stderr}");
+    assert!(stderr.contains("scripts/install-engines"), "{stderr}");
+}
+
+/// PostgreSQL's programs where `REGENT_POSTGRES_BINDIR` says, and none
+/// there: a usage error naming the variable and the install script, before
+/// any engine starts.
+#[test]
+fn postgres_without_its_programs_is_a_usage_error_naming_the_install_script() {
+    let empty = tempfile::tempdir().unwrap();
+    let run = harness()
+        .args(["--short", "--stores", "sqlite,postgres"])
+        .env("REGENT_POSTGRES_BINDIR", empty.path())
+        .output()
+        .expect("run regent-bench");
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("REGENT_POSTGRES_BINDIR"), "{stderr}");
     assert!(stderr.contains("scripts/install-engines"), "{stderr}");
 }
 

@@ -22,6 +22,9 @@ pub(crate) struct StoreSpec {
     pub(crate) url: String,
     /// SQLite's commit interval, where not its default.
     pub(crate) commit_interval: Option<Duration>,
+    /// Where PostgreSQL's watches `LISTEN`, where not on the store's URL
+    /// (behind PgBouncer: straight to the server).
+    pub(crate) listen_url: Option<String>,
 }
 
 /// A store opened by [`StoreSpec::open`]: SQLite and the memory store as
@@ -39,11 +42,12 @@ impl StoreSpec {
             kind: store.kind(),
             url: store.store_url(),
             commit_interval: commit_interval.filter(|_| store.kind() == StoreKind::Sqlite),
+            listen_url: store.listen_url(),
         }
     }
 
     /// As arguments of the scale child (`--kind K --url U
-    /// [--commit-interval-ms N]`).
+    /// [--commit-interval-ms N] [--listen-url L]`).
     pub(crate) fn to_args(&self) -> Vec<OsString> {
         let mut args: Vec<OsString> = vec![
             "--kind".into(),
@@ -54,6 +58,10 @@ impl StoreSpec {
         if let Some(d) = self.commit_interval {
             args.push("--commit-interval-ms".into());
             args.push(d.as_millis().to_string().into());
+        }
+        if let Some(url) = &self.listen_url {
+            args.push("--listen-url".into());
+            args.push(url.clone().into());
         }
         args
     }
@@ -85,11 +93,18 @@ impl StoreSpec {
                         .map_err(|e| failed(&e))?,
                 ))
             }
-            StoreKind::Etcd | StoreKind::ZooKeeper => Opened::Boxed(
-                regent::connect(&self.url, &[])
-                    .await
-                    .map_err(|e| failed(&e))?,
-            ),
+            StoreKind::Etcd | StoreKind::ZooKeeper | StoreKind::Postgres | StoreKind::PgBouncer => {
+                let options: Vec<(&str, &str)> = self
+                    .listen_url
+                    .iter()
+                    .map(|url| ("listen-url", url.as_str()))
+                    .collect();
+                Opened::Boxed(
+                    regent::connect(&self.url, &options)
+                        .await
+                        .map_err(|e| failed(&e))?,
+                )
+            }
         })
     }
 

@@ -81,6 +81,9 @@ pub(crate) struct ChildArgs {
     /// SQLite's commit interval, in milliseconds.
     #[arg(long)]
     pub(crate) commit_interval_ms: Option<u64>,
+    /// Where PostgreSQL's watches `LISTEN` (behind PgBouncer).
+    #[arg(long)]
+    pub(crate) listen_url: Option<String>,
 }
 
 fn parse_role(s: &str) -> Result<Role, String> {
@@ -109,6 +112,7 @@ pub(crate) fn main(args: &ChildArgs) -> std::process::ExitCode {
         kind: args.kind,
         url: args.url.clone(),
         commit_interval: args.commit_interval_ms.map(Duration::from_millis),
+        listen_url: args.listen_url.clone(),
     };
     let done = runtime.block_on(async {
         match spec.open().await? {

@@ -110,7 +110,9 @@ mod types;
 pub use candidate::Candidate;
 pub use candidate::builder::{CandidateBuilder, DEFAULT_TTL};
 pub use election::Election;
-pub use error::{BoxError, CampaignError, ConfigError, ErrorKind, InvalidName, StoreError, find_cause, report};
+pub use error::{
+    BoxError, CampaignError, ConfigError, ErrorKind, InvalidName, StoreError, find_cause, report,
+};
 pub use events::{EndReason, Ended, TermEvent, TermEvents};
 pub use layer::{Call, CallKind, Layered, StoreLayer};
 pub use leadership::{

@@ -1,19 +1,23 @@
-//! The wake-up bell: a release wakes the followers of every process at
-//! once, rather than at their next poll.
+//! The wake-up bell: a release, and a new leader's win, wake the watches
+//! of every process at once, rather than at their next poll.
 //!
 //! SQLite tells no other connection about a commit, so followers poll
 //! (see the crate docs, "Watch"): on its own, a graceful hand-over waits
 //! for the next poll, up to the poll interval (100 ms). The bell removes
-//! that wait for the one change a follower waits for, a release: beside
-//! the database `PATH` lies the file `PATH-wake`, and a connection thread
-//! whose commit deleted a lease row writes one byte to it. Every store
+//! that wait for the two changes of a term a watch waits for: beside the
+//! database `PATH` lies the file `PATH-wake`, and a connection thread
+//! whose commit deleted a lease row (a release) or wrote a won one writes
+//! one byte to it. (It rang on releases alone at first: candidates took
+//! over at once, but an observer named the new leader only at its next
+//! poll, up to 100 ms later.) Every store
 //! open on the file watches it with inotify; its bell thread, woken by the
 //! write, asks its connection thread to poll now.
 //!
 //! Why a file of its own and not the database or its WAL: every commit,
 //! renewals included, writes those, and a poll per renewal of any process
-//! would multiply the polls of a host with many elections; a release is
-//! rare. Why inotify: the kernel wakes exactly the watchers of that file,
+//! would multiply the polls of a host with many elections; a release and
+//! a win are rare, once per term. Why inotify: the kernel wakes exactly
+//! the watchers of that file,
 //! whatever process or container (on a shared bind mount) they run in, and
 //! nothing needs to be cleaned up when a process dies.
 //!

@@ -142,7 +142,7 @@ pub(crate) fn run(
 
 struct Thread {
     conn: Connection,
-    /// Rung after a batch that released a lease (see `bell`).
+    /// Rung after a batch that released or won a lease (see `bell`).
     bell: Option<bell::Ringer>,
     site: Site,
     requests: Receiver<Message>,
@@ -290,7 +290,7 @@ impl Thread {
                 });
                 // After the commit (or its failure: a ring for nothing
                 // costs the listeners one poll).
-                if self.site.released.take()
+                if self.site.leader_changed.take()
                     && let Some(bell) = &self.bell
                 {
                     bell.ring();

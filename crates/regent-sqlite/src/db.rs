@@ -25,9 +25,10 @@ use crate::error::db_error;
 pub(crate) struct Site {
     pub(crate) path: std::path::PathBuf,
     pub(crate) boot_id: String,
-    /// Set by a release that deleted its row: the connection thread rings
-    /// the wake-up bell after the batch commits (see `bell`).
-    pub(crate) released: std::cell::Cell<bool>,
+    /// Set by a release that deleted its row and by an acquire that won:
+    /// the connection thread rings the wake-up bell after the batch
+    /// commits (see `bell`).
+    pub(crate) leader_changed: std::cell::Cell<bool>,
 }
 
 impl Site {
@@ -35,7 +36,7 @@ impl Site {
         Site {
             path,
             boot_id,
-            released: std::cell::Cell::new(false),
+            leader_changed: std::cell::Cell::new(false),
         }
     }
 
@@ -510,6 +511,8 @@ pub(crate) fn acquire(
         ))
     })
     .map_err(err)?;
+    // Watchers learn the new leader at once, as they learn a release.
+    site.leader_changed.set(true);
     Ok(Acquire::Won(Lease {
         election: election.clone(),
         holder: req.holder.clone(),
@@ -593,7 +596,7 @@ pub(crate) fn release(conn: &Connection, site: &Site, lease: &Lease) -> Result<b
         .and_then(|mut stmt| stmt.execute((lease.election.as_str(), lease.holder.as_str(), token)))
         .map_err(|e| db_error(site.context("release", &lease.election), e))?;
     if n > 0 {
-        site.released.set(true);
+        site.leader_changed.set(true);
     }
     Ok(n > 0)
 }

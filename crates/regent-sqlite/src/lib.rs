@@ -94,14 +94,15 @@
 //! [`StoreInfo::watch`](regent_core::StoreInfo::watch) says
 //! [`WatchMode::Poll`](regent_core::WatchMode::Poll) with the interval.
 //!
-//! A release does not wait for the poll: beside the database `PATH` the
-//! store keeps a one-byte file, `PATH-wake`, the **wake-up bell**. A commit
-//! that released a lease writes to it, and every store that watches
+//! A release, or a new leader's win, does not wait for the poll: beside
+//! the database `PATH` the store keeps a one-byte file, `PATH-wake`, the
+//! **wake-up bell**. A commit that released or won a lease writes to it, and every store that watches
 //! anything on this file (in this process or another) watches the bell
 //! with inotify, on a thread of its own (`regent-sqlite-bell`, started by
 //! the first watch), and polls at once when it rings. So a graceful
 //! hand-over costs the release's commit, a wake-up, and the follower's
-//! acquire, not a poll interval. Only releases ring: renewals would wake
+//! acquire, not a poll interval, and an observer names the new leader as
+//! soon as it has won. Only releases and wins ring: renewals would wake
 //! every watching process on every commit. A lease that expires (its
 //! holder died) is still seen by the poll. The bell is a hint: where it
 //! cannot be created, written or watched, the store logs it at debug level

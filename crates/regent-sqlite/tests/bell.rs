@@ -72,6 +72,30 @@ async fn a_release_wakes_the_watches_of_other_stores_at_once() {
     assert_eq!(std::fs::metadata(&bell).expect("the bell exists").len(), 1);
 }
 
+/// Regression: only a release rang the bell, so an observer on another
+/// store named a new leader at its next poll (up to 100 ms by default),
+/// while the candidates had taken over at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_win_wakes_the_watches_of_other_stores_at_once() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("regent.db");
+    let (candidate, observer) = (slow_poll(&path).await, slow_poll(&path).await);
+    let e = election("bell-win");
+    let mut watch = observer.watch(&e).await.expect("watch");
+    let first = tokio::time::timeout(PATIENCE, watch.next())
+        .await
+        .expect("the first state comes at once");
+    assert!(matches!(first, Some(Ok(None))), "{first:?}");
+    win(&candidate, &e).await;
+    let next = tokio::time::timeout(PATIENCE, watch.next())
+        .await
+        .expect("the win is seen long before the next poll");
+    assert!(
+        matches!(&next, Some(Ok(Some(l))) if l.holder == holder("a")),
+        "{next:?}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_a_bell_the_watch_still_polls() {
     // The bell deleted under a running watch: the store goes on by polling.

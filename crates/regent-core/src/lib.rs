@@ -88,6 +88,14 @@
 //! wraps a store with a [`StoreLayer`] that sees every call: the test
 //! layers count, slow, fail or flaw calls, and `regent-monitor` counts and
 //! times a service's store requests for its metrics.
+//!
+//! # Feature `serde`
+//!
+//! `Serialize` and `Deserialize` for the values a service shows or sends:
+//! [`ElectionName`] and [`HolderId`] as strings (checked again on the way
+//! in), [`FencingToken`] as its number, [`Metadata`] as an object of
+//! strings, [`LeaderInfo`], and [`Status`] tagged by its state
+//! (`{"state":"leader","leader":{"holder":"web-1","token":7,"metadata":{}}}`).
 
 mod backoff;
 mod candidate;
@@ -98,6 +106,8 @@ mod layer;
 mod leadership;
 mod limits;
 mod observer;
+#[cfg(feature = "serde")]
+mod serde_impls;
 mod status;
 pub mod store;
 mod supervisor;

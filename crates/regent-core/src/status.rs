@@ -38,6 +38,11 @@ pub fn publish(tx: &watch::Sender<Status>, status: Status) {
 /// `tokio::sync::watch` channel ([`Candidate::status`](crate::Candidate::status))
 /// for health endpoints, metrics and logs; changes only.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize, serde::Deserialize),
+    serde(tag = "state", rename_all = "snake_case")
+)]
 #[non_exhaustive]
 pub enum Status {
     /// Not campaigning yet, or no answer from the store yet.

@@ -283,6 +283,7 @@ impl fmt::Debug for Metadata {
 
 /// The leader of an election, as the store shows it to everyone.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct LeaderInfo {
     /// Who leads.
     pub holder: HolderId,

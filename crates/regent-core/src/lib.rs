@@ -106,6 +106,7 @@ mod layer;
 mod leadership;
 mod limits;
 mod observer;
+mod repeats;
 #[cfg(feature = "serde")]
 mod serde_impls;
 mod status;

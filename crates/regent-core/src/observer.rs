@@ -218,7 +218,7 @@ impl<S: LeaseStore> Observer<S> {
                         tx.send_replace(leader);
                     }
                     Some(Err(e)) if e.is_transient() => {
-                        tracing::warn!(%election, error = %crate::report(&e), "watching the leader failed; retrying");
+                        crate::repeats::log_watch_failure(&election, &e);
                     }
                     Some(Err(e)) => {
                         tracing::error!(%election, error = %crate::report(&e), "watching the leader failed for good");
@@ -258,7 +258,7 @@ impl<S: LeaseStore> Observer<S> {
                 match changes.next().await {
                     Some(Ok(leader)) => on_change(leader.as_ref()),
                     Some(Err(e)) if e.is_transient() => {
-                        tracing::warn!(%election, error = %crate::report(&e), "watching the leader failed; retrying");
+                        crate::repeats::log_watch_failure(&election, &e);
                     }
                     Some(Err(e)) => return e,
                     None => {

@@ -521,10 +521,21 @@ impl<S: LeaseStore> Candidate<S> {
                         }
                     }
                     let delay = backoff.next_delay();
-                    tracing::warn!(
-                        election = %c.req.election, holder = %c.req.holder,
-                        error = %crate::report(&e), retry_in = ?delay, "acquire failed"
-                    );
+                    match crate::repeats::warn_now(&e) {
+                        Some(0) => tracing::warn!(
+                            election = %c.req.election, holder = %c.req.holder,
+                            error = %crate::report(&e), retry_in = ?delay, "acquire failed"
+                        ),
+                        Some(held_back) => tracing::warn!(
+                            election = %c.req.election, holder = %c.req.holder,
+                            error = %crate::report(&e), retry_in = ?delay, held_back,
+                            "acquire failed (and {held_back} times more of this cause, in this process, since the last warning)"
+                        ),
+                        None => tracing::debug!(
+                            election = %c.req.election, holder = %c.req.holder,
+                            error = %crate::report(&e), retry_in = ?delay, "acquire failed"
+                        ),
+                    }
                     // Keep our place in line alive while backing off.
                     let wake = Instant::now() + delay;
                     loop {

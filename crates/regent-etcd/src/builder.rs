@@ -252,6 +252,11 @@ impl EtcdStore {
 
     /// Connects to the cluster at `endpoints` with default settings.
     ///
+    /// This does not wait for the cluster: against a closed port it
+    /// succeeds, and the store's calls then fail as
+    /// [`Unavailable`](ErrorKind::Unavailable). To learn at once, within a
+    /// bound, call [`regent_core::store::check`] on the store.
+    ///
     /// # Errors
     ///
     /// As [`EtcdStoreBuilder::connect`].

@@ -395,3 +395,17 @@ async fn an_unrenewed_key_on_a_shared_lease_goes_at_its_ttl() {
     assert!(store.current_leader(&busy).await.unwrap().is_some());
     store.release(&b).await.unwrap();
 }
+
+/// `connect` does not wait for the cluster; `check` tells within its bound
+/// that nothing answers on a closed port.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_closed_port_opens_and_check_says_so_within_its_bound() {
+    let port = regent_testkit::ports::free_ports(1).expect("a free port")[0];
+    let store = EtcdStore::connect([format!("http://127.0.0.1:{port}")])
+        .await
+        .expect("connect does not wait for the cluster");
+    let e = regent_core::store::check(&store, Duration::from_secs(5))
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Unavailable, "{e}");
+}

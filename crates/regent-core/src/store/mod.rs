@@ -130,12 +130,14 @@ use crate::limits::MAX_TTL;
 use crate::types::{ElectionName, HolderId, LeaderInfo, Lease, Metadata};
 
 mod boxed;
+mod check;
 pub mod memory;
 mod poll;
 pub mod shared;
 pub mod shared_watch;
 
 pub use boxed::{BoxStore, DynLeaseStore};
+pub use check::check;
 pub use poll::{poll_watch, poll_watch_woken};
 
 /// A stream of the leader of one election, as the store sees it: `None` is

@@ -140,6 +140,10 @@ pub use regent_core::memory;
 pub mod url;
 pub use url::{ConnectError, connect};
 
+#[cfg(all(feature = "guardian", target_os = "linux"))]
+#[cfg_attr(docsrs, doc(cfg(all(feature = "guardian", target_os = "linux"))))]
+pub mod guardian;
+
 /// Completes when the process is asked to stop: SIGINT (Ctrl-C) or SIGTERM
 /// (what `kill`, systemd and Kubernetes send) on Unix, Ctrl-C elsewhere.
 /// Hand it to [`Supervisor::run_until`] so that a stop releases the lease

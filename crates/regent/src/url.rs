@@ -205,16 +205,36 @@ pub enum ConnectError {
 ///
 /// Cancel safe: a dropped connection attempt leaves nothing behind.
 pub async fn connect(url: &str, options: &[(&str, &str)]) -> Result<BoxStore, ConnectError> {
+    let (target, timeout) = target_of(url, options, |v| std::env::var_os(v))?;
+    open(&*target, timeout).await
+}
+
+/// The target `url` and `options` name, with the options not given read
+/// through `env`, and the store's default call timeout.
+pub(crate) fn target_of(
+    url: &str,
+    options: &[(&str, &str)],
+    env: impl Fn(&str) -> Option<OsString>,
+) -> Result<(Box<dyn Target>, std::time::Duration), TargetError> {
     let kind = kind_of(url)?;
     let mut given = Options::new();
     for (name, value) in options {
         given.set(kind, name, value)?;
     }
-    let env = |v: &str| std::env::var_os(v);
-    let options = given.or(&kind.resolve(|_| None, env));
-    let target = (kind.parse)(url, &options, &env)?;
+    let options = given.or(&kind.resolve(|_| None, &env));
+    Ok((
+        (kind.parse)(url, &options, &env)?,
+        kind.default_call_timeout,
+    ))
+}
+
+/// Connects to `target`, every later call bounded by `timeout`.
+pub(crate) async fn open(
+    target: &dyn Target,
+    timeout: std::time::Duration,
+) -> Result<BoxStore, ConnectError> {
     target
-        .connect(kind.default_call_timeout)
+        .connect(timeout)
         .await
         .map_err(|source| ConnectError::Store {
             target: target.to_string(),

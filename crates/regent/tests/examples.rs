@@ -175,6 +175,101 @@ fn many_elections_leads_them_all_and_gives_them_back() {
     );
 }
 
+/// The crash guardian: `kill -9` of the leader gives its lease back at
+/// once, although its ttl is an hour (only the guardian can have released
+/// it), and the next instance leads with a greater token.
+#[cfg(all(feature = "guardian", target_os = "linux"))]
+#[test]
+fn guarded_service_crash_gives_the_lease_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = path(&dir, "store.db");
+    let mut a = Example::start("guarded_service", &[&db, "a", "3600"], &[]);
+    let guardian = a.wait_for("a's guardian", |l| token_of(l, "guardian: pid "));
+    let first = a.wait_for("a to lead", |l| token_of(l, "leading: token "));
+    let mut b = Example::start("guarded_service", &[&db, "b", "3600"], &[]);
+    b.wait_for("b to campaign", |l| (l == "campaigning").then_some(()));
+    let killed = Instant::now();
+    a.signal(Signal::KILL);
+    let second = b.wait_for("b to lead", |l| token_of(l, "leading: token "));
+    eprintln!("b led {:?} after a's kill -9", killed.elapsed());
+    assert!(second > first, "token {second} after {first}");
+    a.exit();
+    wait_until("a's guardian to end", || has_ended(guardian));
+    let said = a.stderr.lock().unwrap().clone();
+    assert!(
+        said.contains("gave back the lease of election 'guarded' (holder 'a', token"),
+        "{said}"
+    );
+    b.signal(Signal::TERM);
+    assert!(b.exit().success(), "{}", b.log());
+}
+
+/// The guardian acts on the service's death only: killed itself, it
+/// gives nothing back and the service goes on leading; the service's
+/// crash then leaves its lease to the ttl. A graceful stop gives the lease
+/// back by the service itself, and the guardian ends with it.
+#[cfg(all(feature = "guardian", target_os = "linux"))]
+#[test]
+fn guardian_gives_back_nothing_while_the_service_lives() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = path(&dir, "store.db");
+    let leader_now = || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            use regent::LeaseStore as _;
+            let store = regent::sqlite::SqliteStore::open(&db).await.unwrap();
+            let election = regent::ElectionName::new("guarded").unwrap();
+            store
+                .current_leader(&election)
+                .await
+                .unwrap()
+                .map(|l| (l.holder.as_str().to_owned(), l.token.get()))
+        })
+    };
+
+    // The guardian killed: the service leads on; its crash keeps the lease.
+    let mut a = Example::start("guarded_service", &[&db, "a", "3600"], &[]);
+    let guardian = a.wait_for("a's guardian", |l| token_of(l, "guardian: pid "));
+    let first = a.wait_for("a to lead", |l| token_of(l, "leading: token "));
+    kill(guardian, Signal::KILL);
+    wait_until("a's guardian to end", || has_ended(guardian));
+    assert_eq!(leader_now(), Some(("a".to_owned(), first)));
+    a.signal(Signal::KILL);
+    a.exit();
+    assert_eq!(leader_now(), Some(("a".to_owned(), first)), "{}", a.log());
+
+    // A graceful stop: the service releases, its guardian has nothing to
+    // give back and ends.
+    let other = path(&dir, "other.db");
+    let mut c = Example::start("guarded_service", &[&other, "c", "3600"], &[]);
+    let guardian = c.wait_for("c's guardian", |l| token_of(l, "guardian: pid "));
+    c.wait_for("c to lead", |l| token_of(l, "leading: token "));
+    c.signal(Signal::TERM);
+    assert!(c.exit().success(), "{}", c.log());
+    wait_until("c's guardian to end", || has_ended(guardian));
+    let said = c.stderr.lock().unwrap().clone();
+    assert!(!said.contains("gave back"), "{said}");
+}
+
+/// Whether process `pid` has exited (gone, or a zombie nobody reaped).
+#[cfg(all(feature = "guardian", target_os = "linux"))]
+fn has_ended(pid: u64) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |stat| {
+        // pid (comm) STATE …: the state follows the last ')'.
+        stat.rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with(['Z', 'X']))
+    })
+}
+
+#[cfg(all(feature = "guardian", target_os = "linux"))]
+fn kill(pid: u64, signal: Signal) {
+    let pid = Pid::from_raw(i32::try_from(pid).unwrap()).unwrap();
+    rustix::process::kill_process(pid, signal).unwrap();
+}
+
 /// The service example: the leader's metrics say it leads and the
 /// follower's that it does not, both are healthy, and on SIGTERM the
 /// follower takes over and its metric flips.
@@ -392,6 +487,7 @@ fn binary(name: &str) -> PathBuf {
         ("postgres", cfg!(feature = "postgres")),
         ("peer", cfg!(feature = "peer")),
         ("monitor", cfg!(feature = "monitor")),
+        ("guardian", cfg!(feature = "guardian")),
         ("testing", cfg!(feature = "testing")),
     ]
     .into_iter()

@@ -344,7 +344,7 @@ impl fmt::Display for Explanation {
         }
         writeln!(
             f,
-            "- worst-case failover after a leader crash: {:?} (ttl {:?} + store expiry slack {:?} + detection {:?}) plus a few round trips",
+            "- worst-case failover after a leader crash: {:?} (ttl {:?} + store expiry slack {:?} + detection {:?}) plus a few round trips; milliseconds where something outlives the leader to give its lease back (`regent run`'s supervisor, the library's crash guardian)",
             self.crash_failover, t.ttl, self.expiry_slack, self.detect
         )?;
         write!(

@@ -67,6 +67,12 @@
 //!   ([`Explanation`]).
 //! * [`regent_core`]'s crate docs: the safety model and the fencing
 //!   contract; [`store`]: the contract every store implements.
+//! * What a crash costs: a leader killed with `kill -9` (or by the OOM
+//!   killer) cannot give its lease back, so the next leader starts when it
+//!   expires — about the ttl ([`Candidate::explain`] prints it). The crash
+//!   guardian (`regent::guardian`, feature `guardian`, Linux) gives the
+//!   leases of a dead service back in milliseconds; `regent run` does the
+//!   same for a command.
 //! * Errors: [`ConfigError`] from `build()`, [`CampaignError`] from a
 //!   campaign, [`StoreError`] underneath; [`report`] renders one with its
 //!   causes in one line. Expected outcomes ("someone else leads", "the
@@ -87,6 +93,8 @@
 //!   recorded in the resource under the fencing token;
 //! * `many_elections`: one process holding many elections (one per shard)
 //!   on one shared store.
+//! * `guarded_service` (feature `guardian`): a service whose `kill -9`
+//!   hands its lease over in milliseconds, through the crash guardian.
 //!
 //! # Coming from client-go's `leaderelection`
 //!

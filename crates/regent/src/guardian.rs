@@ -648,3 +648,64 @@ fn write_all(fd: std::os::fd::BorrowedFd<'_>, mut bytes: &[u8]) -> io::Result<()
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ticket(election: &str, token: u64) -> Ticket {
+        Ticket {
+            url: "sqlite:/tmp/x.db".into(),
+            options: vec![],
+            env: vec![],
+            election: election.into(),
+            holder: "a".into(),
+            token,
+            ttl_ms: 1000,
+            handle: "h".into(),
+        }
+    }
+
+    fn line(l: &Line) -> Vec<u8> {
+        let mut text = serde_json::to_vec(l).unwrap();
+        text.push(b'\n');
+        text
+    }
+
+    /// Lines split anywhere, garbage and an over-long line: the tickets
+    /// held are the last word on each election, and garbage costs nothing
+    /// else.
+    #[test]
+    fn lines_are_heeded_across_reads_and_garbage_is_skipped() {
+        let mut reader = LineReader::default();
+        let mut tickets = BTreeMap::new();
+        let mut bytes = line(&Line::Held(ticket("x", 1)));
+        bytes.extend(b"not json\n");
+        bytes.extend(line(&Line::Held(ticket("y", 2))));
+        bytes.extend(line(&Line::Held(ticket("x", 3))));
+        bytes.extend(line(&Line::Released {
+            election: "y".into(),
+            holder: "a".into(),
+        }));
+        for chunk in bytes.chunks(7) {
+            reader.take(chunk, &mut tickets);
+        }
+        assert_eq!(tickets.len(), 1);
+        assert_eq!(tickets[&("x".to_owned(), "a".to_owned())].token, 3);
+
+        reader.take(&vec![b'z'; MAX_LINE + 1], &mut tickets);
+        assert!(reader.partial.is_empty());
+        reader.take(&line(&Line::Held(ticket("w", 4))), &mut tickets);
+        assert_eq!(tickets.len(), 2);
+    }
+
+    /// A ticket's `Debug` never shows its variables or options (secrets).
+    #[test]
+    fn ticket_debug_hides_secrets() {
+        let mut t = ticket("x", 1);
+        t.env = vec![("REGENT_POSTGRES_PASSWORD".into(), "hunter2".into())];
+        t.options = vec![("password".into(), "hunter3".into())];
+        let shown = format!("{t:?}");
+        assert!(!shown.contains("hunter"), "{shown}");
+    }
+}

@@ -66,7 +66,7 @@ struct Inner {
     listener: Arc<Listener>,
     /// The connection attempt in flight, or the last one: its outcome
     /// once it has one.
-    connecting: Mutex<Option<Attempt>>,
+    connecting: regent_core::store::SharedAttempt<Arc<Client>>,
 }
 
 /// The statements, made once.
@@ -210,7 +210,7 @@ impl PostgresStoreBuilder {
                 schema,
                 poll_interval: self.poll_interval,
                 client: Mutex::new(None),
-                connecting: Mutex::new(None),
+                connecting: regent_core::store::SharedAttempt::new(),
             }),
         };
         if !self.lazy {
@@ -301,49 +301,16 @@ impl PostgresStore {
         if let Some(c) = self.cached() {
             return Ok(c);
         }
-        let mut attempt = {
-            let mut slot = self
-                .inner
-                .connecting
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
-            if let Some(c) = self.cached() {
-                return Ok(c);
-            }
-            match slot.as_ref() {
-                Some(running) if running.borrow().is_none() => running.clone(),
-                _ => {
-                    let (done, running) = tokio::sync::watch::channel(None);
-                    let store = self.clone();
-                    tokio::spawn(async move {
-                        let bound = store.attempt_bound();
-                        let result =
-                            match tokio::time::timeout(bound, store.make_connection()).await {
-                                Ok(r) => r,
-                                Err(_) => Err(StoreError::unavailable(format!(
-                                    "postgres store {}: connect: no answer within {bound:?}",
-                                    store.inner.server
-                                ))),
-                            };
-                        done.send_replace(Some(result.map_err(|e| Failure::of(&e))));
-                    });
-                    *slot = Some(running.clone());
-                    running
-                }
-            }
-        };
-        let outcome = match attempt.wait_for(Option::is_some).await {
-            Ok(outcome) => outcome.clone(),
-            Err(_) => None,
-        };
-        match outcome {
-            Some(Ok(client)) => Ok(client),
-            Some(Err(f)) => Err(StoreError::new(f.kind, f.text)),
-            None => Err(StoreError::unavailable(format!(
-                "postgres store {}: connect: the attempt ended without an answer",
-                self.inner.server
-            ))),
-        }
+        let store = self.clone();
+        self.inner
+            .connecting
+            .join(
+                || self.cached(),
+                self.attempt_bound(),
+                &format!("postgres store {}: connect", self.inner.server),
+                || async move { store.make_connection().await },
+            )
+            .await
     }
 
     /// How long one connection attempt may take, the tables included.
@@ -670,27 +637,4 @@ enum Extra<'a> {
     None,
     Metadata(&'a str),
     TtlMs(i64),
-}
-
-/// A connection attempt: `None` while it runs.
-type Attempt = tokio::sync::watch::Receiver<Option<Result<Arc<Client>, Failure>>>;
-
-/// A failed attempt, as every caller that waited for it reports it: its
-/// kind, and its words with their causes (the error itself is one
-/// caller's).
-#[derive(Clone, Debug)]
-struct Failure {
-    kind: regent_core::ErrorKind,
-    text: String,
-}
-
-impl Failure {
-    fn of(e: &StoreError) -> Self {
-        let full = regent_core::report(e).to_string();
-        let prefix = format!("{}: ", e.kind());
-        Self {
-            kind: e.kind(),
-            text: full.strip_prefix(&prefix).unwrap_or(&full).to_owned(),
-        }
-    }
 }

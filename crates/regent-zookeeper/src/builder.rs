@@ -125,7 +125,8 @@ impl ZkStoreBuilder {
                 digest: self.digest,
                 call_timeout: self.call_timeout,
                 session_timeout: self.session_timeout,
-                session: tokio::sync::Mutex::new(None),
+                session: std::sync::Mutex::new(None),
+                connecting: regent_core::store::SharedAttempt::new(),
                 watches: SharedWatches::default(),
             }),
         };

@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use regent_core::store::SharedAttempt;
 use regent_core::store::shared_watch::SharedWatches;
 use regent_core::{ElectionName, StoreError};
 use tokio::sync::Notify;
@@ -35,7 +36,14 @@ pub(crate) struct Inner {
     pub(crate) digest: Option<String>,
     pub(crate) call_timeout: Duration,
     pub(crate) session_timeout: Duration,
-    pub(crate) session: tokio::sync::Mutex<Option<Arc<Session>>>,
+    /// The open session. Held only to read or replace it, never across an
+    /// await.
+    pub(crate) session: Mutex<Option<Arc<Session>>>,
+    /// The attempt to open a session, in a task of its own (see
+    /// [`SharedAttempt`]: a caller's future that held the session's lock
+    /// across the connect, as this store's did, wedged every other call
+    /// when it was left unpolled — as a candidate leaves its watch).
+    pub(crate) connecting: SharedAttempt<Arc<Session>>,
     /// The watches of the elections watched through this store.
     pub(crate) watches: SharedWatches,
 }
@@ -71,10 +79,7 @@ impl ZkStore {
     /// The session this store's elections share now, if one is open: its
     /// id and the timeout the server granted.
     pub async fn session_info(&self) -> Option<(i64, Duration)> {
-        let s = self.inner.session.lock().await;
-        s.as_ref()
-            .filter(|s| s.is_alive())
-            .map(|s| (s.id, s.granted))
+        self.current().map(|s| (s.id, s.granted))
     }
 
     pub(crate) fn what(&self, op: &str, election: &ElectionName) -> String {
@@ -115,15 +120,48 @@ impl ZkStore {
     /// lives on it already (one session for every election: a later ttl
     /// gets the timeout granted before) or it asked the same; otherwise a
     /// new session asks for `ttl`.
+    ///
+    /// One attempt to open a session runs at a time, shared: a caller
+    /// whose ttl the attempt it joined did not ask starts the next one, and
+    /// after three rounds any live session serves (its granted timeout is
+    /// what a lease reports).
     pub(crate) async fn session(&self, ttl: Option<Duration>) -> Result<Arc<Session>, StoreError> {
-        let mut current = self.inner.session.lock().await;
-        if let Some(s) = current.as_ref()
-            && s.is_alive()
-            && ttl.is_none_or(|t| s.used.load(Ordering::Acquire) || s.asked == t)
-        {
-            return Ok(s.clone());
-        }
         let asked = ttl.unwrap_or(self.inner.session_timeout);
+        let what = format!("connect to ZooKeeper {}", self.inner.servers);
+        let mut session = None;
+        for round in 0..3 {
+            let fits = |s: &Session| {
+                round == 2 || ttl.is_none_or(|t| s.used.load(Ordering::Acquire) || s.asked == t)
+            };
+            let store = self.clone();
+            let s = self
+                .inner
+                .connecting
+                .join(
+                    || self.current().filter(|s| fits(s)),
+                    self.inner.call_timeout + Duration::from_secs(1),
+                    &what,
+                    || async move { store.open_session(asked).await },
+                )
+                .await?;
+            if fits(&s) {
+                return Ok(s);
+            }
+            session = Some(s);
+        }
+        Ok(session.expect("three rounds ran"))
+    }
+
+    /// The open session, if it is alive.
+    fn current(&self) -> Option<Arc<Session>> {
+        lock(&self.inner.session)
+            .as_ref()
+            .filter(|s| s.is_alive())
+            .cloned()
+    }
+
+    /// Opens a session asking `asked`, and makes it the store's.
+    async fn open_session(&self, asked: Duration) -> Result<Arc<Session>, StoreError> {
         let mut connector = zk::Client::connector().with_session_timeout(asked);
         if let Some(digest) = &self.inner.digest {
             connector = connector.with_auth("digest", digest.as_bytes());
@@ -160,17 +198,13 @@ impl ZkStore {
             servers = %self.inner.servers, session = format_args!("{:x}", session.id),
             asked = ?asked, granted = ?session.granted, "zookeeper: session opened"
         );
-        *current = Some(session.clone());
+        *lock(&self.inner.session) = Some(session.clone());
         Ok(session)
     }
 
     /// The open session, if `id` is it and it is alive.
     pub(crate) async fn session_of(&self, id: i64) -> Option<Arc<Session>> {
-        let current = self.inner.session.lock().await;
-        current
-            .as_ref()
-            .filter(|s| s.id == id && s.is_alive())
-            .cloned()
+        self.current().filter(|s| s.id == id)
     }
 
     /// Creates the election's node (and its parents) if missing.

@@ -12,6 +12,9 @@
 //!   restarted at once (it keeps its sessions) — Curator's SUSPENDED then
 //!   RECONNECTED: a renewal succeeds before the renew deadline and the
 //!   leader keeps its term (same token, same session);
+//! * a call left unpolled while it opens a session on a paused server (as
+//!   a candidate leaves its watch while it acquires): the store's other
+//!   calls go through once the server answers;
 //! * a foreign node under an election's path: a candidate's acquire is
 //!   [`Corrupt`](ErrorKind::Corrupt), naming it, and never a takeover.
 //!
@@ -527,6 +530,45 @@ async fn a_quick_restart_of_the_server_keeps_the_session_and_the_term() {
         first.session,
         since(killed_at, renewed_at),
     );
+}
+
+/// Regression: a call left unpolled while it opened a session (as a
+/// candidate leaves its watch while it acquires) held the store's session
+/// lock, and every later call of the store waited behind it for good. The
+/// attempt now runs in a task of its own that callers only wait for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_call_left_unpolled_while_opening_a_session_never_blocks_the_stores_other_calls() {
+    let _serial = SERIAL.lock().await;
+    let mut zk = common::start_zookeeper().await;
+    let servers = zk.address();
+    let s: ZkStore = store(&servers, "/faults-parked", TTL).await;
+    let e = election("parked");
+    block_in_place(|| zk.pause());
+    // An acquire asking another ttl needs a session of its own (no node
+    // lives on the store's first): it starts opening one on the paused
+    // server, and its caller stops polling it there.
+    let req = acquire_request(&e, "a", TTL + Duration::from_millis(500));
+    let mut parked = Box::pin(s.try_acquire(&req, None));
+    assert!(
+        timeout(Duration::from_millis(500), &mut parked)
+            .await
+            .is_err(),
+        "an acquire on a paused server answered"
+    );
+    block_in_place(|| zk.resume());
+    // The store's other calls go through once the server answers.
+    let read = timeout(common::CALL_TIMEOUT * 3, s.current_leader(&e))
+        .await
+        .expect("a read waited behind the unpolled acquire");
+    assert_eq!(read.expect("a read once the server answers"), None);
+    drop(parked);
+    // The store still campaigns.
+    assert!(matches!(
+        timeout(common::CALL_TIMEOUT * 3, s.try_acquire(&req, None))
+            .await
+            .expect("an acquire answers"),
+        Ok(regent_core::Acquire::Won(_))
+    ));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -129,6 +129,7 @@ use crate::error::StoreError;
 use crate::limits::MAX_TTL;
 use crate::types::{ElectionName, HolderId, LeaderInfo, Lease, Metadata};
 
+mod attempt;
 mod boxed;
 mod check;
 pub mod memory;
@@ -136,6 +137,7 @@ mod poll;
 pub mod shared;
 pub mod shared_watch;
 
+pub use attempt::SharedAttempt;
 pub use boxed::{BoxStore, DynLeaseStore};
 pub use check::check;
 pub use poll::{poll_watch, poll_watch_woken};

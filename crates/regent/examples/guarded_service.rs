@@ -3,10 +3,11 @@
 //! is gone.
 //!
 //! ```text
-//! cargo run -p regent --features guardian --example guarded_service -- [STORE_DB [HOLDER_ID [TTL_SECS]]]
+//! cargo run -p regent --features guardian --example guarded_service -- [STORE [HOLDER_ID [TTL_SECS]]]
 //! ```
 //!
-//! Start it twice on the same STORE_DB, then `kill -9` the one that
+//! STORE is a SQLite file, or a store's URL (`etcd://127.0.0.1:2379`, with
+//! the store's feature). Start it twice on the same STORE, then `kill -9` the one that
 //! leads: the other leads within milliseconds, not after TTL_SECS (60 by
 //! default). Without `Guardian::start` the same kill costs the whole ttl.
 
@@ -27,7 +28,7 @@ fn main() -> Result<(), BoxError> {
         .with_writer(std::io::stderr)
         .init();
     let mut args = std::env::args().skip(1);
-    let db = args.next().map_or_else(
+    let store = args.next().map_or_else(
         || std::env::temp_dir().join("regent-examples.db"),
         PathBuf::from,
     );
@@ -39,9 +40,14 @@ fn main() -> Result<(), BoxError> {
     println!("guardian: pid {}", guardian.pid());
 
     tokio::runtime::Runtime::new()?.block_on(async {
-        let db = db.to_str().ok_or("STORE_DB is not UTF-8")?;
+        let store = store.to_str().ok_or("STORE is not UTF-8")?;
+        let url = if store.contains("://") {
+            store.to_owned()
+        } else {
+            format!("sqlite:{store}")
+        };
         // By URL: the guardian opens the store again to give a lease back.
-        let store = guardian.connect(&format!("sqlite:{db}"), &[]).await?;
+        let store = guardian.connect(&url, &[]).await?;
         let candidate = Candidate::builder(store, ElectionName::new("guarded")?, holder)
             .ttl(ttl)
             .build()?;

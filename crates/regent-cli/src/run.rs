@@ -176,7 +176,7 @@ pub(crate) fn show(
 /// Short terms back off up to `backoff_cap`; `campaign_error` names a
 /// campaign's failure. With `handoff`, the store of a lease election, the
 /// command's supervisor gets each term's release ticket (see
-/// [`store::Ticket`]).
+/// [`store::ticket_line`]).
 pub(crate) async fn supervise<E: Election>(
     election: &E,
     child: &ChildArgs,
@@ -322,7 +322,7 @@ async fn lead(
     } = supervisor;
     // The go: CMD starts with the term's token and deadline. With it the
     // term's release ticket, for the supervisor to give the lease back
-    // should regent die (see `store::Ticket`). Awaited, not `send`: the
+    // should regent die (see `regent::guardian::Ticket`). Awaited, not `send`: the
     // socket may be new, and a write without waiting fails until the
     // runtime has seen it writable.
     let mut words = format!(
@@ -330,7 +330,7 @@ async fn lead(
         leadership.token(),
         to_mono_ns(first.step_down_at)
     );
-    if let Some(ticket) = handoff.and_then(|t| store::Ticket::line(t, leadership.lease())) {
+    if let Some(ticket) = handoff.and_then(|t| store::ticket_line(t, leadership.lease())) {
         words.push_str(&format!("T {ticket}\n"));
     }
     let went = match control.as_mut() {

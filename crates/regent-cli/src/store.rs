@@ -9,9 +9,7 @@ use std::time::Duration;
 use regent_core::target::{
     Detail, Mention, Piece, SchemeProblem, Source as ValueSource, StoreKind, TargetError,
 };
-use regent_core::{
-    BoxStore, ElectionName, FencingToken, HolderId, Lease, LeaseHandle, LeaseStore, StoreError,
-};
+use regent_core::{BoxStore, ElectionName, HolderId, Lease, LeaseStore, StoreError};
 use tokio::time::Instant;
 
 use crate::cli::{StoreArgs, default_store_path, parse_duration};
@@ -266,103 +264,19 @@ fn option_words(
     }
 }
 
-/// What a process other than `regent` needs to release one term's lease:
-/// the store, as `--store`, its flags and its variables named it, and the
-/// lease. `regent run` hands one to the command's supervisor at the start
-/// of every term (on the control socket, never in an argument or the
-/// environment: it may hold a store's secret), so that when `regent`
-/// itself dies the supervisor, once the command's processes are provably
-/// gone, gives the lease back (`__shim --release`) and the next leader
-/// need not wait out the ttl. A release by ticket is the store's own
-/// `release`: it frees only that lease, never a later holder's.
-#[derive(serde::Serialize, serde::Deserialize)]
-pub(crate) struct Ticket {
-    url: String,
-    flags: Vec<(String, String)>,
-    env: Vec<(String, String)>,
-    election: String,
-    holder: String,
-    token: u64,
-    ttl_ms: u64,
-    handle: String,
-}
-
-impl fmt::Debug for Ticket {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Ticket")
-            .field("url", &regent_core::target::redacted(&self.url))
-            .field("election", &self.election)
-            .field("holder", &self.holder)
-            .field("token", &self.token)
-            .finish_non_exhaustive()
-    }
-}
-
-impl Ticket {
-    /// The ticket of `lease` on `target`, as one line of JSON; `None` when
-    /// a flag or variable is not UTF-8 (then the lease is left to expire).
-    pub(crate) fn line(target: &Target, lease: &Lease) -> Option<String> {
-        let text = |pairs: &[(String, OsString)]| -> Option<Vec<(String, String)>> {
-            pairs
-                .iter()
-                .map(|(k, v)| Some((k.clone(), v.to_str()?.to_owned())))
-                .collect()
-        };
-        let ticket = Ticket {
-            url: target.source.url.clone(),
-            flags: text(&target.source.flags)?,
-            env: text(&target.source.env)?,
-            election: lease.election.as_str().to_owned(),
-            holder: lease.holder.as_str().to_owned(),
-            token: lease.token.get(),
-            ttl_ms: u64::try_from(lease.ttl.as_millis()).unwrap_or(u64::MAX),
-            handle: lease.handle.as_str().to_owned(),
-        };
-        serde_json::to_string(&ticket).ok()
-    }
-
-    /// Parses a ticket line.
-    pub(crate) fn parse(line: &str) -> Result<Ticket, String> {
-        serde_json::from_str(line.trim()).map_err(|e| format!("a malformed release ticket: {e}"))
-    }
-
-    /// Whether the ticket holds any variable (which may be a secret).
-    pub(crate) fn has_env(&self) -> bool {
-        !self.env.is_empty()
-    }
-
-    /// Releases the ticket's lease: makes the target again from the
-    /// ticket alone (not this process's environment), connects, releases.
-    /// Every call is bounded by `timeout`.
-    pub(crate) async fn release(self, timeout: Duration) -> Result<(), String> {
-        let flags: Vec<(String, OsString)> = self
-            .flags
-            .into_iter()
-            .map(|(k, v)| (k, OsString::from(v)))
-            .collect();
-        let env = self.env;
-        let target = regent::url::parse(&self.url, &flags, |k| {
-            env.iter()
-                .find(|(name, _)| name == k)
-                .map(|(_, v)| OsString::from(v))
-        })
-        .map_err(|e| target_message(&e))?;
-        let lease = Lease {
-            election: ElectionName::new(&self.election).map_err(|e| e.to_string())?,
-            holder: HolderId::new(&self.holder).map_err(|e| e.to_string())?,
-            token: FencingToken::new(self.token),
-            ttl: Duration::from_millis(self.ttl_ms),
-            handle: LeaseHandle::new(self.handle),
-        };
-        let store = tokio::time::timeout(timeout, target.connect(timeout))
-            .await
-            .map_err(|_| format!("connecting to {target}: no answer within {timeout:?}"))?
-            .map_err(|e| format!("connecting to {target}: {}", chain(&e)))?;
-        tokio::time::timeout(timeout, store.release(&lease))
-            .await
-            .map_err(|_| format!("release on {target}: no answer within {timeout:?}"))?
-            .map_err(|e| format!("release on {target}: {}", chain(&e)))
-    }
+/// The release ticket of `lease` on `target`, as one line of JSON: the
+/// store as `--store`, its flags and the variables its parse read, and the
+/// lease (see [`regent::guardian::Ticket`]). `regent run` hands one to the
+/// command's supervisor at the start of every term (on the control socket,
+/// never in an argument or the environment: it may hold a store's secret),
+/// so that when `regent` itself dies the supervisor, once the command's
+/// processes are provably gone, gives the lease back (`__shim --release`)
+/// and the next leader need not wait out the ttl. `None` when a flag or
+/// variable is not UTF-8 (then the lease is left to expire).
+pub(crate) fn ticket_line(target: &Target, lease: &Lease) -> Option<String> {
+    let source = &target.source;
+    regent::guardian::Ticket::new(&source.url, &source.flags, &[], &source.env, lease)
+        .map(|t| t.to_line())
 }
 
 /// The environment variables of every store's secrets (a password

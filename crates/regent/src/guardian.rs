@@ -257,10 +257,10 @@ impl Guardian {
         let read = Mutex::new(Vec::new());
         let (target, timeout) = crate::url::target_of(url, options, |k| {
             let v = std::env::var_os(k);
-            if let Some(v) = v.as_ref().and_then(|v| v.to_str()) {
+            if let Some(v) = &v {
                 read.lock()
                     .expect("not poisoned")
-                    .push((k.to_owned(), v.to_owned()));
+                    .push((k.to_owned(), v.clone()));
             }
             v
         })?;
@@ -316,7 +316,7 @@ impl Link {
 struct Recipe {
     url: String,
     options: Vec<(String, String)>,
-    env: Vec<(String, String)>,
+    env: Vec<(String, OsString)>,
 }
 
 /// The layer that writes the tickets.
@@ -327,16 +327,16 @@ struct Ticketing {
 
 impl Ticketing {
     fn hold(&self, lease: &Lease) {
-        self.link.send(&Line::Held(Ticket {
-            url: self.recipe.url.clone(),
-            options: self.recipe.options.clone(),
-            env: self.recipe.env.clone(),
-            election: lease.election.as_str().to_owned(),
-            holder: lease.holder.as_str().to_owned(),
-            token: lease.token.get(),
-            ttl_ms: u64::try_from(lease.ttl.as_millis()).unwrap_or(u64::MAX),
-            handle: lease.handle.as_str().to_owned(),
-        }));
+        let options: Vec<(&str, &str)> = self
+            .recipe
+            .options
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        if let Some(ticket) = Ticket::new(&self.recipe.url, &[], &options, &self.recipe.env, lease)
+        {
+            self.link.send(&Line::Held(ticket));
+        }
     }
 }
 
@@ -383,10 +383,40 @@ enum Line {
     Released { election: String, holder: String },
 }
 
-/// A lease and how to open its store. `Debug` leaves the secrets out.
-#[derive(Serialize, Deserialize)]
-struct Ticket {
+/// A lease and how to open its store again: what a process that gives
+/// the lease back once its holder is gone needs. The crash guardian holds
+/// one per lease; `regent run` hands one to its command's supervisor.
+///
+/// It names the store as it was opened (the URL, a front end's flags or
+/// options by name, and the variables read) and may therefore hold a
+/// secret: keep it off command lines and environments. `Debug` leaves the
+/// flags, options and variables out. A release by ticket is the store's
+/// own `release`, which frees only that lease, never a later holder's.
+///
+/// ```
+/// use std::time::Duration;
+/// use regent::guardian::Ticket;
+/// use regent::{ElectionName, FencingToken, HolderId, Lease, LeaseHandle};
+///
+/// let lease = Lease {
+///     election: ElectionName::new("jobs")?,
+///     holder: HolderId::new("host-a")?,
+///     token: FencingToken::new(7),
+///     ttl: Duration::from_secs(15),
+///     handle: LeaseHandle::new("h"),
+/// };
+/// let ticket = Ticket::new("sqlite:/var/lib/app/regent.db", &[], &[], &[], &lease)
+///     .expect("UTF-8 throughout");
+/// let line = ticket.to_line();
+/// assert_eq!(Ticket::from_line(&line)?.token(), 7);
+/// # Ok::<_, Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone, Serialize, Deserialize)]
+pub struct Ticket {
     url: String,
+    #[serde(default)]
+    flags: Vec<(String, String)>,
+    #[serde(default)]
     options: Vec<(String, String)>,
     env: Vec<(String, String)>,
     election: String,
@@ -395,6 +425,11 @@ struct Ticket {
     ttl_ms: u64,
     handle: String,
 }
+
+/// Why a ticket's release failed, or why a line is no ticket.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct TicketError(String);
 
 impl std::fmt::Debug for Ticket {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -408,39 +443,122 @@ impl std::fmt::Debug for Ticket {
 }
 
 impl Ticket {
+    /// The ticket of `lease` on the store `url` names, with a front end's
+    /// `flags` (as [`url::parse`](crate::url::parse) takes them), `options`
+    /// by name (as [`connect`](crate::connect) takes them) and `env`, the
+    /// variables the store's parse read. `None` when a value is not UTF-8
+    /// (then the lease is left to its ttl).
+    pub fn new(
+        url: &str,
+        flags: &[(String, OsString)],
+        options: &[(&str, &str)],
+        env: &[(String, OsString)],
+        lease: &Lease,
+    ) -> Option<Ticket> {
+        let text = |pairs: &[(String, OsString)]| -> Option<Vec<(String, String)>> {
+            pairs
+                .iter()
+                .map(|(k, v)| Some((k.clone(), v.to_str()?.to_owned())))
+                .collect()
+        };
+        Some(Ticket {
+            url: url.to_owned(),
+            flags: text(flags)?,
+            options: options
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+            env: text(env)?,
+            election: lease.election.as_str().to_owned(),
+            holder: lease.holder.as_str().to_owned(),
+            token: lease.token.get(),
+            ttl_ms: u64::try_from(lease.ttl.as_millis()).unwrap_or(u64::MAX),
+            handle: lease.handle.as_str().to_owned(),
+        })
+    }
+
+    /// The ticket as one line of JSON (no newline).
+    pub fn to_line(&self) -> String {
+        serde_json::to_string(self).expect("a ticket is plain data")
+    }
+
+    /// Reads a ticket [`to_line`](Self::to_line) wrote.
+    ///
+    /// # Errors
+    ///
+    /// [`TicketError`] for a line that is no ticket.
+    pub fn from_line(line: &str) -> Result<Ticket, TicketError> {
+        serde_json::from_str(line.trim())
+            .map_err(|e| TicketError(format!("a malformed release ticket: {e}")))
+    }
+
+    /// The election.
+    pub fn election(&self) -> &str {
+        &self.election
+    }
+
+    /// The holder.
+    pub fn holder(&self) -> &str {
+        &self.holder
+    }
+
+    /// The lease's fencing token.
+    pub fn token(&self) -> u64 {
+        self.token
+    }
+
+    /// Whether the ticket holds flags, options or variables, any of which
+    /// may be a secret: a process holding it should make itself
+    /// non-dumpable.
+    pub fn may_hold_secrets(&self) -> bool {
+        !(self.flags.is_empty() && self.options.is_empty() && self.env.is_empty())
+    }
+
     /// Gives the ticket's lease back: opens the store from the ticket
-    /// alone (not this process's environment) and releases.
-    async fn release(self) -> Result<(), String> {
+    /// alone (not this process's environment) and releases. Each of the
+    /// two steps is bounded by `timeout`.
+    ///
+    /// # Errors
+    ///
+    /// [`TicketError`] naming the store and the step that failed; the lease
+    /// then expires by its ttl.
+    pub async fn release(self, timeout: Duration) -> Result<(), TicketError> {
+        let flags: Vec<(String, OsString)> = self
+            .flags
+            .iter()
+            .map(|(k, v)| (k.clone(), OsString::from(v)))
+            .collect();
         let options: Vec<(&str, &str)> = self
             .options
             .iter()
             .map(|(k, v)| (k.as_str(), v.as_str()))
             .collect();
         let env = &self.env;
-        let (target, _) = crate::url::target_of(&self.url, &options, |k| {
+        let (target, _) = crate::url::target_with(&self.url, &flags, &options, |k| {
             env.iter()
                 .find(|(name, _)| name == k)
                 .map(|(_, v)| OsString::from(v))
         })
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| TicketError(e.to_string()))?;
         let lease = Lease {
-            election: ElectionName::new(&self.election).map_err(|e| e.to_string())?,
-            holder: HolderId::new(&self.holder).map_err(|e| e.to_string())?,
+            election: ElectionName::new(&self.election).map_err(|e| TicketError(e.to_string()))?,
+            holder: HolderId::new(&self.holder).map_err(|e| TicketError(e.to_string()))?,
             token: FencingToken::new(self.token),
             ttl: Duration::from_millis(self.ttl_ms),
-            handle: LeaseHandle::new(self.handle),
+            handle: LeaseHandle::new(self.handle.clone()),
         };
-        let store = tokio::time::timeout(
-            RELEASE_CALL_TIMEOUT,
-            crate::url::open(&*target, RELEASE_CALL_TIMEOUT),
-        )
-        .await
-        .map_err(|_| format!("{target}: no answer within {RELEASE_CALL_TIMEOUT:?}"))?
-        .map_err(|e| e.to_string())?;
-        tokio::time::timeout(RELEASE_CALL_TIMEOUT, store.release(&lease))
+        let store = tokio::time::timeout(timeout, crate::url::open(&*target, timeout))
             .await
-            .map_err(|_| format!("{target}: no answer within {RELEASE_CALL_TIMEOUT:?}"))?
-            .map_err(|e| format!("{target}: {e}"))
+            .map_err(|_| {
+                TicketError(format!(
+                    "connecting to {target}: no answer within {timeout:?}"
+                ))
+            })?
+            .map_err(|e| TicketError(format!("connecting to {target}: {}", crate::report(&e))))?;
+        tokio::time::timeout(timeout, store.release(&lease))
+            .await
+            .map_err(|_| TicketError(format!("release on {target}: no answer within {timeout:?}")))?
+            .map_err(|e| TicketError(format!("release on {target}: {}", crate::report(&e))))
     }
 }
 
@@ -612,7 +730,7 @@ fn give_back(service: Pid, tickets: BTreeMap<(String, String), Ticket>) {
                         "the lease of election '{}' (holder '{}', token {})",
                         ticket.election, ticket.holder, ticket.token
                     );
-                    (what, ticket.release().await)
+                    (what, ticket.release(RELEASE_CALL_TIMEOUT).await)
                 });
             }
             let all = async {
@@ -656,6 +774,7 @@ mod tests {
     fn ticket(election: &str, token: u64) -> Ticket {
         Ticket {
             url: "sqlite:/tmp/x.db".into(),
+            flags: vec![],
             options: vec![],
             env: vec![],
             election: election.into(),
@@ -705,6 +824,7 @@ mod tests {
         let mut t = ticket("x", 1);
         t.env = vec![("REGENT_POSTGRES_PASSWORD".into(), "hunter2".into())];
         t.options = vec![("password".into(), "hunter3".into())];
+        t.flags = vec![("etcd-password".into(), "hunter4".into())];
         let shown = format!("{t:?}");
         assert!(!shown.contains("hunter"), "{shown}");
     }

@@ -150,24 +150,7 @@ pub fn parse(
     flags: &[(String, OsString)],
     env: impl Fn(&str) -> Option<OsString>,
 ) -> Result<Box<dyn Target>, TargetError> {
-    let kind = kind_of(url)?;
-    for (flag, _) in flags {
-        match option_of_flag(flag) {
-            Some((k, _)) if std::ptr::eq(k, kind) => {}
-            Some((k, o)) => return Err(TargetError::foreign_option(kind, url, k, o.name)),
-            None => return Err(TargetError::unknown_option(None, flag)),
-        }
-    }
-    let options = kind.resolve(
-        |name| {
-            flags
-                .iter()
-                .find(|(f, _)| f == name)
-                .map(|(_, v)| v.clone())
-        },
-        &env,
-    );
-    (kind.parse)(url, &options, &env)
+    target_with(url, flags, &[], env).map(|(target, _)| target)
 }
 
 /// Why [`connect`] failed.
@@ -216,12 +199,40 @@ pub(crate) fn target_of(
     options: &[(&str, &str)],
     env: impl Fn(&str) -> Option<OsString>,
 ) -> Result<(Box<dyn Target>, std::time::Duration), TargetError> {
+    target_with(url, &[], options, env)
+}
+
+/// The target `url` names with a front end's `flags` (see [`parse`]),
+/// `options` by name (see [`connect`]; they win over flags), the rest read
+/// through `env`; and the store's default call timeout.
+pub(crate) fn target_with(
+    url: &str,
+    flags: &[(String, OsString)],
+    options: &[(&str, &str)],
+    env: impl Fn(&str) -> Option<OsString>,
+) -> Result<(Box<dyn Target>, std::time::Duration), TargetError> {
     let kind = kind_of(url)?;
+    for (flag, _) in flags {
+        match option_of_flag(flag) {
+            Some((k, _)) if std::ptr::eq(k, kind) => {}
+            Some((k, o)) => return Err(TargetError::foreign_option(kind, url, k, o.name)),
+            None => return Err(TargetError::unknown_option(None, flag)),
+        }
+    }
     let mut given = Options::new();
     for (name, value) in options {
         given.set(kind, name, value)?;
     }
-    let options = given.or(&kind.resolve(|_| None, &env));
+    let resolved = kind.resolve(
+        |name| {
+            flags
+                .iter()
+                .find(|(f, _)| f == name)
+                .map(|(_, v)| v.clone())
+        },
+        &env,
+    );
+    let options = given.or(&resolved);
     Ok((
         (kind.parse)(url, &options, &env)?,
         kind.default_call_timeout,

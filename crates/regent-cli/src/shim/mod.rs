@@ -107,7 +107,7 @@
 //! * At the start of every term `regent run` writes `T TICKET` on the
 //!   control socket, in the same write as the go: one line of JSON with
 //!   the store as `--store`, its flags and the variables it read, and the
-//!   term's lease (see `store::Ticket`). It may hold a store's secret, so
+//!   term's lease (see `regent::guardian::Ticket`). It may hold a store's secret, so
 //!   it travels only on the socket, and the supervisor that holds it makes
 //!   itself non-dumpable (CMD, of the same user, cannot read its memory).
 //! * The supervisor heeds every line regent wrote before it acts on

@@ -90,14 +90,14 @@ pub(super) fn release_by_ticket() -> ExitCode {
         warn_user!("regent: cannot read the release ticket: {e}");
         return ExitCode::from(1);
     }
-    let ticket = match crate::store::Ticket::parse(&text) {
+    let ticket = match regent::guardian::Ticket::from_line(&text) {
         Ok(t) => t,
         Err(e) => {
             warn_user!("regent: {e}");
             return ExitCode::from(1);
         }
     };
-    if ticket.has_env() {
+    if ticket.may_hold_secrets() {
         let _ =
             rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable);
     }

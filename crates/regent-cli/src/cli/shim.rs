@@ -24,7 +24,7 @@ pub(crate) struct ShimArgs {
     #[arg(long)]
     pub(crate) probe: bool,
     /// Only give a lease back: read a release ticket on stdin (see
-    /// `store::Ticket`), release its lease, exit 0 (1 if it failed).
+    /// `regent::guardian::Ticket`), release its lease, exit 0 (1 if it failed).
     #[arg(long, conflicts_with_all = ["probe", "init"])]
     pub(crate) release: bool,
     /// The command.

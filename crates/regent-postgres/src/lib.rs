@@ -30,6 +30,10 @@
 //!   durable with `synchronous_commit` on. With an asynchronous standby, a
 //!   promotion can lose the last commits — a term may be granted twice —
 //!   and only the fencing token then protects the resource.
+//! * The token protects a resource only where the resource checks it.
+//!   For data in a PostgreSQL database, [`fence::check_and_record`] is
+//!   that check: one statement in the transaction that writes the data,
+//!   refusing a token smaller than the largest it has recorded.
 //!
 //! # Poolers
 //!
@@ -102,6 +106,7 @@
 //! ```
 
 mod error;
+pub mod fence;
 mod record;
 mod sql;
 mod store;
@@ -114,6 +119,9 @@ pub use store::{
 };
 pub use target::{KIND, PostgresTarget};
 pub use tls::Tls;
+/// The client this crate is built with, for [`fence`]'s transactions: one
+/// version of tokio-postgres in the program.
+pub use tokio_postgres;
 /// The client's connection settings ([`PostgresStore::builder`]).
 pub use tokio_postgres::Config;
 /// Whether a connection speaks TLS ([`Config::ssl_mode`]); how it checks

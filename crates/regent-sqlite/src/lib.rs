@@ -30,6 +30,11 @@
 //! election, taken by a compare-and-set in a `BEGIN IMMEDIATE` transaction.
 //! It passes regent's store conformance suite.
 //!
+//! The token fences writes only where the resource checks it. For data in
+//! a SQLite database, [`fence::check_and_record`] is that check: one
+//! statement in the transaction that writes the data, refusing a token
+//! smaller than the largest it has recorded.
+//!
 //! # Safety class
 //!
 //! [`SafetyClass::SingleNode`](regent_core::SafetyClass::SingleNode): one
@@ -374,12 +379,16 @@ mod clock;
 mod conn;
 mod db;
 mod error;
+pub mod fence;
 mod poll;
 mod request;
 mod schema;
 mod store;
 mod target;
 
+/// The SQLite driver this crate is built with, for [`fence`]'s
+/// connections: one version of rusqlite and of SQLite in the program.
+pub use rusqlite;
 #[doc(hidden)]
 pub use store::GroupCommitStats;
 pub use store::{

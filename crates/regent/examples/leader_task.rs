@@ -7,20 +7,22 @@
 //! Start two or three, in different terminals. The leader appends a line to
 //! OUTPUT (default: `regent-leader-task.log` in the temp dir) every 200 ms,
 //! each with its term's fencing token. OUTPUT is the *fenced resource*: it
-//! remembers the largest token it has accepted and refuses smaller ones, so
-//! a leader that was paused past its lease (GC, SIGSTOP, swapping) cannot
+//! remembers the largest token it has accepted (in `OUTPUT.fence`, a
+//! SQLite file, by `regent::sqlite::fence`) and refuses smaller ones, so a
+//! leader that was paused past its lease (GC, SIGSTOP, swapping) cannot
 //! write after its successor has.
 //!
 //! Ctrl-C or `kill` (SIGINT, SIGTERM) stops the leader's task, gives the
 //! lease back, and another instance leads at once; `kill -9` costs a ttl
 //! (3 s here) before another instance leads.
 
-use std::fs::{self, OpenOptions};
-use std::io::{ErrorKind, Write};
+use std::fs::OpenOptions;
+use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use regent::sqlite::SqliteStore;
+use regent::sqlite::rusqlite::{Connection, TransactionBehavior};
+use regent::sqlite::{SqliteStore, fence};
 use regent::{BoxError, Candidate, ElectionName, FencingToken, HolderId, Status, Supervisor};
 
 #[tokio::main]
@@ -98,9 +100,12 @@ async fn main() -> Result<(), BoxError> {
 }
 
 /// The fenced resource: an append-only file of `TOKEN LINE` lines that
-/// remembers the largest fencing token it has accepted (in `OUTPUT.fence`)
-/// and refuses a write with a smaller one. A real resource makes the same
-/// check in its own transaction: a database row, a conditional write.
+/// refuses a write with a smaller token than one it has accepted.
+///
+/// A file has no transactions to check the token in, as a table does
+/// (see `one_shot_job`): the largest token accepted is kept in a SQLite
+/// file beside it, `OUTPUT.fence`, and the file's lock keeps one writer at
+/// a time from the check to the append.
 #[derive(Clone)]
 struct FencedLog {
     path: PathBuf,
@@ -118,8 +123,8 @@ impl FencedLog {
     }
 
     /// Appends `TOKEN LINE`, unless a larger token has been accepted.
-    /// (Blocking file calls of a few microseconds; a resource across the
-    /// network would have an async client.)
+    /// (Blocking calls of a few milliseconds at most; a resource across
+    /// the network would have an async client.)
     fn append(&self, token: FencingToken, line: &str) -> Result<(), BoxError> {
         let mut log = OpenOptions::new()
             .append(true)
@@ -128,23 +133,14 @@ impl FencedLog {
         // The check and the write under one lock: two processes that both
         // believe they lead cannot slip between them.
         log.lock()?;
-        let seen = match fs::read_to_string(&self.fence) {
-            Ok(s) => s.trim().parse::<u64>()?,
-            Err(e) if e.kind() == ErrorKind::NotFound => 0,
-            Err(e) => return Err(e.into()),
-        };
-        // The fencing check.
-        if token.get() < seen {
-            return Err(
-                format!("write refused: token {token} < {seen}, the largest accepted").into(),
-            );
-        }
-        if token.get() > seen {
-            // Replaced whole (write, then rename), never half written.
-            let tmp = self.fence.with_extension("fence.tmp");
-            fs::write(&tmp, token.to_string())?;
-            fs::rename(&tmp, &self.fence)?;
-        }
+        let mut seen = Connection::open(&self.fence)?;
+        seen.busy_timeout(Duration::from_secs(5))?;
+        let tx = seen.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        // The fencing check: refused if a larger token has been accepted.
+        fence::check_and_record(&tx, "leader-task-log", token)?;
+        // Committed before the line is written, so that no line is ever
+        // in the file under a token the fence has not kept.
+        tx.commit()?;
         writeln!(log, "{token} {line}")?;
         Ok(())
         // The lock goes with `log`.

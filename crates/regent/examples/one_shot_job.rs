@@ -17,16 +17,17 @@
 //! resource whether the job is done, and if so it is done too; every write
 //! of the job, "done" included, is refused once a larger token has been
 //! seen, so a leader that was paused past its lease cannot complete the
-//! job a second time.
+//! job a second time. That check is `regent::sqlite::fence`'s, in each
+//! write's own transaction.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use regent::sqlite::SqliteStore;
+use regent::sqlite::rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior};
+use regent::sqlite::{SqliteStore, fence};
 use regent::{
     BoxError, Candidate, ElectionName, FencingToken, HolderId, Restart, Supervisor, SupervisorExit,
 };
-use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior};
 
 const JOB: &str = "monthly-invoices";
 const STEPS: u32 = 3;
@@ -107,8 +108,8 @@ async fn main() -> Result<(), BoxError> {
 }
 
 /// The fenced resource: the job's record and its output in a SQLite file.
-/// `fence` is the largest fencing token seen, `done_by` the token of the
-/// term that completed the job.
+/// `done_by` is the token of the term that completed the job; the largest
+/// token seen is the fence's (its table `regent_fence`, beside these).
 ///
 /// (Blocking calls of a few milliseconds at most; a resource across the
 /// network would have an async client.)
@@ -119,11 +120,7 @@ impl Jobs {
         let conn = Connection::open(path)?;
         conn.busy_timeout(Duration::from_secs(5))?;
         conn.execute_batch(
-            "CREATE TABLE IF NOT EXISTS job (
-                 name TEXT PRIMARY KEY,
-                 fence INTEGER NOT NULL,
-                 done_by INTEGER
-             );
+            "CREATE TABLE IF NOT EXISTS job (name TEXT PRIMARY KEY, done_by INTEGER);
              CREATE TABLE IF NOT EXISTS job_output (token INTEGER NOT NULL, step INTEGER NOT NULL);",
         )?;
         Ok(Self(conn))
@@ -132,20 +129,23 @@ impl Jobs {
     /// Admits `token` to the resource and says who completed the job, if
     /// anyone has.
     fn begin(&mut self, token: FencingToken) -> Result<Option<i64>, BoxError> {
-        let (tx, _) = self.fenced(token)?;
-        let done_by = tx.query_row("SELECT done_by FROM job WHERE name = ?1", [JOB], |r| {
-            r.get(0)
-        })?;
+        let tx = self.fenced(token)?;
+        let done_by = tx
+            .query_row("SELECT done_by FROM job WHERE name = ?1", [JOB], |r| {
+                r.get(0)
+            })
+            .optional()?
+            .flatten();
         tx.commit()?;
         Ok(done_by)
     }
 
     /// Records one step of the job's work.
     fn step(&mut self, token: FencingToken, step: u32) -> Result<(), BoxError> {
-        let (tx, t) = self.fenced(token)?;
+        let tx = self.fenced(token)?;
         tx.execute(
             "INSERT INTO job_output (token, step) VALUES (?1, ?2)",
-            (t, step),
+            (i64::try_from(token.get())?, step),
         )?;
         tx.commit()?;
         Ok(())
@@ -153,35 +153,28 @@ impl Jobs {
 
     /// Records "done by `token`".
     fn finish(&mut self, token: FencingToken) -> Result<(), BoxError> {
-        let (tx, t) = self.fenced(token)?;
-        tx.execute("UPDATE job SET done_by = ?2 WHERE name = ?1", (JOB, t))?;
+        let tx = self.fenced(token)?;
+        tx.execute(
+            "INSERT INTO job (name, done_by) VALUES (?1, ?2)
+             ON CONFLICT (name) DO UPDATE SET done_by = excluded.done_by",
+            (JOB, i64::try_from(token.get())?),
+        )?;
         tx.commit()?;
         Ok(())
     }
 
-    /// A transaction in which `token` may write: refused if a larger token
-    /// has been seen, and otherwise `token` becomes the largest seen. The
-    /// check and the writes after it commit together. Also returns the
-    /// token as SQLite stores it.
-    fn fenced(&mut self, token: FencingToken) -> Result<(Transaction<'_>, i64), BoxError> {
-        let t = i64::try_from(token.get())?;
+    /// A transaction in which `token` may write: refused (and rolled
+    /// back) if a larger token has been seen; otherwise `token` is now
+    /// the largest seen, committed with the writes that follow. Immediate:
+    /// it takes SQLite's write lock at once, so no other instance writes
+    /// between the check and the commit.
+    fn fenced(&mut self, token: FencingToken) -> Result<Transaction<'_>, BoxError> {
         let tx = self
             .0
             .transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let seen: i64 = tx
-            .query_row("SELECT fence FROM job WHERE name = ?1", [JOB], |r| r.get(0))
-            .optional()?
-            .unwrap_or(0);
         // The fencing check.
-        if t < seen {
-            return Err(format!("write refused: token {token} < {seen}, the largest seen").into());
-        }
-        tx.execute(
-            "INSERT INTO job (name, fence) VALUES (?1, ?2)
-             ON CONFLICT (name) DO UPDATE SET fence = excluded.fence",
-            (JOB, t),
-        )?;
-        Ok((tx, t))
+        fence::check_and_record(&tx, JOB, token)?;
+        Ok(tx)
     }
 }
 

@@ -105,6 +105,7 @@ mod events;
 mod layer;
 mod leadership;
 mod limits;
+pub mod many;
 mod observer;
 mod repeats;
 #[cfg(feature = "serde")]
@@ -130,6 +131,10 @@ pub use leadership::{
     Leadership, LeaseState, NotLeader, ProclaimError, TermKeeper, TermStart, TermState,
 };
 pub use limits::{MAX_TTL, MIN_TTL};
+pub use many::{
+    ElectionFailure, LeadersWatch, ObserveError, ObserverSet, SetChanges, SetConfigError,
+    SetFailed, SupervisorSet, SupervisorSetBuilder,
+};
 pub use observer::{LeaderChanges, LeaderWatch, Observer};
 pub use status::{Status, publish as publish_status};
 pub use store::memory;

@@ -5,19 +5,17 @@
 //! ```
 //!
 //! Each shard (`shard-0`, `shard-1`, … ELECTIONS of them, 100 by default)
-//! has its own election and its own supervisor; all share one store. It
-//! prints how many of them this process leads whenever that changes.
-//! Start it twice: the first to start leads every shard (nothing balances
-//! them), and when it stops (Ctrl-C, SIGTERM) it gives every lease back and
-//! the other takes them all over at once.
+//! has its own election; one `SupervisorSet` campaigns for them all on one
+//! store and runs each shard's work while this process leads it. It prints
+//! how many of them this process leads whenever that changes. Start it
+//! twice: the first to start leads every shard (nothing balances them), and
+//! when it stops (Ctrl-C, SIGTERM) it gives every lease back and the other
+//! takes them all over at once. The `observe_many` example follows them.
 
 use std::path::PathBuf;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
 
 use regent::sqlite::SqliteStore;
-use regent::{BoxError, CancellationToken, Candidate, ElectionName, HolderId, Supervisor};
+use regent::{BoxError, ElectionName, HolderId, SupervisorSet};
 
 #[tokio::main]
 async fn main() -> Result<(), BoxError> {
@@ -37,60 +35,38 @@ async fn main() -> Result<(), BoxError> {
         Some(id) => HolderId::new(id)?,
         None => HolderId::host_pid(),
     };
+    let elections = (0..shards)
+        .map(|shard| ElectionName::new(format!("shard-{shard}")))
+        .collect::<Result<Vec<_>, _>>()?;
 
     // One store for every election: clones share its connection.
-    let store = SqliteStore::open(&db).await?;
-    let leading = Arc::new(AtomicUsize::new(0));
-    // One signal for all: cancelling `stop` stops every supervisor, each of
-    // which gives its lease back.
-    let stop = CancellationToken::new();
-    let mut supervisors = tokio::task::JoinSet::new();
-    for shard in 0..shards {
-        let candidate = Candidate::builder(
-            store.clone(),
-            ElectionName::new(format!("shard-{shard}"))?,
-            holder.clone(),
-        )
-        .build()?;
-        let (stop, leading) = (stop.clone(), leading.clone());
-        supervisors.spawn(async move {
-            Supervisor::new(candidate)
-                .run_until(stop.cancelled_owned(), |leader| {
-                    let leading = leading.clone();
-                    async move {
-                        // This shard's work, fenced by `leader.token()`, goes here.
-                        leading.fetch_add(1, Ordering::Relaxed);
-                        leader.cancelled().await;
-                        leading.fetch_sub(1, Ordering::Relaxed);
-                        Ok::<_, BoxError>(())
-                    }
-                })
-                .await
-        });
-    }
-
-    let shutdown = regent::shutdown_signal();
-    tokio::pin!(shutdown);
+    let set = SupervisorSet::builder(SqliteStore::open(&db).await?, holder, elections).build()?;
+    let mut leading = set.leading();
+    // Until SIGINT or SIGTERM; then every shard's work stops and every
+    // lease is given back before this returns.
+    let run = set.run_until(regent::shutdown_signal(), |_shard, leader| async move {
+        // This shard's work, fenced by `leader.token()`, goes here.
+        leader.cancelled().await;
+        Ok::<_, BoxError>(())
+    });
+    tokio::pin!(run);
     let mut shown = None;
-    loop {
-        let now = leading.load(Ordering::Relaxed);
+    let exits = loop {
+        let now = leading.borrow_and_update().len();
         if shown != Some(now) {
             println!("leading {now} of {shards} elections");
             shown = Some(now);
         }
         tokio::select! {
-            () = &mut shutdown => break,
-            () = tokio::time::sleep(Duration::from_millis(250)) => {}
+            exits = &mut run => break exits,
+            _ = leading.changed() => {}
         }
-    }
-    stop.cancel();
-    // Every supervisor is awaited: all leases are given back before exit.
-    while let Some(done) = supervisors.join_next().await {
-        done??;
-    }
+    };
     println!(
         "stopped: leading {} of {shards} elections",
-        leading.load(Ordering::Relaxed)
+        set.leading().borrow().len()
     );
+    // The shards that failed, by name (the others ran until the signal).
+    exits?;
     Ok(())
 }

@@ -4,7 +4,9 @@
 //! runs once across three instances, also when an attempt fails
 //! (`one_shot_job`); the observer follows a running leader (`observer`);
 //! one process holds many elections and gives them all back on SIGTERM
-//! (`many_elections`).
+//! (`many_elections`), and another follows them all (`observe_many`); a
+//! crash of a service with the crash guardian hands over at once
+//! (`guarded_service`).
 //!
 //! The binaries are found next to this test's executable
 //! (`target/PROFILE/examples/`), where `cargo test` builds them. A run of
@@ -173,6 +175,49 @@ fn many_elections_leads_them_all_and_gives_them_back() {
         shards.lines.last().map(String::as_str),
         Some("stopped: leading 0 of 20 elections")
     );
+}
+
+/// `observe_many` names the leader of every shard `many_elections` leads,
+/// and sees each shard pass to a second holder when the first stops.
+#[test]
+fn observe_many_follows_every_shard_through_a_hand_over() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = path(&dir, "store.db");
+    let mut p = Example::start("many_elections", &[&db, "5", "p"], &[]);
+    p.wait_for("p to lead all 5", |l| {
+        (l == "leading 5 of 5 elections").then_some(())
+    });
+    let mut q = Example::start("many_elections", &[&db, "5", "q"], &[]);
+    let mut observer = Example::start("observe_many", &[&db, "5"], &[]);
+    let mut by_p: std::collections::BTreeSet<String> =
+        (0..5).map(|n| format!("shard-{n}")).collect();
+    observer.wait_for("every shard led by p", |l| {
+        if let Some((shard, who)) = l.split_once(": ")
+            && who.starts_with("p (token ")
+        {
+            by_p.remove(shard);
+        }
+        by_p.is_empty().then_some(())
+    });
+    p.signal(Signal::TERM);
+    let mut by_q: std::collections::BTreeSet<String> =
+        (0..5).map(|n| format!("shard-{n}")).collect();
+    observer.wait_for("every shard led by q", |l| {
+        if let Some((shard, who)) = l.split_once(": ")
+            && who.starts_with("q (token ")
+        {
+            by_q.remove(shard);
+        }
+        by_q.is_empty().then_some(())
+    });
+    assert!(p.exit().success(), "{}", p.log());
+    q.wait_for("q to lead all 5", |l| {
+        (l == "leading 5 of 5 elections").then_some(())
+    });
+    for process in [&mut q, &mut observer] {
+        process.signal(Signal::TERM);
+        assert!(process.exit().success(), "{}", process.log());
+    }
 }
 
 /// The crash guardian: `kill -9` of the leader gives its lease back at

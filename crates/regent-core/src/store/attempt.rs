@@ -18,7 +18,15 @@ use tokio::sync::watch;
 
 use crate::error::{ErrorKind, StoreError};
 
-/// One attempt at a time, shared; see the [module](self).
+/// A store's connection attempt, one at a time, in a task of its own that
+/// every caller waiting for it shares.
+///
+/// Why: a store that made its connection in the caller's future, under
+/// the store's lock, could be wedged for good by one caller — a candidate
+/// keeps its watch stream unpolled while it acquires, and a watch whose
+/// read had begun connecting again then held the lock. Here the attempt
+/// runs in a spawned task, bounded, and callers only wait for its outcome:
+/// a caller dropped or left unpolled holds nothing.
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")]
@@ -218,7 +226,7 @@ mod tests {
                 || None,
                 Duration::from_secs(1),
                 "connect to x",
-                || std::future::pending(),
+                std::future::pending,
             )
             .await
             .unwrap_err();

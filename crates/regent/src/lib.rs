@@ -58,6 +58,9 @@
 //!   leadership ends, hands over when it finishes; its docs describe a
 //!   term from start to end. [`Restart`] says when it campaigns again (per
 //!   instance, not per fleet).
+//! * [`SupervisorSet`] and [`ObserverSet`] ([`many`]): a set of elections
+//!   (shards) campaigned for, supervised and observed as one, every item
+//!   naming its election.
 //! * [`Observer`]: follows the leader without campaigning
 //!   ([`Observer::leader_watch`], [`Observer::changes`],
 //!   [`Observer::on_new_leader`]); a candidate's own view is
@@ -92,7 +95,9 @@
 //! * `one_shot_job`: a job that runs once across the fleet, its completion
 //!   recorded in the resource under the fencing token;
 //! * `many_elections`: one process holding many elections (one per shard)
-//!   on one shared store.
+//!   on one shared store, with one [`SupervisorSet`];
+//! * `observe_many`: the leaders of those shards followed with one
+//!   [`ObserverSet`];
 //! * `guarded_service` (feature `guardian`): a service whose `kill -9`
 //!   hands its lease over in milliseconds, through the crash guardian.
 //!

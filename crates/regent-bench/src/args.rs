@@ -29,15 +29,23 @@ Stores and their tools (regent run is on every row):
                   (its crash left out of --short)
   memory          only when named, load cases only: regent's in-memory
                   store in the measuring process (the floor)
-Load cases, on any store, only when named in --cases (regent alone):
+  azblob          only when named, observe and observe-crash only: Azure
+                  Blob leases on Azurite (ttl 15 s, its shortest)
+Load cases, only when named in --cases (regent alone):
   herd       1000 candidates of one election (--short: 50), 5 failovers:
              the hand-over and the store operations per failover
   scale      1, 100, 1000, 10000 elections led by one process (--short:
              1, 100; or --elections), each size in a process of its own:
              store operations, CPU, memory, threads, bytes written per ttl
+  observe    --runs hand-overs (a resign) between two candidates, with an
+             Observer beside them, each on a store connection of its own:
+             when the observer names the next leader, against when that
+             leader's campaign returns (ttl 2 s; Consul 10 s, azblob 15 s)
+  observe-crash  the same when the leader stops renewing and releasing
 The engines come from scripts/install-engines and run on free ports of
 127.0.0.1 (etcd: one member; Consul: a dev agent; ZooKeeper: standalone;
-PostgreSQL: one server, as the user postgres when run as root).
+PostgreSQL: one server, as the user postgres when run as root; Azurite:
+its Blob service).
 The candidates run the `regent` binary beside this one (--regent PATH, or
 REGENT_BIN, to name another): scripts/bench builds both in release mode.
 
@@ -48,6 +56,8 @@ Examples:
   scripts/bench --stores consul-cluster --runs 5
   scripts/bench --stores postgres,pgbouncer --out /tmp/postgres.md
   scripts/bench --stores sqlite,etcd,zookeeper --cases herd,scale --out docs/load.md
+  scripts/bench --stores sqlite,etcd,consul,zookeeper,azblob,postgres,memory \\
+      --cases observe --runs 30 --out /tmp/observer.md
   scripts/bench --stores sqlite,memory --cases scale --elections 1000,10000 \\
       --window 30s --followers --spread
 
@@ -93,8 +103,8 @@ pub(crate) enum Hidden {
 /// The harness's flags.
 #[derive(Debug, Args)]
 pub(crate) struct BenchArgs {
-    /// Runs per case and tool (default: 50; with --short 5, and 3 for a
-    /// crash).
+    /// Runs per case and tool, and hand-overs per store of observe and
+    /// observe-crash (default: 50; with --short 5, and 3 for a crash).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub(crate) runs: Option<u32>,
     /// CI mode: few runs, and no case that costs tens of seconds a run
@@ -102,14 +112,15 @@ pub(crate) struct BenchArgs {
     #[arg(long)]
     pub(crate) short: bool,
     /// The stores, comma-separated: sqlite, etcd, consul, zookeeper,
-    /// postgres, pgbouncer, consul-cluster, memory (default: sqlite and
+    /// postgres, pgbouncer, consul-cluster, memory, azblob (default: sqlite and
     /// every one of etcd, consul, zookeeper and postgres whose engine is
     /// installed).
     #[arg(long, value_name = "LIST")]
     pub(crate) stores: Option<String>,
     /// The cases, comma-separated: graceful, crash, and the load cases
-    /// herd and scale; STORE:CASE runs a case on that store only (e.g.
-    /// graceful,etcd:crash). Default: graceful and crash.
+    /// herd, scale, observe and observe-crash; STORE:CASE runs a case on
+    /// that store only (e.g. graceful,etcd:crash). Default: graceful and
+    /// crash.
     #[arg(long, value_name = "LIST")]
     pub(crate) cases: Option<String>,
     /// Write the markdown report here, and an SVG plot per case beside it

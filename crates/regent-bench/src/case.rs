@@ -40,6 +40,8 @@ pub(crate) fn regent_ttl(store: StoreKind) -> Duration {
         | StoreKind::Postgres
         | StoreKind::PgBouncer
         | StoreKind::Memory => TTL,
+        // A blob lease lasts 15 s at least (load cases only).
+        StoreKind::Azblob => regent::azblob::MIN_TTL,
     }
 }
 
@@ -85,7 +87,11 @@ impl Case {
         let native: &[Tool] = match (store, self) {
             // No election tool of its own: regent alone.
             (
-                StoreKind::Sqlite | StoreKind::Postgres | StoreKind::PgBouncer | StoreKind::Memory,
+                StoreKind::Sqlite
+                | StoreKind::Postgres
+                | StoreKind::PgBouncer
+                | StoreKind::Memory
+                | StoreKind::Azblob,
                 _,
             ) => &[],
             (StoreKind::Etcd, Self::Graceful) => &[Tool::EtcdctlElect],
@@ -99,8 +105,7 @@ impl Case {
             }
             (StoreKind::ZooKeeper, _) => &[Tool::CuratorLatch],
         };
-        if store == StoreKind::Memory {
-            // No process but the bench's own can reach it.
+        if store.load_only() {
             return Vec::new();
         }
         let mut tools = vec![Tool::Regent {
@@ -252,24 +257,32 @@ impl Tool {
     }
 }
 
-/// A load case: what a crowd costs a store (`load/`).
+/// A load case, in the bench's process or processes of its own, regent
+/// alone (`load/`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub(crate) enum LoadCase {
     /// Many candidates, one election: the store operations per failover.
     Herd,
     /// Many elections, one process: what holding them costs per ttl.
     Scale,
+    /// An observer beside the candidates: whether it learns of a graceful
+    /// hand-over as soon as the next leader does.
+    Observe,
+    /// The same when the leader stops renewing without releasing.
+    ObserveCrash,
 }
 
 impl LoadCase {
     /// Every load case, in the order a bench runs them.
-    pub(crate) const ALL: [Self; 2] = [Self::Herd, Self::Scale];
+    pub(crate) const ALL: [Self; 4] = [Self::Herd, Self::Scale, Self::Observe, Self::ObserveCrash];
 
     /// Its name in `--cases` and the report.
     pub(crate) fn name(self) -> &'static str {
         match self {
             Self::Herd => "herd",
             Self::Scale => "scale",
+            Self::Observe => "observe",
+            Self::ObserveCrash => "observe-crash",
         }
     }
 
@@ -278,7 +291,19 @@ impl LoadCase {
         match s {
             "herd" => Some(Self::Herd),
             "scale" => Some(Self::Scale),
+            "observe" => Some(Self::Observe),
+            "observe-crash" => Some(Self::ObserveCrash),
             _ => None,
+        }
+    }
+
+    /// Whether it runs on `store`: the crowds not on Azure Blob, whose
+    /// leases last 15 s at least (the crowds' ttl is 10 s) and whose
+    /// watches read a blob each per second.
+    pub(crate) fn runs_on(self, store: StoreKind) -> bool {
+        match self {
+            Self::Herd | Self::Scale => store != StoreKind::Azblob,
+            Self::Observe | Self::ObserveCrash => true,
         }
     }
 }

@@ -3,14 +3,15 @@
 //! member, one Consul dev agent, a Consul cluster (three servers, four
 //! client agents), one standalone ZooKeeper server (with the Curator
 //! participant compiled for it), one PostgreSQL server (alone, or behind
-//! PgBouncer in transaction pooling mode), or nothing (the memory store);
+//! PgBouncer in transaction pooling mode), Azurite (Azure Blob), or
+//! nothing (the memory store);
 //! how the tools reach them; and what the report says of them.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
 
 use regent_testkit::engines::{
-    Consul, ConsulCluster, Engine as _, EngineError, Etcd, LatchParticipant, Postgres,
+    Azurite, Consul, ConsulCluster, Engine as _, EngineError, Etcd, LatchParticipant, Postgres,
     PostgresBehindPgBouncer, ZooKeeper,
 };
 use serde_json::Value;
@@ -39,6 +40,7 @@ pub(crate) enum RunningStore {
     /// The server, and PgBouncer in front of it in transaction mode.
     PgBouncer(PostgresBehindPgBouncer),
     Memory,
+    Azblob(Azurite),
 }
 
 impl RunningStore {
@@ -91,6 +93,7 @@ impl RunningStore {
                 Self::PgBouncer(PostgresBehindPgBouncer::start().map_err(engine_error)?)
             }
             StoreKind::Memory => Self::Memory,
+            StoreKind::Azblob => Self::Azblob(Azurite::start().map_err(engine_error)?),
         })
     }
 
@@ -105,13 +108,16 @@ impl RunningStore {
             Self::Postgres(_) => StoreKind::Postgres,
             Self::PgBouncer(_) => StoreKind::PgBouncer,
             Self::Memory => StoreKind::Memory,
+            Self::Azblob(_) => StoreKind::Azblob,
         }
     }
 
     /// The `--store` URL regent takes (ZooKeeper: under the chroot
     /// `/regent-bench`; the Consul cluster: its first client agent;
     /// PgBouncer: the pooler's, with [`RunningStore::listen_url`] beside
-    /// it; the memory store has none that another process could use).
+    /// it; Azure Blob: the container, with
+    /// [`RunningStore::azblob_endpoint`] beside it; the memory store has
+    /// none that another process could use).
     pub(crate) fn store_url(&self) -> String {
         match self {
             Self::Sqlite(dir) => format!("sqlite:{}", dir.path().join("e.db").display()),
@@ -122,6 +128,16 @@ impl RunningStore {
             Self::Postgres(e) => e.store_url(),
             Self::PgBouncer(e) => e.store_url(),
             Self::Memory => "memory:".to_owned(),
+            Self::Azblob(e) => e.store_url(),
+        }
+    }
+
+    /// Azurite's Blob endpoint (`http://127.0.0.1:PORT/devstoreaccount1`),
+    /// signed for with the development account's well-known key.
+    pub(crate) fn azblob_endpoint(&self) -> Option<String> {
+        match self {
+            Self::Azblob(e) => Some(e.blob_endpoint()),
+            _ => None,
         }
     }
 
@@ -298,6 +314,13 @@ impl RunningStore {
                 ),
             ],
             Self::Memory => vec!["regent's in-memory store, in the measuring process".to_owned()],
+            Self::Azblob(_) => vec![
+                program_version("azurite-blob", &["--version"])
+                    .map_or_else(|| "Azurite: ?".into(), |v| format!("Azurite {v}")),
+                "its Blob service, data on disk, the development account; regent's watch \
+                 reads the blob every second"
+                    .to_owned(),
+            ],
             Self::Postgres(server) => vec![
                 postgres_version(server),
                 "one server, the test kit's settings (fsync off, shared_buffers 32 MB); \

@@ -1,7 +1,7 @@
 //! regent's benchmark harness: how long a leader hand-over takes with
 //! `regent run`, beside each engine's own tool, on the stores installed on
-//! this machine; and what a crowd of candidates or elections costs a
-//! store. Not published (`publish = false`, as tokio keeps its benches):
+//! this machine; what a crowd of candidates or elections costs a store;
+//! and how soon an observer learns who leads. Not published (`publish = false`, as tokio keeps its benches):
 //! it needs the test kit's engines. The shipped `regent` binary has no
 //! bench command; this crate runs it.
 //!
@@ -77,8 +77,26 @@
 //! `--followers`), each size in a process of its own, and what that costs
 //! per ttl: store operations (counted at the store's interface, and by the
 //! engine itself where it counts), CPU, memory, threads, bytes written,
-//! renewals' times. The `memory` store (only when named) measures the
-//! floor: the candidates alone.
+//! renewals' times; **observe** (`load/observe.rs`), whether an
+//! [`Observer`](regent_core::Observer) learns of a new leader as soon as
+//! the candidate that becomes it does (issue 29, item 4): per run, on an
+//! election of its own, candidate A leads, candidate B waits, and an
+//! observer follows, each on a store instance of its own (as three
+//! processes would be; the memory store's they share); A resigns, and the
+//! monotonic clock times from the resign to B's `campaign` returning, to
+//! the observer's `changes()` first naming B with B's fencing token, and
+//! to its `leader_watch()` holding B; the report gives each, the signed
+//! difference observer − candidate (negative: the observer knew first),
+//! and the runs in which the observer said "no leader" in between, and
+//! for how long. **observe-crash** is the same when A's renewals and
+//! release stop reaching the store instead (cut off at its store's
+//! interface by regent-core's `Faults` layer, as if its task hung): both
+//! wait for the lease to lapse. The observer cases run `--runs` times per
+//! store at a ttl of 2 s (Consul: 10 s, Azure Blob: 15 s, their
+//! shortest). The `memory` store (only when named) measures the floor: the
+//! candidates alone. `azblob` (only when named) is Azure Blob leases on
+//! Azurite, for the observer cases only (no election tool of its own, and
+//! a blob lease outlasts the crowds' ttl).
 //!
 //! # Method
 //!
@@ -107,8 +125,8 @@
 //!
 //! Each file uses only files below it in this list (no cycles):
 //! `run.rs` (the driver) and `args.rs` (the flags); `report.rs`;
-//! `series.rs`; `load/` (`mod.rs` → `herd.rs`, `scale.rs` →
-//! `scale_child.rs` → `open.rs`, `counting.rs`, `usage.rs`; `report.rs`,
+//! `series.rs`; `load/` (`mod.rs` → `herd.rs`, `observe.rs`, `scale.rs`
+//! → `scale_child.rs` → `open.rs`, `counting.rs`, `usage.rs`; `report.rs`,
 //! `result.rs`); `plan.rs`; `engines.rs`; `case.rs`; `store.rs`;
 //! `process.rs`, `child_log.rs`, `wait.rs`, `svg.rs`, `stats.rs`,
 //! `console.rs`, `error.rs`.

@@ -26,9 +26,13 @@ pub(crate) struct Block {
 pub(crate) struct Plan {
     pub(crate) stores: Vec<StoreKind>,
     pub(crate) blocks: Vec<Block>,
-    /// The load cases (`herd`, `scale`; see `load/`), by store, in the
-    /// order of [`LoadCase::ALL`]: only when named in `--cases`.
+    /// The load cases (`herd`, `scale`, `observe`, `observe-crash`; see
+    /// `load/`), by store, in the order of [`LoadCase::ALL`]: only when
+    /// named in `--cases`, and only on the stores they run on.
     pub(crate) loads: Vec<(StoreKind, LoadCase)>,
+    /// Runs per store of `observe` and of `observe-crash`: as many as a
+    /// graceful and a crash hand-over case gets.
+    pub(crate) observe_runs: [usize; 2],
 }
 
 impl Plan {
@@ -140,12 +144,7 @@ impl Plan {
                 // The memory store has no hand-over case: no process but
                 // the bench's own can reach it.
                 if chosen && !case.tools(store).is_empty() {
-                    let runs = match (runs, short, case) {
-                        (Some(n), _, _) => n,
-                        (None, false, _) => FULL_RUNS,
-                        (None, true, Case::Graceful) => SHORT_RUNS,
-                        (None, true, Case::Crash) => SHORT_CRASH_RUNS,
-                    };
+                    let runs = runs_of(case, runs, short);
                     blocks.push(Block { store, case, runs });
                 }
             }
@@ -153,17 +152,18 @@ impl Plan {
         let mut loads = Vec::new();
         for &store in &stores {
             for case in LoadCase::ALL {
-                if wanted_loads
+                let named = wanted_loads
                     .iter()
-                    .any(|(s, c)| *c == case && s.is_none_or(|s| s == store))
-                {
+                    .any(|(s, c)| *c == case && s.is_none_or(|s| s == store));
+                if named && case.runs_on(store) {
                     loads.push((store, case));
                 }
             }
         }
         if blocks.is_empty() && loads.is_empty() {
             return Err(BenchError::Usage(format!(
-                "nothing to run: the memory store has only the load cases ({})",
+                "nothing to run: the memory and azblob stores have only the load cases ({}; \
+                 azblob only observe and observe-crash)",
                 names(LoadCase::ALL.iter().map(|c| c.name()))
             )));
         }
@@ -171,7 +171,20 @@ impl Plan {
             stores,
             blocks,
             loads,
+            observe_runs: [
+                runs_of(Case::Graceful, runs, short),
+                runs_of(Case::Crash, runs, short),
+            ],
         })
+    }
+
+    /// Runs per store of load case `case` (the crowds run once).
+    pub(crate) fn load_runs(&self, case: LoadCase) -> usize {
+        match case {
+            LoadCase::Herd | LoadCase::Scale => 1,
+            LoadCase::Observe => self.observe_runs[0],
+            LoadCase::ObserveCrash => self.observe_runs[1],
+        }
     }
 
     /// How many runs in all: the progress bar's length.
@@ -180,6 +193,17 @@ impl Plan {
             .iter()
             .map(|b| (b.runs * b.case.tools(b.store).len()) as u64)
             .sum()
+    }
+}
+
+/// Runs of `case`: `--runs`, else [`FULL_RUNS`], or in `--short` mode
+/// [`SHORT_RUNS`] (a crash: [`SHORT_CRASH_RUNS`]).
+fn runs_of(case: Case, runs: Option<usize>, short: bool) -> usize {
+    match (runs, short, case) {
+        (Some(n), _, _) => n,
+        (None, false, _) => FULL_RUNS,
+        (None, true, Case::Graceful) => SHORT_RUNS,
+        (None, true, Case::Crash) => SHORT_CRASH_RUNS,
     }
 }
 
@@ -328,7 +352,7 @@ mod tests {
         for store in StoreKind::ALL {
             for case in Case::ALL {
                 let tools = case.tools(store);
-                if store == StoreKind::Memory {
+                if store.load_only() {
                     assert!(tools.is_empty());
                     continue;
                 }
@@ -422,5 +446,43 @@ mod tests {
         );
         let err = Plan::resolve(Some("memory"), None, None, false, all_installed).unwrap_err();
         assert!(matches!(err, BenchError::Usage(_)), "{err:?}");
+    }
+
+    /// Azure Blob runs the observer cases alone: no hand-over tool, and
+    /// the crowds' ttl is shorter than a blob lease.
+    #[test]
+    fn azblob_runs_only_the_observer_cases() {
+        let plan = Plan::resolve(
+            Some("etcd,azblob"),
+            Some("herd,observe,observe-crash"),
+            Some(7),
+            false,
+            all_installed,
+        )
+        .unwrap();
+        assert_eq!(
+            plan.loads,
+            [
+                (StoreKind::Etcd, LoadCase::Herd),
+                (StoreKind::Etcd, LoadCase::Observe),
+                (StoreKind::Etcd, LoadCase::ObserveCrash),
+                (StoreKind::Azblob, LoadCase::Observe),
+                (StoreKind::Azblob, LoadCase::ObserveCrash),
+            ]
+        );
+        assert_eq!(plan.load_runs(LoadCase::Observe), 7);
+        assert!(plan.blocks.is_empty());
+        let err =
+            Plan::resolve(Some("azblob"), Some("scale"), None, false, all_installed).unwrap_err();
+        assert!(matches!(err, BenchError::Usage(_)), "{err:?}");
+        let short = Plan::resolve(
+            Some("memory"),
+            Some("observe-crash"),
+            None,
+            true,
+            all_installed,
+        )
+        .unwrap();
+        assert_eq!(short.load_runs(LoadCase::ObserveCrash), SHORT_CRASH_RUNS);
     }
 }

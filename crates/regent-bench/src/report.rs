@@ -177,7 +177,7 @@ pub(crate) fn write_markdown(
     let mut written = Vec::new();
     let mut md = String::new();
     let title = if results.is_empty() {
-        "# Many candidates, many elections: what regent costs a store"
+        load_report::title(loads)
     } else {
         "# Leader hand-over: regent beside each engine's own tool"
     };

@@ -134,7 +134,7 @@ fn bench(args: &BenchArgs) -> Result<(), BenchError> {
             load_results.push(crate::load::run(
                 &running,
                 case,
-                args.short,
+                (plan.load_runs(case), args.short),
                 &scale,
                 (&harness, dir.path()),
                 &progress_note,

@@ -1,4 +1,5 @@
-//! Order statistics of a series' hand-over times.
+//! Order statistics of a series' hand-over times (and of signed
+//! differences between two sides' times).
 
 use std::time::Duration;
 
@@ -30,7 +31,7 @@ impl Summary {
 }
 
 /// The nearest-rank `p`-th percentile of non-empty, sorted samples.
-fn percentile(sorted: &[Duration], p: usize) -> Duration {
+pub(crate) fn percentile<T: Copy>(sorted: &[T], p: usize) -> T {
     let rank = (p * sorted.len()).div_ceil(100).max(1);
     sorted[rank.min(sorted.len()) - 1]
 }

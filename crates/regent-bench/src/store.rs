@@ -36,11 +36,16 @@ pub(crate) enum StoreKind {
     /// of what candidates cost (their tasks and timers), for the load
     /// cases only. Only when named.
     Memory,
+    /// Azure Blob leases on Azurite, Microsoft's storage emulator, reached
+    /// with its development account: for the load cases only (no election
+    /// tool of its own; a blob lease's ttl is 15 s at least). Only when
+    /// named.
+    Azblob,
 }
 
 impl StoreKind {
     /// Every store, in the order a bench runs them.
-    pub(crate) const ALL: [Self; 8] = [
+    pub(crate) const ALL: [Self; 9] = [
         Self::Sqlite,
         Self::Etcd,
         Self::Consul,
@@ -49,6 +54,7 @@ impl StoreKind {
         Self::PgBouncer,
         Self::ConsulCluster,
         Self::Memory,
+        Self::Azblob,
     ];
 
     /// The stores benched when `--stores` is not given (those whose engine
@@ -72,6 +78,7 @@ impl StoreKind {
             Self::PgBouncer => "pgbouncer",
             Self::ConsulCluster => "consul-cluster",
             Self::Memory => "memory",
+            Self::Azblob => "azblob",
         }
     }
 
@@ -86,6 +93,7 @@ impl StoreKind {
             "pgbouncer" => Some(Self::PgBouncer),
             "consul-cluster" => Some(Self::ConsulCluster),
             "memory" => Some(Self::Memory),
+            "azblob" => Some(Self::Azblob),
             _ => None,
         }
     }
@@ -100,6 +108,13 @@ impl StoreKind {
     /// PgBouncer).
     pub(crate) fn is_postgres(self) -> bool {
         matches!(self, Self::Postgres | Self::PgBouncer)
+    }
+
+    /// Whether only the load cases run on it: no process but the bench's
+    /// own can reach the memory store, and Azure Blob has no election tool
+    /// to run beside regent.
+    pub(crate) fn load_only(self) -> bool {
+        matches!(self, Self::Memory | Self::Azblob)
     }
 
     /// The programs (and, for ZooKeeper, jars) the store's engine and
@@ -121,6 +136,7 @@ impl StoreKind {
             ],
             Self::Consul | Self::ConsulCluster => &[("consul", "REGENT_CONSUL_BIN")],
             Self::ZooKeeper => &[("java", "REGENT_JAVA_BIN"), ("javac", "")],
+            Self::Azblob => &[("azurite-blob", "REGENT_AZURITE_BIN")],
         };
         for (program, var) in programs {
             find_program(program, var)?;

@@ -534,3 +534,58 @@ fn short_consul_cluster_runs_regent_at_two_ttls_beside_consul_lock() {
         assert!(session["TTL"].is_string(), "{session}");
     }
 }
+
+/// Issue 29, item 4: an observer on a store instance of its own names the
+/// new leader as soon as that leader's campaign returns. On SQLite it once
+/// said "no leader" up to a poll interval (100 ms) longer, until a won
+/// acquire rang the wake-up bell too; on the memory store (the floor) the
+/// two are one and the same event.
+#[test]
+fn observe_on_sqlite_and_memory_names_the_next_leader_with_its_candidate() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("observe.md");
+    let json = dir.path().join("observe.json");
+    let run = harness()
+        .args([
+            "--short",
+            "--stores",
+            "sqlite,memory",
+            "--cases",
+            "observe",
+            "--out",
+        ])
+        .arg(&out)
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .expect("run regent-bench");
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(
+        run.status.success(),
+        "regent-bench failed ({}):\n{stderr}",
+        run.status
+    );
+    let report = std::fs::read_to_string(&out).expect("the report");
+    assert!(
+        report.contains("## Observers: who learns of a new leader when"),
+        "{report}"
+    );
+    let samples: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let load = samples["load"].as_array().expect("load samples");
+    for store in ["sqlite", "memory"] {
+        let case = load
+            .iter()
+            .find(|l| l["case"] == "observe" && l["store"] == store)
+            .unwrap_or_else(|| panic!("no observe case on {store}: {samples}"));
+        assert_eq!(case["missed"].as_array().unwrap().len(), 0, "{case}");
+        let runs = case["runs"].as_array().unwrap();
+        assert_eq!(runs.len(), 5, "--short: 5 hand-overs: {case}");
+        let mut lags: Vec<f64> = runs
+            .iter()
+            .map(|r| r["observer_minus_candidate_ms"].as_f64().unwrap())
+            .collect();
+        lags.sort_by(f64::total_cmp);
+        // Well under SQLite's poll interval: the bell, not the poll.
+        assert!(lags[lags.len() / 2] < 50.0, "{store}: {lags:?}");
+    }
+}

@@ -1,10 +1,11 @@
 //! The store a load case's candidates use, opened in the bench's process
-//! (the herd) or in a scale measurement's own process, from one
-//! description that travels on a command line.
+//! (the herd, the observer) or in a scale measurement's own process, from
+//! one description that travels on a command line.
 
 use std::ffi::OsString;
 use std::time::Duration;
 
+use regent::azblob::{AzblobStore, StorageAccount};
 use regent::consul::ConsulStore;
 use regent::sqlite::SqliteStore;
 use regent_core::BoxStore;
@@ -25,6 +26,8 @@ pub(crate) struct StoreSpec {
     /// Where PostgreSQL's watches `LISTEN`, where not on the store's URL
     /// (behind PgBouncer: straight to the server).
     pub(crate) listen_url: Option<String>,
+    /// Azurite's Blob endpoint, signed for with the development account.
+    pub(crate) azblob_endpoint: Option<String>,
 }
 
 /// A store opened by [`StoreSpec::open`]: SQLite and the memory store as
@@ -43,11 +46,12 @@ impl StoreSpec {
             url: store.store_url(),
             commit_interval: commit_interval.filter(|_| store.kind() == StoreKind::Sqlite),
             listen_url: store.listen_url(),
+            azblob_endpoint: store.azblob_endpoint(),
         }
     }
 
     /// As arguments of the scale child (`--kind K --url U
-    /// [--commit-interval-ms N] [--listen-url L]`).
+    /// [--commit-interval-ms N] [--listen-url L] [--azblob-endpoint E]`).
     pub(crate) fn to_args(&self) -> Vec<OsString> {
         let mut args: Vec<OsString> = vec![
             "--kind".into(),
@@ -63,6 +67,10 @@ impl StoreSpec {
             args.push("--listen-url".into());
             args.push(url.clone().into());
         }
+        if let Some(endpoint) = &self.azblob_endpoint {
+            args.push("--azblob-endpoint".into());
+            args.push(endpoint.clone().into());
+        }
         args
     }
 
@@ -70,7 +78,9 @@ impl StoreSpec {
     ///
     /// Consul is built as a library that holds many elections builds it:
     /// without the CLI's restart proofs (one election per process, a
-    /// session per term), so that its elections share sessions.
+    /// session per term), so that its elections share sessions. Azure
+    /// Blob: Azurite's development account at its endpoint, the blob of an
+    /// election its name in the container of the URL.
     pub(crate) async fn open(&self) -> Result<Opened, BenchError> {
         let failed = |e: &dyn std::fmt::Display| {
             BenchError::Failed(format!("cannot open {}: {e}", self.url))
@@ -89,6 +99,20 @@ impl StoreSpec {
                 let address = self.url.strip_prefix("consul://").unwrap_or(&self.url);
                 Opened::Boxed(BoxStore::new(
                     ConsulStore::builder(address)
+                        .build()
+                        .map_err(|e| failed(&e))?,
+                ))
+            }
+            StoreKind::Azblob => {
+                let container = self.url.strip_prefix("azblob://").unwrap_or(&self.url);
+                let endpoint = self.azblob_endpoint.as_deref().ok_or_else(|| {
+                    BenchError::Failed(format!("{}: no Azurite endpoint", self.url))
+                })?;
+                let account = StorageAccount::development()
+                    .with_endpoint(endpoint)
+                    .map_err(|e| failed(&e))?;
+                Opened::Boxed(BoxStore::new(
+                    AzblobStore::builder(account, container)
                         .build()
                         .map_err(|e| failed(&e))?,
                 ))

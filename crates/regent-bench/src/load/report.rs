@@ -7,10 +7,45 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::load::result::LoadResult;
+use crate::stats::percentile;
 
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v.get(v.len() / 2).copied().unwrap_or(0.0)
+}
+
+/// `p50 / p99 / max` of `samples` (nearest rank), in ms to a tenth, with
+/// a sign when `signed`; `–` without samples.
+fn spread(mut samples: Vec<f64>, signed: bool) -> String {
+    samples.sort_by(f64::total_cmp);
+    let Some(&max) = samples.last() else {
+        return "–".to_owned();
+    };
+    let f = |v: f64| {
+        if signed {
+            format!("{v:+.1}")
+        } else {
+            format!("{v:.1}")
+        }
+    };
+    format!(
+        "{} / {} / {}",
+        f(percentile(&samples, 50)),
+        f(percentile(&samples, 99)),
+        f(max)
+    )
+}
+
+/// The report's title for load results alone.
+pub(crate) fn title(results: &[LoadResult]) -> &'static str {
+    if results
+        .iter()
+        .all(|r| matches!(r, LoadResult::Observe { .. }))
+    {
+        "# Observers beside candidates: who learns of a new leader when"
+    } else {
+        "# Many candidates, many elections: what regent costs a store"
+    }
 }
 
 /// The markdown section for `results`.
@@ -145,6 +180,96 @@ pub(crate) fn markdown(results: &[LoadResult]) -> String {
         }
         md.push('\n');
     }
+    md.push_str(&observe_markdown(results));
+    md
+}
+
+/// The observer cases' section.
+fn observe_markdown(results: &[LoadResult]) -> String {
+    let mut md = String::new();
+    let observed: Vec<&LoadResult> = results
+        .iter()
+        .filter(|r| matches!(r, LoadResult::Observe { .. }))
+        .collect();
+    if observed.is_empty() {
+        return md;
+    }
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    let _ = writeln!(
+        md,
+        "## Observers: who learns of a new leader when
+"
+    );
+    md.push_str(
+        "In the bench's process, per run and on an election of its own: candidate A leads, \
+         candidate B campaigns and waits, and an `Observer` follows the election, each on a \
+         store instance of its own (a connection, a session, a client, as three processes \
+         would have; the memory store: one, shared); on a store that is polled, B starts \
+         a random part of the poll interval after the observer, so that their polls run at \
+         independent phases, as two processes' would. Once all three see A lead, and 0.3 s \
+         plus a random part of the renewal interval later, A goes: **observe**, A resigns \
+         (`Leadership::resign`); **observe-crash**, A's renewals and release stop reaching \
+         the store (regent-core's `Faults` layer cuts A off at its store's interface, as if \
+         its task hung; its store instance lives on), so its lease lapses by the ttl. Times \
+         run on the monotonic clock from that instant to B's `campaign` returning \
+         (candidate), to the observer's `changes()` first naming B with B's fencing token \
+         (observer), and to its `leader_watch()` holding B. *observer − candidate* is \
+         signed: negative, the observer named B before B's campaign returned. *said \"no \
+         leader\"*: the runs in which `changes()` yielded \"no leader\" between A going and \
+         naming B, and for how long it had said so when it named B. Cells are p50 / p99 / \
+         max (nearest rank), in ms. A run missed is one in which B or the observer had not \
+         seen the hand-over within the bound (30 s; after a crash three ttls more).\n\n",
+    );
+    md.push_str(
+        "| store | case | ttl | runs | candidate (B leads) | observer `changes()` | observer − candidate | `leader_watch()` | said \"no leader\" | \"no leader\" for | watch errors | missed |\n\
+         |---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+    );
+    let mut evidence = Vec::new();
+    for r in observed {
+        let LoadResult::Observe {
+            store,
+            departure,
+            ttl,
+            runs,
+            missed,
+        } = r
+        else {
+            continue;
+        };
+        let column = |f: &dyn Fn(&crate::load::result::ObserveRun) -> f64| {
+            runs.iter().map(f).collect::<Vec<f64>>()
+        };
+        let gaps: Vec<f64> = runs.iter().filter_map(|r| r.no_leader).map(ms).collect();
+        let errors: usize = runs.iter().map(|r| r.errors).sum();
+        let _ = writeln!(
+            md,
+            "| {store} | {} | {} s | {} | {} | {} | {} | {} | {} of {} | {} | {errors} | {} |",
+            departure.case_name(),
+            ttl.as_secs(),
+            runs.len(),
+            spread(column(&|r| ms(r.candidate)), false),
+            spread(column(&|r| ms(r.observer)), false),
+            spread(column(&|r| ms(r.observer) - ms(r.candidate)), true),
+            spread(column(&|r| ms(r.leader_watch)), false),
+            gaps.len(),
+            runs.len(),
+            spread(gaps, false),
+            missed.len(),
+        );
+        evidence.extend(
+            missed
+                .iter()
+                .map(|m| format!("- {store} {}: {m}", departure.case_name())),
+        );
+    }
+    md.push('\n');
+    if !evidence.is_empty() {
+        md.push_str("Runs missed, and what each side saw from A going on:\n\n");
+        for line in evidence {
+            let _ = writeln!(md, "{line}");
+        }
+        md.push('\n');
+    }
     md
 }
 
@@ -190,6 +315,25 @@ pub(crate) fn to_json(results: &[LoadResult]) -> Value {
                         "renew_max_ms": row.renew_max.map(ms),
                         "leaders_lost": row.lost,
                     })).collect::<Vec<_>>(),
+                }),
+                LoadResult::Observe {
+                    store,
+                    departure,
+                    ttl,
+                    runs,
+                    missed,
+                } => json!({
+                    "case": departure.case_name(), "store": store.name(),
+                    "ttl_s": ttl.as_secs_f64(),
+                    "runs": runs.iter().map(|r| json!({
+                        "candidate_ms": ms(r.candidate),
+                        "observer_ms": ms(r.observer),
+                        "observer_minus_candidate_ms": ms(r.observer) - ms(r.candidate),
+                        "leader_watch_ms": ms(r.leader_watch),
+                        "no_leader_ms": r.no_leader.map(ms),
+                        "watch_errors": r.errors,
+                    })).collect::<Vec<_>>(),
+                    "missed": missed,
                 }),
             })
             .collect(),

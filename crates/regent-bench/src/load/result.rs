@@ -24,6 +24,36 @@ pub(crate) enum LoadResult {
         store: StoreKind,
         rows: Vec<ScaleRow>,
     },
+    /// An observer case (`observe.rs`): a hand-over per run.
+    Observe {
+        store: StoreKind,
+        departure: Departure,
+        /// The candidates' ttl.
+        ttl: Duration,
+        /// The runs measured.
+        runs: Vec<ObserveRun>,
+        /// The runs in which B or the observer did not see the hand-over
+        /// within the bound: what each side saw.
+        missed: Vec<String>,
+    },
+}
+
+/// One hand-over of an observer case, each time from the instant A went
+/// (its resign called, or its calls cut off).
+#[derive(Debug, Clone)]
+pub(crate) struct ObserveRun {
+    /// Until B's campaign returned (B leads).
+    pub(crate) candidate: Duration,
+    /// Until the observer's `changes()` first yielded B with B's token.
+    pub(crate) observer: Duration,
+    /// Until its `leader_watch()` held B with B's token.
+    pub(crate) leader_watch: Duration,
+    /// How long `changes()` had said "no leader" when it named B: from
+    /// its first "no leader" after A went (`None`: it never said so).
+    pub(crate) no_leader: Option<Duration>,
+    /// Errors `changes()` yielded in between (its watch failed and was
+    /// opened again).
+    pub(crate) errors: usize,
 }
 
 /// One failover of a herd.
@@ -117,3 +147,22 @@ pub(crate) struct ScaleRow {
 /// The ttl of the load cases' candidates: `regent run`'s default (10 s,
 /// renewed every 2 s; Consul's minimum is the same).
 pub(crate) const TTL: Duration = regent_core::DEFAULT_TTL;
+
+/// How A goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Departure {
+    /// A resigns.
+    Resign,
+    /// A's renewals and release stop reaching the store.
+    Crash,
+}
+
+impl Departure {
+    /// The case's name in `--cases` and the report.
+    pub(crate) fn case_name(self) -> &'static str {
+        match self {
+            Self::Resign => "observe",
+            Self::Crash => "observe-crash",
+        }
+    }
+}

@@ -84,6 +84,9 @@ pub(crate) struct ChildArgs {
     /// Where PostgreSQL's watches `LISTEN` (behind PgBouncer).
     #[arg(long)]
     pub(crate) listen_url: Option<String>,
+    /// Azurite's Blob endpoint.
+    #[arg(long)]
+    pub(crate) azblob_endpoint: Option<String>,
 }
 
 fn parse_role(s: &str) -> Result<Role, String> {
@@ -113,6 +116,7 @@ pub(crate) fn main(args: &ChildArgs) -> std::process::ExitCode {
         url: args.url.clone(),
         commit_interval: args.commit_interval_ms.map(Duration::from_millis),
         listen_url: args.listen_url.clone(),
+        azblob_endpoint: args.azblob_endpoint.clone(),
     };
     let done = runtime.block_on(async {
         match spec.open().await? {

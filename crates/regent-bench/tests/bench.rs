@@ -44,6 +44,26 @@ fn harness() -> Command {
     command
 }
 
+/// `regent-bench ARGS --out OUT --json JSON`, which must succeed; the
+/// report it wrote.
+fn run_ok(args: &[&str], out: &std::path::Path, json: &std::path::Path) -> String {
+    let run = harness()
+        .args(args)
+        .arg("--out")
+        .arg(out)
+        .arg("--json")
+        .arg(json)
+        .output()
+        .expect("run regent-bench");
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(
+        run.status.success(),
+        "regent-bench failed ({}):\n{stderr}",
+        run.status
+    );
+    std::fs::read_to_string(out).expect("the report")
+}
+
 /// The rows `--short --stores sqlite,etcd` must have: (store, case, tool).
 const ROWS: &[(&str, &str, &str)] = &[
     ("sqlite", "graceful", "regent run"),
@@ -179,20 +199,7 @@ fn short_mode_on_postgres_and_pgbouncer_reports_regent_alone() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("postgres.md");
     let json = dir.path().join("postgres.json");
-    let run = harness()
-        .args(["--short", "--stores", "postgres,pgbouncer", "--out"])
-        .arg(&out)
-        .arg("--json")
-        .arg(&json)
-        .output()
-        .expect("run regent-bench");
-    let stderr = String::from_utf8_lossy(&run.stderr);
-    assert!(
-        run.status.success(),
-        "regent-bench failed ({}):\n{stderr}",
-        run.status
-    );
-    let report = std::fs::read_to_string(&out).expect("the report");
+    let report = run_ok(&["--short", "--stores", "postgres,pgbouncer"], &out, &json);
     let rows = table_rows(&report);
     assert_eq!(rows.len(), 4, "{report}");
     for store in ["postgres", "pgbouncer"] {
@@ -285,27 +292,11 @@ fn short_load_cases_on_etcd_count_store_operations() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("load.md");
     let json = dir.path().join("load.json");
-    let run = harness()
-        .args([
-            "--short",
-            "--stores",
-            "etcd",
-            "--cases",
-            "herd,scale",
-            "--out",
-        ])
-        .arg(&out)
-        .arg("--json")
-        .arg(&json)
-        .output()
-        .expect("run regent-bench");
-    let stderr = String::from_utf8_lossy(&run.stderr);
-    assert!(
-        run.status.success(),
-        "regent-bench failed ({}):\n{stderr}",
-        run.status
+    let report = run_ok(
+        &["--short", "--stores", "etcd", "--cases", "herd,scale"],
+        &out,
+        &json,
     );
-    let report = std::fs::read_to_string(&out).expect("the report");
     assert!(
         report.contains("## Herd: many candidates, one election"),
         "{report}"
@@ -485,27 +476,11 @@ fn short_consul_cluster_runs_regent_at_two_ttls_beside_consul_lock() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("cluster.md");
     let json = dir.path().join("cluster.json");
-    let run = harness()
-        .args([
-            "--short",
-            "--stores",
-            "consul-cluster",
-            "--runs",
-            "2",
-            "--out",
-        ])
-        .arg(&out)
-        .arg("--json")
-        .arg(&json)
-        .output()
-        .expect("run regent-bench");
-    let stderr = String::from_utf8_lossy(&run.stderr);
-    assert!(
-        run.status.success(),
-        "regent-bench failed ({}):\n{stderr}",
-        run.status
+    let report = run_ok(
+        &["--short", "--stores", "consul-cluster", "--runs", "2"],
+        &out,
+        &json,
     );
-    let report = std::fs::read_to_string(&out).expect("the report");
     let rows = table_rows(&report);
     let row = |tool: &str, ttl: &str| {
         rows.iter()
@@ -545,27 +520,11 @@ fn observe_on_sqlite_and_memory_names_the_next_leader_with_its_candidate() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("observe.md");
     let json = dir.path().join("observe.json");
-    let run = harness()
-        .args([
-            "--short",
-            "--stores",
-            "sqlite,memory",
-            "--cases",
-            "observe",
-            "--out",
-        ])
-        .arg(&out)
-        .arg("--json")
-        .arg(&json)
-        .output()
-        .expect("run regent-bench");
-    let stderr = String::from_utf8_lossy(&run.stderr);
-    assert!(
-        run.status.success(),
-        "regent-bench failed ({}):\n{stderr}",
-        run.status
+    let report = run_ok(
+        &["--short", "--stores", "sqlite,memory", "--cases", "observe"],
+        &out,
+        &json,
     );
-    let report = std::fs::read_to_string(&out).expect("the report");
     assert!(
         report.contains("## Observers: who learns of a new leader when"),
         "{report}"

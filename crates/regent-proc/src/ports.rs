@@ -116,14 +116,16 @@ mod tests {
         );
         // Free a moment ago is all that can be promised: the other test
         // binaries of the suite start servers on ports of their own at the
-        // same time, and may take one of these in between (CI saw it once
-        // the PostgreSQL tests joined). Most must still be free.
+        // same time, and may take some of these in between (CI saw 1 of 50
+        // once the PostgreSQL tests joined, and later 8 of 50). Ports handed
+        // out while in use would leave next to none free: half suffices to
+        // tell the two apart.
         let still_free = ports
             .iter()
             .filter(|&&port| TcpListener::bind((Ipv4Addr::LOCALHOST, port)).is_ok())
             .count();
         assert!(
-            still_free >= 45,
+            still_free >= 25,
             "only {still_free} of 50 free again: {ports:?}"
         );
     }

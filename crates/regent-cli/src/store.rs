@@ -352,7 +352,15 @@ pub(crate) async fn open_within(
         match try_open(target, election, attempt_timeout).await {
             Ok(store) => return Ok(store),
             Err(e) if e.is_transient() && start.elapsed() < window => {
-                tracing::warn!(error = %chain(&e), "store unavailable; retrying");
+                // Once per cause per 10 s, with the count held back.
+                match regent_core::repeats::warn_now(&e) {
+                    Some(0) => tracing::warn!(error = %chain(&e), "store unavailable; retrying"),
+                    Some(held_back) => tracing::warn!(
+                        error = %chain(&e), held_back,
+                        "store unavailable; retrying ({held_back} times more since the last warning)"
+                    ),
+                    None => tracing::debug!(error = %chain(&e), "store unavailable; retrying"),
+                }
                 tokio::time::sleep(delay).await;
                 delay = (delay * 2).min(Duration::from_secs(2));
             }

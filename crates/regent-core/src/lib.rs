@@ -107,7 +107,7 @@ mod leadership;
 mod limits;
 pub mod many;
 mod observer;
-mod repeats;
+pub mod repeats;
 #[cfg(feature = "serde")]
 mod serde_impls;
 mod status;

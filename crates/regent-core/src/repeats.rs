@@ -6,7 +6,20 @@
 //! The cause is the innermost error's words (the client library's: the
 //! same for every election of a store that cannot be reached); the count
 //! covers every candidate and observer of the process. What is held back
-//! is still logged at debug level.
+//! is still logged at debug level. A front end that retries a store itself
+//! (the CLI while it opens one) asks [`warn_now`] too, so that its
+//! warnings join the same count:
+//!
+//! ```
+//! use regent_core::{ErrorKind, StoreError};
+//!
+//! let e = StoreError::new(ErrorKind::Unavailable, "connection refused");
+//! match regent_core::repeats::warn_now(&e) {
+//!     Some(0) => tracing::warn!(error = %e, "store unavailable; retrying"),
+//!     Some(n) => tracing::warn!(error = %e, "store unavailable; retrying ({n} more since the last warning)"),
+//!     None => tracing::debug!(error = %e, "store unavailable; retrying"),
+//! }
+//! ```
 
 use std::collections::HashMap;
 use std::sync::{LazyLock, Mutex, PoisonError};
@@ -17,7 +30,7 @@ use tokio::time::Instant;
 use crate::error::StoreError;
 
 /// At most one warning per cause in this long.
-pub(crate) const INTERVAL: Duration = Duration::from_secs(10);
+pub const INTERVAL: Duration = Duration::from_secs(10);
 
 /// Causes seen in the last interval, and how often each was held back.
 pub(crate) struct Repeats {
@@ -34,9 +47,10 @@ struct Seen {
 static PROCESS: LazyLock<Repeats> = LazyLock::new(|| Repeats::new(INTERVAL));
 
 /// Whether to warn of `e` now: `Some(n)` with the number of failures of
-/// the same cause held back since the last warning, `None` to hold it
-/// back (log it at debug level).
-pub(crate) fn warn_now(e: &StoreError) -> Option<u64> {
+/// the same cause (the innermost error's words and the kind), anywhere in
+/// the process, held back since the last warning; `None` to hold it back
+/// (log it at debug level). At most one `Some` per cause per [`INTERVAL`].
+pub fn warn_now(e: &StoreError) -> Option<u64> {
     PROCESS.note(&cause(e))
 }
 

@@ -794,6 +794,15 @@ pub fn assert_unavailable_at_start_env(store: &str, env: &[(&str, &str)], needle
             "{args:?}: no retry before giving up:\n{}",
             out.stderr
         );
+        // Several attempts in the window (four when they fail at once),
+        // one warning per cause (it was one per attempt): an unreachable
+        // address is a cause, and the tests name at most two.
+        let warned = out.stderr.matches("store unavailable; retrying").count();
+        assert!(
+            (1..=2).contains(&warned),
+            "{args:?}: {warned} warnings: {}",
+            out.stderr
+        );
         assert!(
             out.took >= Duration::from_secs(1) && out.took < Duration::from_secs(6),
             "{args:?}: gave up after {:?}, not after the 1 s window",

@@ -155,6 +155,14 @@ impl StdError for StoreError {
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ConfigError {
+    /// The metadata with the candidate's priority added is too large.
+    #[error("metadata with the priority added is {len} bytes; at most {max} are allowed")]
+    MetadataTooLong {
+        /// Its length in bytes.
+        len: usize,
+        /// The bound.
+        max: usize,
+    },
     /// A duration that must be positive is zero.
     #[error("{what} must be greater than zero")]
     Zero {

@@ -14,6 +14,7 @@ use tokio::sync::broadcast;
 use tokio::time::Instant;
 
 use crate::error::ErrorKind;
+use crate::handover::HandOverReason;
 use crate::types::{FencingToken, LeaderInfo};
 
 /// Why a leadership ended.
@@ -35,6 +36,10 @@ pub enum EndReason {
     Unhealthy,
     /// The store failed with a permanent error while renewing.
     StoreFailed(ErrorKind),
+    /// The leader handed the term to another candidate
+    /// ([`handover`](crate::handover)): its work stopped as on a graceful
+    /// stop, then the lease went to the successor.
+    HandedOver(HandOverReason),
 }
 
 impl fmt::Display for EndReason {
@@ -47,6 +52,7 @@ impl fmt::Display for EndReason {
             EndReason::Shutdown => f.write_str("shutdown"),
             EndReason::Unhealthy => f.write_str("leader task unhealthy"),
             EndReason::StoreFailed(kind) => write!(f, "renewal failed: {kind}"),
+            EndReason::HandedOver(why) => write!(f, "handed over ({why})"),
         }
     }
 }

@@ -8,12 +8,15 @@
 use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures_util::StreamExt;
 
 use crate::error::StoreError;
-use crate::store::{Acquire, AcquireRequest, LeaderStream, LeaseStore, Renewal, StoreInfo};
-use crate::types::{ElectionName, HolderId, LeaderInfo, Lease, Metadata};
+use crate::store::{
+    Acquire, AcquireRequest, HandOff, LeaderStream, LeaseStore, Renewal, StoreInfo,
+};
+use crate::types::{Candidacy, ElectionName, HolderId, LeaderInfo, Lease, Metadata};
 
 /// Which call of the store.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -34,11 +37,17 @@ pub enum CallKind {
     /// [`LeaseStore::watch`]: opening the watch (each item it delivers
     /// passes [`StoreLayer::watch_item`]).
     Watch,
+    /// [`LeaseStore::enroll`].
+    Enroll,
+    /// [`LeaseStore::withdraw`].
+    Withdraw,
+    /// [`LeaseStore::release_to`].
+    ReleaseTo,
 }
 
 impl CallKind {
     /// Every kind, in the order of the trait's methods.
-    pub const ALL: [CallKind; 7] = [
+    pub const ALL: [CallKind; 10] = [
         CallKind::TryAcquire,
         CallKind::Renew,
         CallKind::Release,
@@ -46,6 +55,9 @@ impl CallKind {
         CallKind::CurrentLeader,
         CallKind::Candidates,
         CallKind::Watch,
+        CallKind::Enroll,
+        CallKind::Withdraw,
+        CallKind::ReleaseTo,
     ];
 
     /// The method's name: `try_acquire`, `renew`, …
@@ -58,6 +70,9 @@ impl CallKind {
             CallKind::CurrentLeader => "current_leader",
             CallKind::Candidates => "candidates",
             CallKind::Watch => "watch",
+            CallKind::Enroll => "enroll",
+            CallKind::Withdraw => "withdraw",
+            CallKind::ReleaseTo => "release_to",
         }
     }
 
@@ -211,9 +226,47 @@ pub trait StoreLayer: Send + Sync + 'static {
         &self,
         store: &S,
         election: &ElectionName,
-    ) -> impl Future<Output = Result<Option<Vec<HolderId>>, StoreError>> + Send {
+    ) -> impl Future<Output = Result<Option<Vec<Candidacy>>, StoreError>> + Send {
         let call = Call::new(CallKind::Candidates, election, None);
         self.around(call, store.candidates(election))
+    }
+
+    /// [`LeaseStore::enroll`]; by default the store's, through
+    /// [`around`](Self::around).
+    fn enroll<S: LeaseStore>(
+        &self,
+        store: &S,
+        req: &AcquireRequest,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        let call = Call::new(CallKind::Enroll, &req.election, Some(&req.holder));
+        self.around(call, store.enroll(req))
+    }
+
+    /// [`LeaseStore::withdraw`]; by default the store's, through
+    /// [`around`](Self::around).
+    fn withdraw<'a, S: LeaseStore>(
+        &'a self,
+        store: &'a S,
+        election: &'a ElectionName,
+        holder: &'a HolderId,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        let call = Call::new(CallKind::Withdraw, election, Some(holder));
+        self.around(call, store.withdraw(election, holder))
+    }
+
+    /// [`LeaseStore::release_to`]; by default the store's, through
+    /// [`around`](Self::around). A layer that overrides
+    /// [`release`](Self::release) to learn of a lease's end overrides this
+    /// too: either gives the lease up.
+    fn release_to<S: LeaseStore>(
+        &self,
+        store: &S,
+        lease: &Lease,
+        successor: &HolderId,
+        window: Duration,
+    ) -> impl Future<Output = Result<HandOff, StoreError>> + Send {
+        let call = Call::new(CallKind::ReleaseTo, &lease.election, Some(&lease.holder));
+        self.around(call, store.release_to(lease, successor, window))
     }
 
     /// [`LeaseStore::watch`]: opens the watch; by default the store's,
@@ -385,8 +438,25 @@ impl<S: LeaseStore, L: StoreLayer> LeaseStore for Layered<S, L> {
     fn candidates(
         &self,
         election: &ElectionName,
-    ) -> impl Future<Output = Result<Option<Vec<HolderId>>, StoreError>> + Send {
+    ) -> impl Future<Output = Result<Option<Vec<Candidacy>>, StoreError>> + Send {
         self.layer.candidates(&self.store, election)
+    }
+
+    fn enroll(&self, req: &AcquireRequest) -> impl Future<Output = Result<(), StoreError>> + Send {
+        self.layer.enroll(&self.store, req)
+    }
+
+    async fn withdraw(&self, election: &ElectionName, holder: &HolderId) -> Result<(), StoreError> {
+        self.layer.withdraw(&self.store, election, holder).await
+    }
+
+    fn release_to(
+        &self,
+        lease: &Lease,
+        successor: &HolderId,
+        window: Duration,
+    ) -> impl Future<Output = Result<HandOff, StoreError>> + Send {
+        self.layer.release_to(&self.store, lease, successor, window)
     }
 
     async fn watch(&self, election: &ElectionName) -> Result<LeaderStream, StoreError> {

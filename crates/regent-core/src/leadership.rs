@@ -12,6 +12,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::error::{ErrorKind, StoreError};
 use crate::events::{EndReason, Ended, TermEvent, TermEvents};
+use crate::handover::{HandOverError, HandOverReason};
 use crate::status::Status;
 use crate::store::Renewal;
 use crate::timing::Timing;
@@ -83,6 +84,10 @@ type BoxFuture<T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send
 /// Sends a metadata update of this term's record to the store.
 type Update = Box<dyn Fn(Metadata) -> BoxFuture<Result<Renewal, StoreError>> + Send + Sync>;
 
+/// Chooses (and records with the keeper) the candidate to hand over to.
+type Choose =
+    Box<dyn Fn(Option<HolderId>) -> BoxFuture<Result<HolderId, HandOverError>> + Send + Sync>;
+
 struct Shared {
     lease: Lease,
     /// This leader as elected.
@@ -90,6 +95,7 @@ struct Shared {
     /// The metadata published now (`proclaim` changes it).
     metadata: std::sync::Mutex<Metadata>,
     update: Update,
+    choose: Choose,
     status: Arc<watch::Sender<Status>>,
     timing: Timing,
     cancel: CancellationToken,
@@ -226,9 +232,17 @@ impl Leadership {
                 Box::pin(async move { keeper.update_metadata(&metadata).await })
             })
         };
+        let choose: Choose = {
+            let keeper = keeper.clone();
+            Box::new(move |to: Option<HolderId>| {
+                let keeper = keeper.clone();
+                Box::pin(async move { keeper.choose_successor(to.as_ref()).await })
+            })
+        };
         let shared = Arc::new(Shared {
             metadata: std::sync::Mutex::new(info.metadata.clone()),
             update,
+            choose,
             status: status.clone(),
             lease,
             info,
@@ -478,6 +492,49 @@ impl Leadership {
     pub async fn resign(self) -> Result<(), StoreError> {
         self.finish(EndReason::Resigned).await
     }
+
+    /// Hands this term to another candidate: `to`, or the next (the one
+    /// of highest priority) when `None` — as [`handover::request`](crate::handover::request)
+    /// asks a leader from outside. On success the term has ended with
+    /// [`EndReason::HandedOver`] (the cancellation token fired, as for
+    /// [`end`](Self::end)); once this guard is dropped or
+    /// [`resign`](Self::resign)ed — the work has stopped — the lease goes
+    /// to the successor ([`LeaseStore::release_to`](crate::LeaseStore::release_to)).
+    /// On error nothing changed and the term goes on.
+    ///
+    /// ```
+    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// use regent_core::{Candidate, ElectionName, HolderId, memory::MemoryStore};
+    ///
+    /// let store = MemoryStore::race();
+    /// let jobs = ElectionName::new("jobs")?;
+    /// let a = Candidate::builder(store.clone(), jobs.clone(), HolderId::new("a")?).build()?;
+    /// let mut leadership = a.campaign().await?;
+    /// // Nobody else stands: nothing to hand over to, and a still leads.
+    /// assert!(leadership.hand_over(None).await.is_err());
+    /// assert!(leadership.check().is_ok());
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`HandOverError::NoSuchCandidate`] when `to` does not stand (or
+    /// nobody else does), [`HandOverError::Store`] when the candidates
+    /// could not be read, [`HandOverError::Unsupported`] for a term that
+    /// cannot be handed over (a peer group's), and
+    /// [`HandOverError::Refused`] once the term has ended.
+    pub async fn hand_over(&mut self, to: Option<&HolderId>) -> Result<HolderId, HandOverError> {
+        if let Some(ended) = self.ended() {
+            return Err(HandOverError::Refused {
+                election: self.election().clone(),
+                leader: self.holder().clone(),
+                why: format!("the term has ended ({})", ended.reason),
+            });
+        }
+        let successor = (self.shared.choose)(to.cloned()).await?;
+        self.end(EndReason::HandedOver(HandOverReason::Requested));
+        Ok(successor)
+    }
 }
 
 impl Shared {
@@ -510,7 +567,25 @@ impl Herald {
     }
 }
 
+/// A user's new metadata, with regent's own keys (`regent.`…: the
+/// priority, a hand-over's answer) kept from the current metadata unless
+/// given.
 async fn proclaim(shared: &Shared, metadata: Metadata) -> Result<(), ProclaimError> {
+    let mut merged = metadata;
+    for (k, v) in shared.current_metadata().iter() {
+        if k.starts_with(REGENT_KEYS) && merged.get(k).is_none() {
+            merged = merged.with(k, v).map_err(|e| {
+                ProclaimError::Store(StoreError::new(ErrorKind::Config, e.to_string()))
+            })?;
+        }
+    }
+    set_metadata(shared, merged).await
+}
+
+/// The prefix of the metadata keys regent sets itself.
+const REGENT_KEYS: &str = "regent.";
+
+async fn set_metadata(shared: &Shared, metadata: Metadata) -> Result<(), ProclaimError> {
     let lease = &shared.lease;
     let leading = |shared: &Shared| -> Result<Instant, NotLeader> {
         let state = *shared.state.borrow();
@@ -647,6 +722,18 @@ pub trait TermKeeper: Send + Sync + 'static {
         &self,
         metadata: &Metadata,
     ) -> impl Future<Output = Result<Renewal, StoreError>> + Send;
+
+    /// Chooses the candidate to hand the term to ([`Leadership::hand_over`]):
+    /// `to`, or the next; the keeper remembers it for the
+    /// [`release`](Self::release) that follows. The default refuses: a
+    /// term that cannot be handed over.
+    fn choose_successor(
+        &self,
+        to: Option<&HolderId>,
+    ) -> impl Future<Output = Result<HolderId, HandOverError>> + Send {
+        let _ = to;
+        async { Err(HandOverError::Unsupported) }
+    }
 }
 
 /// The term as its [`TermKeeper`] sees it: the record, the timing, and the
@@ -668,6 +755,26 @@ impl TermState {
     /// The term's record.
     pub fn lease(&self) -> &Lease {
         &self.shared.lease
+    }
+
+    /// Publishes `key` (reserved to regent) set to `value`, or removed, in
+    /// the term's metadata, unless it already reads so.
+    pub(crate) async fn publish(
+        &self,
+        key: &str,
+        value: Option<String>,
+    ) -> Result<(), ProclaimError> {
+        let now = self.shared.current_metadata();
+        if now.get(key) == value.as_deref() {
+            return Ok(());
+        }
+        let next = match value {
+            Some(v) => now.with(key, v).map_err(|e| {
+                ProclaimError::Store(StoreError::new(ErrorKind::Config, e.to_string()))
+            })?,
+            None => now.without(key),
+        };
+        set_metadata(&self.shared, next).await
     }
 
     /// The timing the term runs on.

@@ -102,6 +102,7 @@ mod candidate;
 mod election;
 mod error;
 mod events;
+pub mod handover;
 mod layer;
 mod leadership;
 mod limits;
@@ -120,7 +121,7 @@ mod timing;
 mod types;
 
 pub use candidate::Candidate;
-pub use candidate::builder::{CandidateBuilder, DEFAULT_TTL};
+pub use candidate::builder::{CandidateBuilder, DEFAULT_SETTLE, DEFAULT_TTL};
 pub use election::Election;
 pub use error::{
     BoxError, CampaignError, ConfigError, ErrorKind, InvalidName, StoreError, find_cause, report,
@@ -139,8 +140,8 @@ pub use observer::{LeaderChanges, LeaderWatch, Observer};
 pub use status::{Status, publish as publish_status};
 pub use store::memory;
 pub use store::{
-    Acquire, AcquireRequest, BoxStore, DynLeaseStore, ExpirySlack, LeaderStream, LeaseStore,
-    Renewal, SafetyClass, StoreInfo, StoreStyle, TtlGrant, WatchMode, poll_watch,
+    Acquire, AcquireRequest, BoxStore, DynLeaseStore, ExpirySlack, HandOff, LeaderStream,
+    LeaseStore, Renewal, SafetyClass, StoreInfo, StoreStyle, TtlGrant, WatchMode, poll_watch,
 };
 pub use supervisor::{
     Heartbeat, LeaderContext, Restart, Supervisor, SupervisorExit, TaskPanic, Term, TermOutcome,
@@ -154,8 +155,8 @@ pub use timing::{Explanation, Timing};
 pub use tokio_util::sync::CancellationToken;
 pub use tokio_util::task::TaskTracker;
 pub use types::{
-    ElectionName, FencingToken, HolderId, LeaderInfo, Lease, LeaseHandle, MAX_ELECTION_NAME_LEN,
-    MAX_HOLDER_ID_LEN, MAX_METADATA_LEN, Metadata,
+    Candidacy, ElectionName, FencingToken, HolderId, LeaderInfo, Lease, LeaseHandle,
+    MAX_ELECTION_NAME_LEN, MAX_HOLDER_ID_LEN, MAX_METADATA_LEN, Metadata,
 };
 
 #[cfg(test)]

@@ -65,6 +65,13 @@ impl ElectionName {
         Ok(Self(name.into()))
     }
 
+    /// A name of regent's own beside `base` (`base` + `suffix`), outside
+    /// the charset of [`new`](Self::new) so that no user's election can
+    /// take it: the hand-over request record.
+    pub(crate) fn derived(base: &ElectionName, suffix: &str) -> Self {
+        Self(format!("{base}{suffix}").into())
+    }
+
     /// The name as a string.
     pub fn as_str(&self) -> &str {
         &self.0
@@ -272,6 +279,60 @@ impl Metadata {
     /// Whether there are no pairs.
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
+    }
+
+    /// The same metadata with `key` set to `value`.
+    ///
+    /// # Errors
+    ///
+    /// [`InvalidName::TooLong`] when the pairs would exceed
+    /// [`MAX_METADATA_LEN`].
+    pub fn with(
+        &self,
+        key: impl Into<String>,
+        value: impl Into<String>,
+    ) -> Result<Self, InvalidName> {
+        let mut map = self.0.clone();
+        map.insert(key.into(), value.into());
+        Self::from_pairs(map)
+    }
+
+    /// The same metadata without `key`.
+    #[must_use]
+    pub fn without(&self, key: &str) -> Self {
+        let mut map = self.0.clone();
+        map.remove(key);
+        Self(map)
+    }
+}
+
+/// One candidate of an election as a store lists it
+/// ([`LeaseStore::candidates`](crate::LeaseStore::candidates)): a queue
+/// store's place in line, or a race store's roster entry
+/// ([`LeaseStore::enroll`](crate::LeaseStore::enroll)).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[non_exhaustive]
+pub struct Candidacy {
+    /// Who stands.
+    pub holder: HolderId,
+    /// What it published: on a queue store its record's metadata, on a race
+    /// store its enrollment's. A participant that is not regent's (an
+    /// `etcdctl elect`, a Curator latch) shows what the store shows of it.
+    pub metadata: Metadata,
+}
+
+impl Candidacy {
+    /// A candidate and its metadata.
+    pub fn new(holder: HolderId, metadata: Metadata) -> Self {
+        Self { holder, metadata }
+    }
+
+    /// The priority it published ([`handover::PRIORITY_KEY`](crate::handover::PRIORITY_KEY)),
+    /// `None` when it published none (a participant that is not regent's,
+    /// or a value that is not a number).
+    pub fn priority(&self) -> Option<i32> {
+        crate::handover::priority_of(&self.metadata)
     }
 }
 

@@ -9,7 +9,7 @@ use tokio::time::Instant;
 use etcd_client::{Compare, CompareOp, KeyValue, PutOptions, Txn, TxnOp};
 use regent_core::store::shared::Forgot;
 use regent_core::{
-    Acquire, AcquireRequest, ElectionName, ErrorKind, HolderId, LeaderInfo, LeaderStream, Lease,
+    Acquire, AcquireRequest, Candidacy, ElectionName, ErrorKind, LeaderInfo, LeaderStream, Lease,
     LeaseStore, MAX_TTL, Metadata, Renewal, SafetyClass, StoreError, StoreInfo, StoreStyle,
     WatchMode,
 };
@@ -326,7 +326,7 @@ impl LeaseStore for EtcdStore {
     async fn candidates(
         &self,
         election: &ElectionName,
-    ) -> Result<Option<Vec<HolderId>>, StoreError> {
+    ) -> Result<Option<Vec<Candidacy>>, StoreError> {
         Ok(Some(self.read_candidates(election).await?))
     }
 

@@ -8,7 +8,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use etcd_client::{GetOptions, KeyValue, SortOrder, SortTarget, WatchOptions};
-use regent_core::{ElectionName, HolderId, LeaderInfo, LeaderStream, StoreError};
+use regent_core::{Candidacy, ElectionName, LeaderInfo, LeaderStream, StoreError};
 
 use crate::client::EtcdStore;
 use crate::record::leader_of;
@@ -29,10 +29,13 @@ impl EtcdStore {
     pub(crate) async fn read_candidates(
         &self,
         election: &ElectionName,
-    ) -> Result<Vec<HolderId>, StoreError> {
+    ) -> Result<Vec<Candidacy>, StoreError> {
         // A limit of 0 is no limit to etcd.
         let (line, _) = self.read_line(election, "list the candidates", 0).await?;
-        Ok(line.into_iter().map(|k| k.leader.holder).collect())
+        Ok(line
+            .into_iter()
+            .map(|k| Candidacy::new(k.leader.holder, k.leader.metadata))
+            .collect())
     }
 
     /// The first `n` keys of the line (every key for `n = 0`), in order,

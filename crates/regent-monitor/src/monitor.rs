@@ -9,8 +9,8 @@ use std::time::{Duration, SystemTime};
 use futures_core::Stream;
 use futures_util::StreamExt as _;
 use regent_core::{
-    Election, ElectionName, EndReason, HolderId, LeaderInfo, LeaseStore, Observer, Status,
-    TermEvent,
+    Candidacy, Election, ElectionName, EndReason, HolderId, LeaderInfo, LeaseStore, Observer,
+    Status, TermEvent,
 };
 use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::{mpsc, oneshot};
@@ -93,7 +93,7 @@ pub(crate) struct State {
     pub(crate) command: CommandStats,
     pub(crate) group: Option<GroupView>,
     pub(crate) last_error: Option<String>,
-    pub(crate) candidates: Option<Vec<HolderId>>,
+    pub(crate) candidates: Option<Vec<Candidacy>>,
 }
 
 impl State {
@@ -121,21 +121,25 @@ pub enum StepDown {
     /// The term was given back (the work finished, or the guard was
     /// resigned or dropped).
     Released,
+    /// The term was handed to another candidate (a preferred one, or on
+    /// request).
+    HandedOver,
 }
 
 impl StepDown {
     /// Every reason, in the order the metrics list them.
-    pub const ALL: [StepDown; 6] = [
+    pub const ALL: [StepDown; 7] = [
         StepDown::Lost,
         StepDown::Deadline,
         StepDown::Health,
         StepDown::Shutdown,
         StepDown::StoreError,
         StepDown::Released,
+        StepDown::HandedOver,
     ];
 
     /// The label value: `lost`, `deadline`, `health`, `shutdown`,
-    /// `store_error`, `released`.
+    /// `store_error`, `released`, `handed_over`.
     pub fn as_str(self) -> &'static str {
         match self {
             StepDown::Lost => "lost",
@@ -144,6 +148,7 @@ impl StepDown {
             StepDown::Shutdown => "shutdown",
             StepDown::StoreError => "store_error",
             StepDown::Released => "released",
+            StepDown::HandedOver => "handed_over",
         }
     }
 
@@ -155,6 +160,7 @@ impl StepDown {
             EndReason::Unhealthy => StepDown::Health,
             EndReason::Shutdown => StepDown::Shutdown,
             EndReason::StoreFailed(_) => StepDown::StoreError,
+            EndReason::HandedOver(_) => StepDown::HandedOver,
             _ => StepDown::Released,
         }
     }
@@ -221,8 +227,9 @@ pub struct Snapshot {
     pub last_gap: Option<Duration>,
     /// The terms seen, oldest first (at most [`MAX_TERMS`](crate::MAX_TERMS)).
     pub terms: Vec<TermRecord>,
-    /// The candidates in line, where the store lists them.
-    pub candidates: Option<Vec<HolderId>>,
+    /// The candidates, where the store lists them: a queue store's line,
+    /// leader first; a race store's roster.
+    pub candidates: Option<Vec<Candidacy>>,
     /// What the leader's command did.
     pub command: CommandStats,
     /// The peer group as this member sees it.
@@ -422,8 +429,8 @@ impl Monitor {
         self.shared.lock().group = Some(view);
     }
 
-    /// The candidates in line now, where the store lists them.
-    pub fn set_candidates(&self, candidates: Option<Vec<HolderId>>) {
+    /// The candidates now, where the store lists them.
+    pub fn set_candidates(&self, candidates: Option<Vec<Candidacy>>) {
         self.shared.lock().candidates = candidates;
     }
 

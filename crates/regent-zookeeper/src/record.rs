@@ -9,7 +9,7 @@
 //! name). The first child leads. regent does the same: election `jobs`
 //! under the chroot `/services` is the latch path `/services/jobs`.
 
-use regent_core::{FencingToken, HolderId, LeaderInfo, MAX_HOLDER_ID_LEN, Metadata};
+use regent_core::{Candidacy, FencingToken, HolderId, LeaderInfo, MAX_HOLDER_ID_LEN, Metadata};
 use serde_json::{Map, Value};
 
 /// What Curator's `LeaderLatch` puts between the protection prefix and the
@@ -171,10 +171,17 @@ pub(crate) fn leader_of(node: &str, data: &[u8], czxid: i64) -> LeaderInfo {
 }
 
 /// The holder of node `node` holding `data`, as [`leader_of`] shows it.
+#[cfg(test)]
 pub(crate) fn holder_of(node: &str, data: &[u8]) -> HolderId {
+    candidacy_of(node, data).holder
+}
+
+/// A candidate's node as the line lists it: regent's with its metadata
+/// (its priority among them), a foreign one with none.
+pub(crate) fn candidacy_of(node: &str, data: &[u8]) -> Candidacy {
     match decode(data) {
-        Some((holder, _)) => holder,
-        None => foreign_holder(node, data),
+        Some((holder, metadata)) => Candidacy::new(holder, metadata),
+        None => Candidacy::new(foreign_holder(node, data), Metadata::new()),
     }
 }
 

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use regent_core::{
-    Acquire, AcquireRequest, ElectionName, ErrorKind, ExpirySlack, HolderId, LeaderInfo,
+    Acquire, AcquireRequest, Candidacy, ElectionName, ErrorKind, ExpirySlack, LeaderInfo,
     LeaderStream, Lease, LeaseStore, MAX_TTL, Metadata, Renewal, SafetyClass, StoreError,
     StoreInfo, StoreStyle, TtlGrant, WatchMode,
 };
@@ -301,7 +301,7 @@ impl LeaseStore for ZkStore {
     async fn candidates(
         &self,
         election: &ElectionName,
-    ) -> Result<Option<Vec<HolderId>>, StoreError> {
+    ) -> Result<Option<Vec<Candidacy>>, StoreError> {
         Ok(Some(self.read_candidates(election).await?))
     }
 

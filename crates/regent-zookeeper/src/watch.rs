@@ -6,13 +6,13 @@
 use std::collections::HashSet;
 use std::future::Future;
 
-use regent_core::{ElectionName, HolderId, LeaderInfo, LeaderStream, Metadata, StoreError};
+use regent_core::{Candidacy, ElectionName, LeaderInfo, LeaderStream, Metadata, StoreError};
 use tokio::time::Instant;
 use zookeeper_client as zk;
 
 use crate::client::ZkStore;
 use crate::error::is_no_node;
-use crate::record::{decode_metadata, holder_of, is_regent_name, leader_of, sort_children};
+use crate::record::{candidacy_of, decode_metadata, is_regent_name, leader_of, sort_children};
 
 /// How many candidates' nodes [`ZkStore::read_candidates`] reads at once.
 const READ_BATCH: usize = 64;
@@ -87,7 +87,7 @@ impl ZkStore {
     pub(crate) async fn read_candidates(
         &self,
         election: &ElectionName,
-    ) -> Result<Vec<HolderId>, StoreError> {
+    ) -> Result<Vec<Candidacy>, StoreError> {
         let s = self.session(None).await?;
         let dir = self.election_path(election);
         let children = self.children(&s.client, election, &dir).await?;
@@ -112,7 +112,7 @@ impl ZkStore {
                     .call(|| self.what("list the candidates of", election), read)
                     .await
                 {
-                    Ok((data, _)) => line.push(holder_of(name, &data)),
+                    Ok((data, _)) => line.push(candidacy_of(name, &data)),
                     Err(e) if is_no_node(&e) => {}
                     Err(e) => return Err(e),
                 }

@@ -26,7 +26,7 @@ use axum::http::{StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
 use prometheus_client::registry::Registry;
-use regent_core::{ElectionName, HolderId, LeaseStore, StoreError};
+use regent_core::{Candidacy, ElectionName, LeaseStore, StoreError};
 use regent_monitor::{Metrics, Monitor};
 
 use crate::error::CliError;
@@ -45,7 +45,7 @@ pub(crate) struct Shown {
     pub(crate) candidates: Option<Line>,
 }
 
-type LineFuture = Pin<Box<dyn Future<Output = Result<Option<Vec<HolderId>>, StoreError>> + Send>>;
+type LineFuture = Pin<Box<dyn Future<Output = Result<Option<Vec<Candidacy>>, StoreError>> + Send>>;
 
 /// Reads an election's line from its store, for the page: at most once a
 /// second however many pages poll, each read bounded.

@@ -44,7 +44,8 @@ fn election(shown: &Shown) -> Value {
             "since_ms": seen.leader_since.map(ms),
         })),
         "lease_left_ms": seen.lease_left.map(span_ms),
-        "candidates": seen.candidates.as_ref().map(|c| c.iter().map(|h| h.as_str()).collect::<Vec<_>>()),
+        "candidates": seen.candidates.as_ref().map(|c| c.iter().map(|c| c.holder.as_str()).collect::<Vec<_>>()),
+        "priorities": seen.candidates.as_ref().map(|c| c.iter().map(regent_core::Candidacy::priority).collect::<Vec<_>>()),
         "health": {"ok": ok, "reason": reason},
         "error": seen.error,
         "terms": seen.terms.iter().map(|t| json!({

@@ -20,6 +20,10 @@ use crate::types::{ElectionName, HolderId, Metadata};
 /// The default lease ttl.
 pub const DEFAULT_TTL: Duration = Duration::from_secs(10);
 
+/// How long a leader sees a candidate of higher priority present before it
+/// hands over to it, unless [`CandidateBuilder::settle`] says otherwise.
+pub const DEFAULT_SETTLE: Duration = Duration::from_secs(10);
+
 /// Builds a [`Candidate`]; `build()` checks the timing rules.
 #[must_use]
 pub struct CandidateBuilder<S> {
@@ -36,6 +40,9 @@ pub struct CandidateBuilder<S> {
     retry_every: Option<Duration>,
     give_up_after: Option<Duration>,
     shutdown: Option<CancellationToken>,
+    priority: Option<i32>,
+    settle: Option<Duration>,
+    hand_overs: bool,
 }
 
 impl<S: LeaseStore> Candidate<S> {
@@ -56,6 +63,9 @@ impl<S: LeaseStore> Candidate<S> {
             retry_every: None,
             give_up_after: None,
             shutdown: None,
+            priority: None,
+            settle: None,
+            hand_overs: true,
         }
     }
 }
@@ -122,6 +132,52 @@ impl<S: LeaseStore> CandidateBuilder<S> {
         self
     }
 
+    /// This candidate's priority (default: none published, which counts
+    /// as 0): among the candidates present, one of the highest leads. A
+    /// leader that sees a candidate of strictly higher priority present
+    /// for the [settle time](Self::settle) hands its term over to it (see
+    /// [`handover`](crate::handover)). Published in the metadata under
+    /// [`PRIORITY_KEY`](crate::handover::PRIORITY_KEY).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use regent_core::{Candidate, ElectionName, HolderId, memory::MemoryStore};
+    ///
+    /// let candidate = Candidate::builder(
+    ///     MemoryStore::race(),
+    ///     ElectionName::new("jobs")?,
+    ///     HolderId::new("zone-a-1")?,
+    /// )
+    /// .priority(10)
+    /// .settle(Duration::from_secs(30))
+    /// .build()?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn priority(mut self, priority: i32) -> Self {
+        self.priority = Some(priority);
+        self
+    }
+
+    /// How long a leader must see a candidate of higher priority present
+    /// before it hands over to it (default [`DEFAULT_SETTLE`]): long
+    /// enough that a candidate in a crash loop, or one still warming up,
+    /// is not handed a term it drops.
+    pub fn settle(mut self, settle: Duration) -> Self {
+        self.settle = Some(settle);
+        self
+    }
+
+    /// Whether this candidate takes part in hand-overs (default: yes): on
+    /// a race store it enrolls on the roster while it campaigns (one write
+    /// per renew interval), and as leader it reads the candidates and the
+    /// hand-over requests at each renewal (two reads) and hands over to a
+    /// preferred candidate or on request. Off, it does none of that, and
+    /// its terms are neither preempted nor handed over on request.
+    pub fn hand_overs(mut self, on: bool) -> Self {
+        self.hand_overs = on;
+        self
+    }
+
     /// Give up campaigning with [`CampaignError::Unavailable`](crate::CampaignError::Unavailable) once the store
     /// has failed every call for this long (default: never give up).
     pub fn give_up_after(mut self, after: Duration) -> Self {
@@ -171,6 +227,29 @@ impl<S: LeaseStore> CandidateBuilder<S> {
                 what: "give-up window",
             });
         }
+        if self.settle.is_some_and(|d| d > MAX_TTL) {
+            return Err(ConfigError::TooLong {
+                what: "settle time",
+                value: self.settle.unwrap_or_default(),
+                max: MAX_TTL,
+            });
+        }
+        let metadata = match self.priority {
+            Some(p) => self
+                .metadata
+                .with(crate::handover::PRIORITY_KEY, p.to_string())
+                .map_err(|_| ConfigError::MetadataTooLong {
+                    len: self
+                        .metadata
+                        .iter()
+                        .map(|(k, v)| k.len() + v.len())
+                        .sum::<usize>()
+                        + crate::handover::PRIORITY_KEY.len()
+                        + p.to_string().len(),
+                    max: crate::types::MAX_METADATA_LEN,
+                })?,
+            None => self.metadata,
+        };
         Ok(Candidate {
             core: Arc::new(Core {
                 store: Arc::new(self.store),
@@ -178,7 +257,12 @@ impl<S: LeaseStore> CandidateBuilder<S> {
                     election: self.election,
                     holder: self.holder,
                     ttl: timing.ttl,
-                    metadata: self.metadata,
+                    metadata,
+                },
+                choosing: super::Choosing {
+                    on: self.hand_overs,
+                    priority: self.priority.unwrap_or(0),
+                    settle: self.settle.unwrap_or(DEFAULT_SETTLE),
                 },
                 watched_retry: match (self.retry_every, info.watch) {
                     (None, WatchMode::Notify) => timing.ttl.max(timing.retry_every),

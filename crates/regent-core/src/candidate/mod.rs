@@ -8,6 +8,7 @@ mod keeper;
 
 use std::fmt;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use futures_util::StreamExt;
@@ -69,10 +70,44 @@ impl<S> fmt::Debug for Candidate<S> {
     }
 }
 
+/// How a candidate takes part in hand-overs ([`handover`](crate::handover)).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Choosing {
+    /// Whether it does at all.
+    pub(crate) on: bool,
+    /// Its priority (0 when it publishes none).
+    pub(crate) priority: i32,
+    /// How long a leader sees a candidate of higher priority before it
+    /// hands over to it.
+    pub(crate) settle: Duration,
+}
+
+/// A campaign's roster entry on a race store: refreshed by a task every
+/// renew interval while the campaign runs, withdrawn when it leaves
+/// without leading (dropped: the task stops).
+struct Enrollment {
+    stop: CancellationToken,
+    won: Arc<AtomicBool>,
+}
+
+impl Enrollment {
+    fn won(&self) {
+        self.won.store(true, Ordering::Release);
+    }
+}
+
+impl Drop for Enrollment {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
 /// What a candidate, its campaigns and its terms share.
 struct Core<S> {
     store: Arc<S>,
     req: AcquireRequest,
+    /// How it takes part in hand-overs.
+    choosing: Choosing,
     timing: Timing,
     /// How often a follower retries while the store's watch is open, the
     /// store notifies ([`WatchMode::Notify`](crate::WatchMode::Notify)) and
@@ -169,6 +204,8 @@ fn lead<S: LeaseStore>(
         timing,
         won_at: sent_at,
         hand_over: core.hand_over.clone(),
+        choosing: core.choosing,
+        handing: keeper::Handing::default(),
     };
     Leadership::kept_by(
         keeper,
@@ -324,6 +361,7 @@ impl<S: LeaseStore> Candidate<S> {
             core: self.core.clone(),
             queued: None,
         };
+        let enrollment = self.enroll();
         let mut watch: Option<Watching> = None;
         let mut backoff = Backoff::new(
             (t.retry_every / 20).clamp(Duration::from_millis(1), Duration::from_millis(100)),
@@ -458,6 +496,11 @@ impl<S: LeaseStore> Candidate<S> {
                     // The place in line, if any, is now the lease we lead
                     // with: not to be given back.
                     *queued = None;
+                    // The roster entry lapses by its ttl; a leader needs
+                    // none, and withdrawing would cost a write per term.
+                    if let Some(e) = &enrollment {
+                        e.won();
+                    }
                     let info = LeaderInfo {
                         holder: lease.holder.clone(),
                         token: lease.token,
@@ -564,6 +607,43 @@ impl<S: LeaseStore> Candidate<S> {
 
     /// Starts one acquire as a tracked task, bounded by the ttl (after which
     /// anything it won has expired anyway).
+    /// On a race store, when the candidate takes part in hand-overs: its
+    /// roster entry while this campaign runs.
+    fn enroll(&self) -> Option<Enrollment> {
+        let c = &*self.core;
+        if !c.choosing.on || c.store.info().style != crate::StoreStyle::Race {
+            return None;
+        }
+        let stop = CancellationToken::new();
+        let won = Arc::new(AtomicBool::new(false));
+        let (store, req, t) = (c.store.clone(), c.req.clone(), c.timing);
+        let (until, shutdown, leading) = (stop.clone(), c.shutdown.clone(), won.clone());
+        spawn_tracked(c, async move {
+            loop {
+                match timeout(t.renew_deadline, store.enroll(&req)).await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(e)) => tracing::debug!(
+                        election = %req.election, holder = %req.holder,
+                        error = %crate::report(&e), "enrolling failed"
+                    ),
+                    Err(_) => tracing::debug!(
+                        election = %req.election, holder = %req.holder, "enrolling timed out"
+                    ),
+                }
+                tokio::select! {
+                    biased;
+                    () = until.cancelled() => break,
+                    () = shutdown.cancelled() => break,
+                    () = tokio::time::sleep(t.renew_every) => {}
+                }
+            }
+            if !leading.load(Ordering::Acquire) {
+                let _ = timeout(t.renew_deadline, store.withdraw(&req.election, &req.holder)).await;
+            }
+        });
+        Some(Enrollment { stop, won })
+    }
+
     fn spawn_acquire(
         &self,
         queued: Option<Lease>,

@@ -4,10 +4,11 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::time::Duration;
 
-use super::{Acquire, AcquireRequest, LeaderStream, LeaseStore, Renewal, StoreInfo};
+use super::{Acquire, AcquireRequest, HandOff, LeaderStream, LeaseStore, Renewal, StoreInfo};
 use crate::error::StoreError;
-use crate::types::{ElectionName, HolderId, LeaderInfo, Lease, Metadata};
+use crate::types::{Candidacy, ElectionName, HolderId, LeaderInfo, Lease, Metadata};
 
 type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
@@ -41,7 +42,22 @@ pub trait DynLeaseStore: Send + Sync + 'static {
     fn candidates<'a>(
         &'a self,
         election: &'a ElectionName,
-    ) -> BoxFuture<'a, Result<Option<Vec<HolderId>>, StoreError>>;
+    ) -> BoxFuture<'a, Result<Option<Vec<Candidacy>>, StoreError>>;
+    /// See [`LeaseStore::enroll`].
+    fn enroll<'a>(&'a self, req: &'a AcquireRequest) -> BoxFuture<'a, Result<(), StoreError>>;
+    /// See [`LeaseStore::withdraw`].
+    fn withdraw<'a>(
+        &'a self,
+        election: &'a ElectionName,
+        holder: &'a HolderId,
+    ) -> BoxFuture<'a, Result<(), StoreError>>;
+    /// See [`LeaseStore::release_to`].
+    fn release_to<'a>(
+        &'a self,
+        lease: &'a Lease,
+        successor: &'a HolderId,
+        window: Duration,
+    ) -> BoxFuture<'a, Result<HandOff, StoreError>>;
     /// See [`LeaseStore::watch`].
     fn watch<'a>(
         &'a self,
@@ -82,8 +98,26 @@ impl<S: LeaseStore> DynLeaseStore for S {
     fn candidates<'a>(
         &'a self,
         election: &'a ElectionName,
-    ) -> BoxFuture<'a, Result<Option<Vec<HolderId>>, StoreError>> {
+    ) -> BoxFuture<'a, Result<Option<Vec<Candidacy>>, StoreError>> {
         Box::pin(LeaseStore::candidates(self, election))
+    }
+    fn enroll<'a>(&'a self, req: &'a AcquireRequest) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(LeaseStore::enroll(self, req))
+    }
+    fn withdraw<'a>(
+        &'a self,
+        election: &'a ElectionName,
+        holder: &'a HolderId,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(LeaseStore::withdraw(self, election, holder))
+    }
+    fn release_to<'a>(
+        &'a self,
+        lease: &'a Lease,
+        successor: &'a HolderId,
+        window: Duration,
+    ) -> BoxFuture<'a, Result<HandOff, StoreError>> {
+        Box::pin(LeaseStore::release_to(self, lease, successor, window))
     }
     fn watch<'a>(
         &'a self,
@@ -145,8 +179,22 @@ impl LeaseStore for BoxStore {
     async fn candidates(
         &self,
         election: &ElectionName,
-    ) -> Result<Option<Vec<HolderId>>, StoreError> {
+    ) -> Result<Option<Vec<Candidacy>>, StoreError> {
         self.0.candidates(election).await
+    }
+    async fn enroll(&self, req: &AcquireRequest) -> Result<(), StoreError> {
+        self.0.enroll(req).await
+    }
+    async fn withdraw(&self, election: &ElectionName, holder: &HolderId) -> Result<(), StoreError> {
+        self.0.withdraw(election, holder).await
+    }
+    async fn release_to(
+        &self,
+        lease: &Lease,
+        successor: &HolderId,
+        window: Duration,
+    ) -> Result<HandOff, StoreError> {
+        self.0.release_to(lease, successor, window).await
     }
     async fn watch(&self, election: &ElectionName) -> Result<LeaderStream, StoreError> {
         self.0.watch(election).await

@@ -60,10 +60,34 @@
 //!    never came (dropped, timed out) leaves the old or the new metadata
 //!    and must not cost the lease: the next `renew` still succeeds.
 //! 9. `candidates` lists a queue store's line as it stands: every live
-//!    record's holder in line order, so the leader first, each holder as
-//!    often as it has records, shown as `current_leader` shows a leader.
-//!    A race store keeps no line and answers `None`. The list is for
-//!    display only; it proves nothing about who leads.
+//!    record's holder and metadata in line order, so the leader first,
+//!    each holder as often as it has records, shown as `current_leader`
+//!    shows a leader. A race store lists its roster (item 10), in holder
+//!    order, or answers `None` when it keeps none. The list proves
+//!    nothing about who leads: it is for display, and for a leader
+//!    choosing whom to hand over to.
+//! 10. `enroll` (race stores) puts the holder of an [`AcquireRequest`] on
+//!     the election's roster with the request's metadata, or refreshes its
+//!     entry: `candidates` lists it until `ttl` after the call was sent
+//!     (the store's clock; later is allowed, by the store's expiry slack),
+//!     unless `withdraw` takes it off first. The roster is apart from the
+//!     lease: enrolling never wins, holds or changes a term. A queue store
+//!     needs no roster (its line is one) and keeps the default, which does
+//!     nothing.
+//! 11. `release_to` gives the caller's own lease to a named successor
+//!     ([`HandOff`]): a race store frees the record reserved for the
+//!     successor until `window` after the call was sent, so that until then
+//!     an acquire by anyone else is `Held` with no leader, and the
+//!     successor's acquire wins as from a free record (a greater token,
+//!     contract item 2); a queue store frees the caller's record and takes
+//!     out of line, in the same atomic step, the records of regent's
+//!     candidates that stand between it and the successor's (they queue
+//!     again at the back with their next acquire or renewal), so that the
+//!     successor is next. Either way only the caller's own record is given
+//!     up (item 4), and when the store cannot do it (a record that is not
+//!     regent's stands before the successor, the successor is not in line)
+//!     it releases as `release` does and answers [`HandOff::Released`]. The
+//!     default does that always.
 //!
 //! # Timing
 //!
@@ -127,7 +151,7 @@ use futures_core::Stream;
 
 use crate::error::StoreError;
 use crate::limits::MAX_TTL;
-use crate::types::{ElectionName, HolderId, LeaderInfo, Lease, Metadata};
+use crate::types::{Candidacy, ElectionName, HolderId, LeaderInfo, Lease, Metadata};
 
 mod attempt;
 mod boxed;
@@ -190,6 +214,18 @@ pub enum Renewal {
     Renewed,
     /// The record is gone, expired, or belongs to someone else.
     Lost,
+}
+
+/// What [`LeaseStore::release_to`] did with the caller's lease.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum HandOff {
+    /// Freed for the successor alone (a race store's reservation, or a
+    /// queue store's line with the successor next).
+    ToSuccessor,
+    /// Freed for anyone, as [`LeaseStore::release`] frees it: the store
+    /// cannot pass a lease to a chosen holder, or could not this time.
+    Released,
 }
 
 /// Which of the two styles of store this is.
@@ -514,23 +550,23 @@ pub trait LeaseStore: Send + Sync + 'static {
         election: &ElectionName,
     ) -> impl Future<Output = Result<Option<LeaderInfo>, StoreError>> + Send;
 
-    /// Reads the candidates of `election` in line order, the leader first
-    /// (contract item 9): `Some` on a queue store, which keeps one record
-    /// per candidate (empty when nobody stands in line); `None` on a race
-    /// store, where only the leader has a record.
+    /// Reads the candidates of `election` (contract item 9): on a queue
+    /// store its line, the leader first (empty when nobody stands in
+    /// line); on a race store that keeps a roster, the holders enrolled
+    /// ([`enroll`](Self::enroll)) in holder order, the leader among them
+    /// when it enrolled; `None` on a store that keeps neither.
     ///
-    /// Read-only, and for display (`regent dashboard`, the live page): by
-    /// the time the answer arrives the line may have moved, so it proves
-    /// nothing about who leads. A store lists the records it can tell are
-    /// live; one that a queue store removes with its session or lease
-    /// (etcd, ZooKeeper) is listed until the store removes it. A record
-    /// the store cannot parse is shown as `current_leader` would show it
-    /// at the head, or the call fails as `current_leader` does (contract
-    /// item 7).
+    /// Read-only: by the time the answer arrives the line may have moved,
+    /// so it proves nothing about who leads. A store lists the records it
+    /// can tell are live; one that a queue store removes with its session
+    /// or lease (etcd, ZooKeeper) is listed until the store removes it. A
+    /// record the store cannot parse is shown as `current_leader` would
+    /// show it at the head, or the call fails as `current_leader` does
+    /// (contract item 7).
     ///
-    /// The default answers `None`, as a race store does; a queue store
-    /// overrides it, and so does every store that wraps another (it
-    /// forwards the call, or the line is hidden).
+    /// The default answers `None`; a queue store and a store with a roster
+    /// override it, and so does every store that wraps another (it
+    /// forwards the call, or the list is hidden).
     ///
     /// # Errors
     ///
@@ -542,9 +578,75 @@ pub trait LeaseStore: Send + Sync + 'static {
     fn candidates(
         &self,
         election: &ElectionName,
-    ) -> impl Future<Output = Result<Option<Vec<HolderId>>, StoreError>> + Send {
+    ) -> impl Future<Output = Result<Option<Vec<Candidacy>>, StoreError>> + Send {
         let _ = election;
         async { Ok(None) }
+    }
+
+    /// Puts `req.holder` on the roster of `req.election` with
+    /// `req.metadata`, or refreshes its entry, for `req.ttl` from the
+    /// instant this call is sent (contract item 10). Race stores keep a
+    /// roster; the default, for a queue store (whose line is its roster)
+    /// or a store without one, does nothing.
+    ///
+    /// # Errors
+    ///
+    /// A classified [`StoreError`]; the entry then lapses by its last ttl.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe in effect: the entry is refreshed or lapses by its ttl.
+    fn enroll(&self, req: &AcquireRequest) -> impl Future<Output = Result<(), StoreError>> + Send {
+        let _ = req;
+        async { Ok(()) }
+    }
+
+    /// Takes `holder` off the roster of `election` (contract item 10).
+    /// Idempotent; the default does nothing.
+    ///
+    /// # Errors
+    ///
+    /// A classified [`StoreError`]; the entry then lapses by its ttl.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe in effect: the entry is gone or lapses by its ttl.
+    fn withdraw(
+        &self,
+        election: &ElectionName,
+        holder: &HolderId,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        let _ = (election, holder);
+        async { Ok(()) }
+    }
+
+    /// Gives the caller's own lease to `successor` (contract item 11): on
+    /// a race store the record is freed reserved for `successor` until
+    /// `window` after this call is sent; on a queue store the candidates
+    /// of regent's standing between the caller and `successor` are taken
+    /// out of line with the caller's record, in one atomic step. Where the
+    /// store cannot, it releases as [`release`](Self::release) does and
+    /// answers [`HandOff::Released`]; the default always does that.
+    ///
+    /// # Errors
+    ///
+    /// A classified [`StoreError`]; the record then expires by its ttl.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe in effect: the record is freed (reserved or not) or
+    /// expires by its ttl.
+    fn release_to(
+        &self,
+        lease: &Lease,
+        successor: &HolderId,
+        window: Duration,
+    ) -> impl Future<Output = Result<HandOff, StoreError>> + Send {
+        let _ = (successor, window);
+        async move {
+            self.release(lease).await?;
+            Ok(HandOff::Released)
+        }
     }
 
     /// Starts watching who leads `election`.

@@ -82,6 +82,12 @@ pub struct CallCounts {
     pub candidates: u64,
     /// Watches opened (or tried).
     pub watch: u64,
+    /// `enroll` calls.
+    pub enroll: u64,
+    /// `withdraw` calls.
+    pub withdraw: u64,
+    /// `release_to` calls.
+    pub release_to: u64,
     /// Items the watches delivered: states, changes and errors.
     pub watch_items: u64,
 }
@@ -97,6 +103,9 @@ impl CallCounts {
             CallKind::CurrentLeader => self.current_leader,
             CallKind::Candidates => self.candidates,
             CallKind::Watch => self.watch,
+            CallKind::Enroll => self.enroll,
+            CallKind::Withdraw => self.withdraw,
+            CallKind::ReleaseTo => self.release_to,
         }
     }
 
@@ -123,6 +132,9 @@ impl Counting {
             current_leader: get(CallKind::CurrentLeader),
             candidates: get(CallKind::Candidates),
             watch: get(CallKind::Watch),
+            enroll: get(CallKind::Enroll),
+            withdraw: get(CallKind::Withdraw),
+            release_to: get(CallKind::ReleaseTo),
             watch_items: self.watch_items.load(Ordering::Relaxed),
         }
     }
@@ -330,7 +342,7 @@ mod tests {
     use crate::store::memory::MemoryStore;
     use crate::store::{Acquire, AcquireRequest, LeaseStore, Renewal};
     use crate::testing::Layered;
-    use crate::types::{Lease, Metadata};
+    use crate::types::{HolderId, Lease, Metadata};
 
     fn jobs() -> ElectionName {
         ElectionName::new("jobs").unwrap()
@@ -364,20 +376,36 @@ mod tests {
         store.current_leader(&jobs()).await.unwrap();
         store.candidates(&jobs()).await.unwrap();
         store.release(&a).await.unwrap();
+        let req = AcquireRequest {
+            election: jobs(),
+            holder: HolderId::new("b").unwrap(),
+            ttl: Duration::from_secs(2),
+            metadata: Metadata::new(),
+        };
+        store.enroll(&req).await.unwrap();
+        store.withdraw(&req.election, &req.holder).await.unwrap();
+        let b = win(&store, "b").await;
+        store
+            .release_to(&b, &req.holder, Duration::from_secs(1))
+            .await
+            .unwrap();
         assert_eq!(
             store.layer().counts(),
             CallCounts {
-                try_acquire: 1,
+                try_acquire: 2,
                 renew: 1,
                 release: 1,
                 update_metadata: 1,
                 current_leader: 1,
                 candidates: 1,
                 watch: 1,
+                enroll: 1,
+                withdraw: 1,
+                release_to: 1,
                 watch_items: 2,
             }
         );
-        assert_eq!(store.layer().counts().calls(), 7);
+        assert_eq!(store.layer().counts().calls(), 11);
     }
 
     #[tokio::test(start_paused = true)]

@@ -43,6 +43,7 @@ mod handover;
 mod harness;
 mod layers;
 mod queue;
+mod roster;
 mod ttl_range;
 
 use std::fmt;
@@ -69,6 +70,7 @@ pub use layers::{CallCounts, Counting, Faults, Latency};
 use queue::{
     queue_passes_to_next_in_line, queue_win_restarts_the_ttl, retried_acquire_queues_once,
 };
+use roster::{release_to_gives_the_lease_to_the_successor, roster_lists_the_enrolled};
 use ttl_range::{
     ttl_at_the_ends_of_the_store_range_is_honoured, ttl_outside_the_store_range_is_refused,
 };
@@ -139,6 +141,8 @@ pub async fn run_checks<H: Harness>(h: &H) -> Vec<Failure> {
     check!(watch_sees_acquire_release_and_expiry);
     check!(update_metadata_is_seen_and_keeps_the_term);
     check!(candidates_list_the_line_in_order);
+    check!(roster_lists_the_enrolled);
+    check!(release_to_gives_the_lease_to_the_successor);
     check!(garbage_is_never_taken_over);
     check!(unreachable_store_is_transient);
     check!(ttl_outside_the_store_range_is_refused);

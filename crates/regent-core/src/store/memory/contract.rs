@@ -8,10 +8,11 @@ use super::MemoryStore;
 use super::state::{Record, RecordEndCause, expiry, lease_of};
 use crate::error::{ErrorKind, StoreError};
 use crate::store::{
-    Acquire, AcquireRequest, LeaderStream, LeaseStore, Renewal, SafetyClass, StoreInfo, StoreStyle,
-    TtlGrant, WatchMode,
+    Acquire, AcquireRequest, HandOff, LeaderStream, LeaseStore, Renewal, SafetyClass, StoreInfo,
+    StoreStyle, TtlGrant, WatchMode,
 };
-use crate::types::{ElectionName, HolderId, LeaderInfo, Lease, Metadata};
+use crate::types::{Candidacy, ElectionName, HolderId, LeaderInfo, Lease, Metadata};
+use std::time::Duration;
 
 fn corrupt(election: &ElectionName) -> StoreError {
     StoreError::corrupt(format!(
@@ -117,6 +118,17 @@ impl LeaseStore for MemoryStore {
                             changed,
                         ));
                     }
+                    // Given to a successor that has not taken it yet.
+                    if e.reserved.as_ref().is_some_and(|(to, _)| *to != req.holder) {
+                        return Ok((
+                            Acquire::Held {
+                                leader: None,
+                                queued: None,
+                            },
+                            changed,
+                        ));
+                    }
+                    e.reserved = None;
                     let lease = lease_of(&req.election, e.counter + 1, &record);
                     e.insert(record, now);
                     Ok((Acquire::Won(lease), true))
@@ -207,16 +219,14 @@ impl LeaseStore for MemoryStore {
         .await
     }
 
-    /// Queue style: the live records' holders in token order (so the
-    /// order they queued), through the faults like any read. Race style:
-    /// `None`, as the default.
+    /// Queue style: the live records in token order (so the order they
+    /// queued). Race style: the roster, in holder order. Through the
+    /// faults like any read.
     async fn candidates(
         &self,
         election: &ElectionName,
-    ) -> Result<Option<Vec<HolderId>>, StoreError> {
-        if self.inner.style != StoreStyle::Queue {
-            return Ok(None);
-        }
+    ) -> Result<Option<Vec<Candidacy>>, StoreError> {
+        let queue = self.inner.style == StoreStyle::Queue;
         self.call(None, "read", |state, now| {
             let (Some(e), changed) = state.purged(election, now) else {
                 return Ok((Some(Vec::new()), false));
@@ -224,8 +234,105 @@ impl LeaseStore for MemoryStore {
             if e.garbage {
                 return Err(corrupt(election));
             }
-            let line = e.records.values().map(|r| r.holder.clone()).collect();
-            Ok((Some(line), changed))
+            let list = if queue {
+                e.records
+                    .values()
+                    .map(|r| Candidacy::new(r.holder.clone(), r.metadata.clone()))
+                    .collect()
+            } else {
+                e.roster
+                    .iter()
+                    .map(|(holder, (metadata, _))| Candidacy::new(holder.clone(), metadata.clone()))
+                    .collect()
+            };
+            Ok((Some(list), changed))
+        })
+        .await
+    }
+
+    /// Race style: the roster entry, timed like a record (the expiry slack
+    /// included). Queue style: nothing, the line is the roster.
+    async fn enroll(&self, req: &AcquireRequest) -> Result<(), StoreError> {
+        if self.inner.style == StoreStyle::Queue {
+            return Ok(());
+        }
+        let slack = self.faults().expiry_slack;
+        self.call(Some(&req.holder), "enroll", |state, now| {
+            let drift = state.clock_drift;
+            let (_, changed) = state.purged(&req.election, now);
+            let e = state.elections.entry(req.election.clone()).or_default();
+            let life = req.ttl.saturating_add(slack.for_ttl(req.ttl));
+            e.roster.insert(
+                req.holder.clone(),
+                (req.metadata.clone(), expiry(now, life, drift)),
+            );
+            Ok(((), changed))
+        })
+        .await
+    }
+
+    async fn withdraw(&self, election: &ElectionName, holder: &HolderId) -> Result<(), StoreError> {
+        if self.inner.style == StoreStyle::Queue {
+            return Ok(());
+        }
+        self.call(Some(holder), "withdraw", |state, now| {
+            let (e, changed) = state.purged(election, now);
+            if let Some(e) = e {
+                e.roster.remove(holder);
+            }
+            Ok(((), changed))
+        })
+        .await
+    }
+
+    /// Race style: the record freed and reserved for the successor. Queue
+    /// style: the records between ours and the successor's first taken out
+    /// with ours; released plainly when the successor is not behind us.
+    async fn release_to(
+        &self,
+        lease: &Lease,
+        successor: &HolderId,
+        window: Duration,
+    ) -> Result<HandOff, StoreError> {
+        let queue = self.inner.style == StoreStyle::Queue;
+        self.call(Some(&lease.holder), "release", |state, now| {
+            let drift = state.clock_drift;
+            let (Some(e), mut changed) = state.purged(&lease.election, now) else {
+                return Ok((HandOff::Released, false));
+            };
+            let token = lease.token.get();
+            if e.records
+                .get(&token)
+                .is_none_or(|r| r.holder != lease.holder)
+            {
+                // Not ours (any more): nothing to give.
+                return Ok((HandOff::Released, changed));
+            }
+            let mut passed = HandOff::Released;
+            if queue {
+                let next = e
+                    .records
+                    .range(token + 1..)
+                    .find(|(_, r)| r.holder == *successor)
+                    .map(|(t, _)| *t);
+                if let Some(next) = next {
+                    let between: Vec<u64> =
+                        e.records.range(token + 1..next).map(|(t, _)| *t).collect();
+                    for t in between {
+                        e.records.remove(&t);
+                        e.log_end(t, now, RecordEndCause::Deleted);
+                    }
+                    passed = HandOff::ToSuccessor;
+                }
+            } else {
+                e.reserved = Some((successor.clone(), expiry(now, window, drift)));
+                passed = HandOff::ToSuccessor;
+            }
+            e.records.remove(&token);
+            let by = lease.holder.clone();
+            e.log_end(token, now, RecordEndCause::Released { by });
+            changed = true;
+            Ok((passed, changed))
         })
         .await
     }

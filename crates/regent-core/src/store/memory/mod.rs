@@ -335,7 +335,9 @@ impl MemoryStore {
         let (request_delay, reply_delay, fail) = {
             let mut f = self.faults();
             let mut fail = holder.is_some_and(|h| f.partitioned.contains(h));
-            if f.fail_next > 0 {
+            // The roster's calls run beside a candidate's own: a failure
+            // injected for "the next call" is for the latter.
+            if f.fail_next > 0 && !matches!(what, "enroll" | "withdraw") {
                 f.fail_next -= 1;
                 fail = true;
             }

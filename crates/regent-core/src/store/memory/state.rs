@@ -64,6 +64,12 @@ pub(super) struct Election {
     pub(super) garbage: bool,
     /// Every record created, in token order (so by creation).
     pub(super) log: Vec<RecordLife>,
+    /// Race style: the roster (contract item 10), by holder: each entry's
+    /// metadata and expiry.
+    pub(super) roster: BTreeMap<HolderId, (Metadata, Instant)>,
+    /// Race style: a lease given to a successor (contract item 11), and
+    /// until when only it may take the election.
+    pub(super) reserved: Option<(HolderId, Instant)>,
 }
 
 #[derive(Debug, Clone)]
@@ -151,6 +157,14 @@ impl Election {
             .filter(|(_, r)| r.expires_at <= now)
             .map(|(token, _)| *token)
             .collect();
+        self.roster.retain(|_, (_, expires_at)| *expires_at > now);
+        if self
+            .reserved
+            .as_ref()
+            .is_some_and(|(_, until)| *until <= now)
+        {
+            self.reserved = None;
+        }
         for token in &expired {
             let r = self.records.remove(token).expect("just seen");
             // A record whose time passed while expiry was held went when

@@ -40,7 +40,7 @@ impl Site {
         }
     }
 
-    fn context(&self, op: &str, election: &ElectionName) -> String {
+    pub(crate) fn context(&self, op: &str, election: &ElectionName) -> String {
         format!(
             "sqlite store '{}': {op} election '{election}'",
             self.path.display()
@@ -216,7 +216,7 @@ fn validate(site: &Site, election: &ElectionName, raw: [Value; 7]) -> Result<Lea
     })
 }
 
-fn parse_metadata(json: &str) -> Result<Metadata, String> {
+pub(crate) fn parse_metadata(json: &str) -> Result<Metadata, String> {
     let value: serde_json::Value =
         serde_json::from_str(json).map_err(|e| format!("metadata is not JSON ({e})"))?;
     let serde_json::Value::Object(map) = value else {
@@ -232,7 +232,7 @@ fn parse_metadata(json: &str) -> Result<Metadata, String> {
     Metadata::from_pairs(pairs).map_err(|e| format!("metadata is too large ({e})"))
 }
 
-fn metadata_json(m: &Metadata) -> String {
+pub(crate) fn metadata_json(m: &Metadata) -> String {
     let map: serde_json::Map<String, serde_json::Value> = m
         .iter()
         .map(|(k, v)| (k.to_owned(), serde_json::Value::String(v.to_owned())))
@@ -463,6 +463,14 @@ pub(crate) fn acquire(
             queued: None,
         });
     }
+    // Kept for a successor that has not taken it yet (contract item 11).
+    if crate::roster::reserved_for_another(conn, site, election, &req.holder, now)?.is_some() {
+        return Ok(Acquire::Held {
+            leader: None,
+            queued: None,
+        });
+    }
+    crate::roster::clear_reservation(conn, site, election)?;
     let counter: Option<Value> = conn
         .prepare_cached("SELECT last_token FROM regent_fencing WHERE election = ?1")
         .and_then(|mut stmt| stmt.query_row([election.as_str()], |r| r.get(0)))

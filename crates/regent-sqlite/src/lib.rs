@@ -382,6 +382,7 @@ mod error;
 pub mod fence;
 mod poll;
 mod request;
+mod roster;
 mod schema;
 mod store;
 mod target;

@@ -38,6 +38,27 @@ CREATE TABLE regent_lease (
 );
 ";
 
+/// The tables of the roster and of leases kept for a successor (contract
+/// items 10 and 11), added to schema version 1 after it first shipped:
+/// created with the schema in a new file, and on opening a file of an
+/// earlier build (an older build ignores them).
+const ROSTER: &str = "
+CREATE TABLE IF NOT EXISTS regent_roster (
+    election      TEXT NOT NULL,
+    holder        TEXT NOT NULL,
+    expires_at_ns INTEGER NOT NULL,
+    boot_id       TEXT NOT NULL,
+    metadata      TEXT NOT NULL,
+    PRIMARY KEY (election, holder)
+);
+CREATE TABLE IF NOT EXISTS regent_reserved (
+    election TEXT PRIMARY KEY NOT NULL,
+    holder   TEXT NOT NULL,
+    until_ns INTEGER NOT NULL,
+    boot_id  TEXT NOT NULL
+);
+";
+
 /// Opens (creating if missing) the database file, sets the connection up
 /// and makes sure it holds regent's schema.
 pub(crate) fn open(path: &Path, busy_timeout: Duration) -> Result<Connection, StoreError> {
@@ -124,29 +145,42 @@ enum SchemaError {
 }
 
 enum SchemaState {
-    Current,
+    /// Regent's schema; `roster`: with the roster's tables.
+    Current {
+        roster: bool,
+    },
     Empty,
 }
 
 fn ensure_schema(conn: &mut Connection, path: &Path) -> Result<(), SchemaError> {
     // Most opens find the schema in place: check with a read, so that a
     // store opens while another connection holds the write lock.
-    if let SchemaState::Current = schema_state(conn)? {
+    if let SchemaState::Current { roster: true } = schema_state(conn)? {
         return Ok(());
     }
     let tx = conn
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .map_err(|e| SchemaError::Db("create the schema", e))?;
     // Another process may have created it while we waited for the lock.
-    if let SchemaState::Empty = schema_state(&tx)? {
-        tx.execute_batch(SCHEMA)
+    match schema_state(&tx)? {
+        SchemaState::Empty => {
+            tx.execute_batch(SCHEMA)
+                .map_err(|e| SchemaError::Db("create the schema", e))?;
+            tx.execute_batch(ROSTER)
+                .map_err(|e| SchemaError::Db("create the schema", e))?;
+            tx.execute(
+                "INSERT INTO regent_meta (key, value) VALUES ('schema_version', ?1)",
+                [SCHEMA_VERSION.to_string()],
+            )
             .map_err(|e| SchemaError::Db("create the schema", e))?;
-        tx.execute(
-            "INSERT INTO regent_meta (key, value) VALUES ('schema_version', ?1)",
-            [SCHEMA_VERSION.to_string()],
-        )
-        .map_err(|e| SchemaError::Db("create the schema", e))?;
-        tracing::info!(path = %path.display(), "created the regent schema");
+            tracing::info!(path = %path.display(), "created the regent schema");
+        }
+        SchemaState::Current { roster: false } => {
+            tx.execute_batch(ROSTER)
+                .map_err(|e| SchemaError::Db("add the roster's tables", e))?;
+            tracing::info!(path = %path.display(), "added the roster's tables to the regent schema");
+        }
+        SchemaState::Current { roster: true } => {}
     }
     tx.commit()
         .map_err(|e| SchemaError::Db("create the schema", e))
@@ -207,7 +241,10 @@ fn schema_state(conn: &Connection) -> Result<SchemaState, SchemaError> {
             )));
         }
     }
-    Ok(SchemaState::Current)
+    let roster = ["regent_roster", "regent_reserved"]
+        .iter()
+        .all(|t| tables.iter().any(|have| have == t));
+    Ok(SchemaState::Current { roster })
 }
 
 #[cfg(test)]

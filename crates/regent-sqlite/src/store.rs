@@ -10,8 +10,9 @@ use std::time::{Duration, Instant};
 
 use regent_core::store::ExpirySlack;
 use regent_core::{
-    Acquire, AcquireRequest, ElectionName, ErrorKind, LeaderInfo, LeaderStream, Lease, LeaseStore,
-    MAX_TTL, Metadata, Renewal, SafetyClass, StoreError, StoreInfo, StoreStyle, WatchMode,
+    Acquire, AcquireRequest, Candidacy, ElectionName, ErrorKind, HandOff, HolderId, LeaderInfo,
+    LeaderStream, Lease, LeaseStore, MAX_TTL, Metadata, Renewal, SafetyClass, StoreError,
+    StoreInfo, StoreStyle, WatchMode,
 };
 use rusqlite::Connection;
 use tokio::sync::{oneshot, watch};
@@ -492,6 +493,79 @@ impl LeaseStore for SqliteStore {
             move |conn, site| db::leader(conn, site, "read the leader of", &e),
         )
         .await
+    }
+
+    /// The roster: one row per candidate in `regent_roster`, refreshed
+    /// by each enroll (a write, batched with the others).
+    async fn enroll(&self, req: &AcquireRequest) -> Result<(), StoreError> {
+        let ttl_ms = self.check_ttl(&req.election, req.ttl)?;
+        let r = req.clone();
+        self.call(
+            Access::WriteOne,
+            Some(req.ttl),
+            || self.context("enroll in", &req.election),
+            move |conn, site| {
+                crate::roster::enroll(conn, site, &r.election, &r.holder, &r.metadata, ttl_ms)
+            },
+        )
+        .await
+    }
+
+    async fn withdraw(&self, election: &ElectionName, holder: &HolderId) -> Result<(), StoreError> {
+        let (e, h) = (election.clone(), holder.clone());
+        self.call(
+            Access::WriteOne,
+            None,
+            || self.context("withdraw from", election),
+            move |conn, site| crate::roster::withdraw(conn, site, &e, &h),
+        )
+        .await
+    }
+
+    async fn candidates(
+        &self,
+        election: &ElectionName,
+    ) -> Result<Option<Vec<Candidacy>>, StoreError> {
+        let e = election.clone();
+        let list = self
+            .call(
+                Access::Read,
+                None,
+                || self.context("list the candidates of", election),
+                move |conn, site| crate::roster::candidates(conn, site, &e),
+            )
+            .await?;
+        Ok(Some(list))
+    }
+
+    /// The row deleted and the election kept for `successor` in
+    /// `regent_reserved`, in one transaction; the release rings the
+    /// wake-up bell as any release does.
+    async fn release_to(
+        &self,
+        lease: &Lease,
+        successor: &HolderId,
+        window: Duration,
+    ) -> Result<HandOff, StoreError> {
+        let window_ms = crate::db::ttl_ms(window);
+        let (l, s) = (lease.clone(), successor.clone());
+        let given = self
+            .call(
+                Access::Write,
+                Some(lease.ttl),
+                || self.context("release", &lease.election),
+                move |conn, site| crate::roster::release_to(conn, site, &l, &s, window_ms),
+            )
+            .await?;
+        tracing::debug!(
+            election = %lease.election, holder = %lease.holder, token = %lease.token,
+            %successor, given, "sqlite: release to a successor"
+        );
+        Ok(if given {
+            HandOff::ToSuccessor
+        } else {
+            HandOff::Released
+        })
     }
 
     async fn watch(&self, election: &ElectionName) -> Result<LeaderStream, StoreError> {

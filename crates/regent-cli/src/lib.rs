@@ -100,6 +100,7 @@ mod demo;
 mod error;
 mod exe;
 mod failpoint;
+mod handover;
 mod http;
 mod logs;
 mod output;
@@ -187,6 +188,7 @@ pub fn main() -> ExitCode {
             Command::Status(args) => show::status(args).await,
             Command::Watch(args) => show::watch(args).await,
             Command::Dashboard(args) => dashboard::dashboard(args).await,
+            Command::Handover(args) => handover::handover(args).await,
             Command::Demo(args) => demo::demo(args).await,
             Command::Torture(args) => torture::torture(args).await,
             Command::Shim(_) | Command::DemoTask(_) | Command::TortureWriter(_) => {

@@ -8,7 +8,7 @@ use tokio::signal::unix::{SignalKind, signal};
 use crate::cli::ShowArgs;
 use crate::config::{ShowConfig, Source};
 use crate::error::{CliError, chain};
-use crate::output::print;
+use crate::output::{print, print_status};
 use crate::store;
 
 pub(crate) async fn status(args: ShowArgs) -> Result<u8, CliError> {
@@ -35,13 +35,16 @@ async fn show(args: ShowArgs, follow: bool) -> Result<u8, CliError> {
         Source::Peer(member) => return crate::peer::status(&member, json).await,
     };
     let store = store::open_within(&target, &election, None, window).await?;
-    let observer = Observer::new(store, election.clone());
+    let observer = Observer::new(store.clone(), election.clone());
     if !follow {
         let leader = observer
             .current()
             .await
             .map_err(|e| CliError::from_store("reading the leader", &e))?;
-        print(json, &election, leader.as_ref());
+        let candidates = regent_core::LeaseStore::candidates(&store, &election)
+            .await
+            .map_err(|e| CliError::from_store("reading the candidates", &e))?;
+        print_status(json, &election, leader.as_ref(), candidates.as_deref());
         return Ok(0);
     }
     let mut changes = Box::pin(observer.changes());

@@ -66,6 +66,11 @@ pub const REQUEST_FROM_KEY: &str = "regent.handover.from";
 /// token of the term that request asked to end: the requester's answer.
 pub const ANSWERED_KEY: &str = "regent.handover.answered";
 
+/// The key a leader publishes as it hands its term over: why
+/// (`preferred` or `requested`), a space, and the successor — for
+/// watchers (`regent watch`) to say why the lead moves.
+pub const LEAVING_KEY: &str = "regent.handover.leaving";
+
 /// The key a leader publishes when it cannot act on a request: the token
 /// of its term, the requester's id and why, separated by spaces.
 pub const REFUSED_KEY: &str = "regent.handover.refused";

@@ -35,11 +35,19 @@ async fn a_file_of_an_earlier_build_gains_the_roster_on_open() {
     let store = SqliteStore::open(&path).await.expect("open");
     let jobs = election("jobs");
     store.enroll(&req(&jobs, "b", TTL)).await.expect("enroll");
-    let listed = store.candidates(&jobs).await.expect("list").expect("a roster");
+    let listed = store
+        .candidates(&jobs)
+        .await
+        .expect("list")
+        .expect("a roster");
     assert_eq!(listed.len(), 1);
     assert_eq!(listed[0].holder.as_str(), "b");
     // The old counter goes on: the next token is above it.
-    let regent_core::Acquire::Won(a) = store.try_acquire(&req(&jobs, "a", TTL), None).await.unwrap() else {
+    let regent_core::Acquire::Won(a) = store
+        .try_acquire(&req(&jobs, "a", TTL), None)
+        .await
+        .unwrap()
+    else {
         panic!("a free election");
     };
     assert_eq!(a.token.get(), 42);

@@ -8,6 +8,7 @@ use crate::error::CliError;
 
 mod dashboard;
 mod demo;
+mod handover;
 mod http;
 mod peer;
 mod run;
@@ -19,6 +20,7 @@ mod values;
 
 pub(crate) use dashboard::DashboardArgs;
 pub(crate) use demo::{DemoArgs, TaskArgs};
+pub(crate) use handover::HandoverArgs;
 pub(crate) use http::HttpArgs;
 pub(crate) use peer::{AlgorithmArg, PeerArgs};
 pub(crate) use run::{ChildArgs, PidNamespace, RestartArg, RunArgs, default_id};
@@ -40,6 +42,8 @@ fn after_help() -> String {
     examples.extend([
         "regent status --election jobs --json",
         "regent watch --election jobs",
+        "regent run --election jobs --priority 10 -- ./worker",
+        "regent handover --election jobs --to host-b",
         "regent run --election jobs --http 127.0.0.1:9464 -- ./worker",
         "regent dashboard --election jobs,reports --http 127.0.0.1:9465",
         "regent status --peer 10.0.0.2:7400 --secret-file /etc/app/peer-secret --json",
@@ -64,6 +68,10 @@ Exit codes:
      (refused credentials or permissions too)
   3  store unreachable at start, after retries; with --peer: the member
      unreachable at start, after retries, or no answer from it
+  4  handover: the hand-over did not happen as asked (no leader, no such
+     candidate, another hand-over in progress, refused, not answered in
+     time, or the lease went to another candidate); nothing changed
+     unless the message says so
   127  the command could not be started (not found, not executable)
   130  a second SIGTERM/SIGINT cut the graceful stop short
   N  with --restart never: the command's exit status (128+signal if killed)";
@@ -163,6 +171,14 @@ pub(crate) enum Command {
     /// by `regent run --http`.
     #[command(after_help = after_help())]
     Dashboard(DashboardArgs),
+    /// Ask the leader of an election to hand its term to another candidate
+    /// (--to ID, or the next: the highest priority), and wait for the new
+    /// term. The leader answers at its next renewal, stops its command as
+    /// on SIGTERM and passes the lease to that candidate alone; the new
+    /// leader is not preempted by priorities. Exit 4 when it did not
+    /// happen as asked.
+    #[command(after_help = after_help())]
+    Handover(HandoverArgs),
     /// Start several candidates on one store (by default a temporary SQLite
     /// file), inject failures and show every failover.
     #[command(after_help = after_help())]

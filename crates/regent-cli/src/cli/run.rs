@@ -27,6 +27,22 @@ pub(crate) struct RunArgs {
     /// Step down when no renewal succeeded for this long (default: 3*ttl/5).
     #[arg(long, value_parser = parse_duration)]
     pub(crate) renew_deadline: Option<Duration>,
+    /// This instance's priority (default: none, which counts as 0): among
+    /// the candidates present, one of the highest leads. A leader that
+    /// sees a candidate of strictly higher priority for --settle hands
+    /// over to it: its command stops as on SIGTERM and the lease goes to
+    /// that candidate alone. Equal priorities never preempt each other.
+    #[arg(
+        long,
+        value_name = "N",
+        allow_negative_numbers = true,
+        help_heading = "Choosing the leader"
+    )]
+    pub(crate) priority: Option<i32>,
+    /// How long a leader must see a candidate of higher priority before it
+    /// hands over to it (default: 10s).
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION", help_heading = "Choosing the leader")]
+    pub(crate) settle: Option<Duration>,
     #[command(flatten)]
     pub(crate) child: ChildArgs,
     #[command(flatten)]

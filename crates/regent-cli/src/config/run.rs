@@ -71,7 +71,12 @@ impl RunConfig {
             renew_every: args.renew_every,
             renew_deadline: args.renew_deadline,
             grace: args.child.grace,
+            priority: args.priority,
+            settle: args.settle,
         };
+        if args.settle.is_some_and(|d| d.is_zero()) {
+            return Err(CliError::usage("--settle must be greater than zero"));
+        }
         let call_timeout = timing.check(&election, &holder)?;
         let start_window = store::start_retry()?;
         let endpoint = super::endpoint(&args.http)?;
@@ -97,6 +102,9 @@ pub(crate) struct TimingFlags {
     renew_every: Option<Duration>,
     renew_deadline: Option<Duration>,
     grace: Option<Duration>,
+    /// `--priority` and `--settle`: how the candidate is chosen.
+    priority: Option<i32>,
+    settle: Option<Duration>,
 }
 
 impl TimingFlags {
@@ -161,6 +169,12 @@ impl TimingFlags {
         if let Some(d) = self.renew_deadline {
             builder = builder.renew_deadline(d);
         }
+        if let Some(p) = self.priority {
+            builder = builder.priority(p);
+        }
+        if let Some(s) = self.settle {
+            builder = builder.settle(s);
+        }
         builder
     }
 
@@ -205,6 +219,11 @@ impl TimingFlags {
                 flag("--grace", self.grace, "2s or what fits"),
                 deadline()
             ),
+            ConfigError::TooLong {
+                what: "settle time",
+                ..
+            } => "--settle".to_owned(),
+            ConfigError::MetadataTooLong { .. } => "--priority".to_owned(),
             ConfigError::TtlTooLong { .. }
             | ConfigError::TtlTooShort { .. }
             | ConfigError::TtlBelowStoreMinimum { .. }
@@ -241,6 +260,8 @@ mod tests {
             renew_every: None,
             renew_deadline: None,
             grace: None,
+            priority: None,
+            settle: None,
         };
         assert_eq!(no_flags.ttl_for(Duration::ZERO), s(10));
         assert_eq!(no_flags.ttl_for(s(10)), s(10));

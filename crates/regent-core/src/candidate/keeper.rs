@@ -16,7 +16,7 @@ use super::{Choosing, sleep_until_some};
 use crate::error::StoreError;
 use crate::events::EndReason;
 use crate::handover::{
-    ANSWERED_KEY, HandOverError, HandOverReason, Preference, REFUSED_KEY, Request,
+    ANSWERED_KEY, HandOverError, HandOverReason, LEAVING_KEY, Preference, REFUSED_KEY, Request,
     request_election, successor_for,
 };
 use crate::leadership::{TermKeeper, TermState};
@@ -110,6 +110,20 @@ pub(super) struct Handing {
 }
 
 impl<S: LeaseStore> LeaseKeeper<S> {
+    /// Chooses `successor` and says so in the term's metadata (one write,
+    /// for watchers; the hand-over does not wait on it beyond its bound).
+    async fn hand_to(
+        &self,
+        term: &TermState,
+        successor: HolderId,
+        why: HandOverReason,
+    ) -> EndReason {
+        let leaving = format!("{} {successor}", why.as_str());
+        let bound = self.timing.renew_every / 2;
+        let _ = tokio::time::timeout(bound, term.publish(LEAVING_KEY, Some(leaving))).await;
+        self.choose(successor, why)
+    }
+
     fn choose(&self, successor: HolderId, why: HandOverReason) -> EndReason {
         tracing::info!(
             election = %self.lease.election, holder = %self.lease.holder, token = self.lease.token.get(),
@@ -166,7 +180,10 @@ impl<S: LeaseStore> LeaseKeeper<S> {
                     self.choosing.settle,
                     Instant::now(),
                 );
-                chosen.map(|s| self.choose(s, HandOverReason::Preferred))
+                match chosen {
+                    Some(s) => Some(self.hand_to(term, s, HandOverReason::Preferred).await),
+                    None => None,
+                }
             }
             Ok(None) => None,
             Err(e) => {
@@ -199,7 +216,10 @@ impl<S: LeaseStore> LeaseKeeper<S> {
             }
         };
         match chosen {
-            Ok(successor) => Some(self.choose(successor, HandOverReason::Requested)),
+            Ok(successor) => Some(
+                self.hand_to(term, successor, HandOverReason::Requested)
+                    .await,
+            ),
             Err(why) => {
                 tracing::warn!(
                     election = %lease.election, holder = %lease.holder, token = lease.token.get(),

@@ -21,8 +21,9 @@ pub(crate) fn classify(what: String, e: tokio_postgres::Error) -> StoreError {
     };
     let hint = match e.code() {
         Some(c) if *c == SqlState::INSUFFICIENT_PRIVILEGE => {
-            "; the role needs SELECT, INSERT, UPDATE and DELETE on regent_leases and \
-             regent_tokens (and CREATE on the schema to create them on first use)"
+            "; the role needs SELECT, INSERT, UPDATE and DELETE on regent_leases, \
+             regent_tokens, regent_roster and regent_reserved (and CREATE on the schema to \
+             create them on first use)"
         }
         Some(c) if *c == SqlState::UNDEFINED_TABLE => {
             "; the tables are missing: let a role that may create them connect once, or \

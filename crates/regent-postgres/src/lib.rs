@@ -88,8 +88,36 @@
 //!     election text PRIMARY KEY,
 //!     last     bigint NOT NULL
 //! );
-//! GRANT SELECT, INSERT, UPDATE, DELETE ON regent_leases, regent_tokens TO app;
+//! CREATE TABLE IF NOT EXISTS regent_roster (
+//!     election   text NOT NULL,
+//!     holder     text NOT NULL,
+//!     expires_at timestamptz NOT NULL,
+//!     metadata   text NOT NULL DEFAULT '{}',
+//!     PRIMARY KEY (election, holder)
+//! );
+//! CREATE TABLE IF NOT EXISTS regent_reserved (
+//!     election text PRIMARY KEY,
+//!     holder   text NOT NULL,
+//!     until    timestamptz NOT NULL
+//! );
+//! GRANT SELECT, INSERT, UPDATE, DELETE
+//!     ON regent_leases, regent_tokens, regent_roster, regent_reserved TO app;
 //! ```
+//!
+//! `regent_roster` and `regent_reserved` came with priorities and
+//! hand-overs: a schema an administrator made for an earlier build needs
+//! the last two statements (and the grant) before this build connects.
+//!
+//! # Roster and hand-over
+//!
+//! Candidates enroll in `regent_roster` (contract item 10): one upsert
+//! per candidate per renew interval, timed by the server's clock like the
+//! leases; `candidates` is one indexed read. A lease handed to a chosen
+//! successor (contract item 11) is one statement: the lease row deleted
+//! and a `regent_reserved` row naming the successor until the window
+//! passes, by the server's clock; the acquire statement of anyone else
+//! finds it and is held off, the successor's clears it as it wins. Both
+//! work through PgBouncer's transaction pooling as the rest does.
 //!
 //! ```no_run
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {

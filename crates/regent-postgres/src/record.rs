@@ -27,7 +27,7 @@ pub(crate) fn leader(
     })
 }
 
-fn parse_metadata(json: &str) -> Result<Metadata, String> {
+pub(crate) fn parse_metadata(json: &str) -> Result<Metadata, String> {
     let value: serde_json::Value =
         serde_json::from_str(json).map_err(|e| format!("metadata is not JSON ({e})"))?;
     let serde_json::Value::Object(map) = value else {

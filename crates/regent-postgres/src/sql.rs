@@ -14,6 +14,10 @@ pub(crate) const CHANNEL: &str = "regent_leases";
 pub(crate) struct Tables {
     pub(crate) leases: String,
     pub(crate) tokens: String,
+    /// The roster: one row per enrolled candidate (contract item 10).
+    pub(crate) roster: String,
+    /// Leases kept for a successor (contract item 11).
+    pub(crate) reserved: String,
     /// `pg_notify(...)` of a change to the election in column `election`
     /// (the schema is a checked identifier: a literal is safe).
     notify: String,
@@ -24,6 +28,8 @@ impl Tables {
         Self {
             leases: format!("\"{schema}\".\"regent_leases\""),
             tokens: format!("\"{schema}\".\"regent_tokens\""),
+            roster: format!("\"{schema}\".\"regent_roster\""),
+            reserved: format!("\"{schema}\".\"regent_reserved\""),
             notify: format!("pg_notify('{CHANNEL}', '{schema}/' || election)"),
         }
     }
@@ -43,9 +49,79 @@ impl Tables {
              CREATE TABLE IF NOT EXISTS {tokens} (
                  election text PRIMARY KEY,
                  last     bigint NOT NULL
+             );
+             CREATE TABLE IF NOT EXISTS {roster} (
+                 election   text NOT NULL,
+                 holder     text NOT NULL,
+                 expires_at timestamptz NOT NULL,
+                 metadata   text NOT NULL DEFAULT '{{}}',
+                 PRIMARY KEY (election, holder)
+             );
+             CREATE TABLE IF NOT EXISTS {reserved} (
+                 election text PRIMARY KEY,
+                 holder   text NOT NULL,
+                 until    timestamptz NOT NULL
              );",
             leases = self.leases,
-            tokens = self.tokens
+            tokens = self.tokens,
+            roster = self.roster,
+            reserved = self.reserved
+        )
+    }
+
+    /// `$1` election, `$2` holder, `$3` ttl in ms, `$4` metadata: the
+    /// candidate's roster row, expiring `$3` ms from the server's now.
+    pub(crate) fn enroll(&self) -> String {
+        format!(
+            "INSERT INTO {roster} (election, holder, expires_at, metadata)
+             VALUES ($1, $2, clock_timestamp() + $3 * interval '1 millisecond', $4)
+             ON CONFLICT (election, holder) DO UPDATE SET
+                 expires_at = excluded.expires_at, metadata = excluded.metadata",
+            roster = self.roster
+        )
+    }
+
+    /// `$1` election, `$2` holder: the candidate's roster row gone, and
+    /// the election's rows that lapsed with it.
+    pub(crate) fn withdraw(&self) -> String {
+        format!(
+            "DELETE FROM {roster}
+             WHERE election = $1 AND (holder = $2 OR expires_at <= clock_timestamp())",
+            roster = self.roster
+        )
+    }
+
+    /// `$1` election: the live roster rows, in holder order (bytewise, as
+    /// regent sorts ids, whatever the database's collation).
+    pub(crate) fn candidates(&self) -> String {
+        format!(
+            "SELECT holder, metadata FROM {roster}
+             WHERE election = $1 AND expires_at > clock_timestamp()
+             ORDER BY holder COLLATE \"C\"",
+            roster = self.roster
+        )
+    }
+
+    /// `$1` election, `$2` holder, `$3` token, `$4` successor, `$5` window
+    /// in ms: deletes our own record and keeps the election for the
+    /// successor until `$5` ms from the server's now, in one statement;
+    /// wakes the watches. Returns a row if our record was there.
+    pub(crate) fn release_to(&self) -> String {
+        format!(
+            "WITH d AS (
+                 DELETE FROM {leases} WHERE election = $1 AND holder = $2 AND token = $3
+                 RETURNING election
+             ),
+             r AS (
+                 INSERT INTO {reserved} AS k (election, holder, until)
+                 SELECT election, $4, clock_timestamp() + $5 * interval '1 millisecond' FROM d
+                 ON CONFLICT (election) DO UPDATE SET holder = excluded.holder, until = excluded.until
+                 RETURNING election
+             )
+             SELECT {notify}, (SELECT count(*) FROM r) AS kept FROM d",
+            leases = self.leases,
+            reserved = self.reserved,
+            notify = self.notify
         )
     }
 
@@ -68,10 +144,14 @@ impl Tables {
                  SELECT holder, token, metadata FROM {leases}
                  WHERE election = $1 AND expires_at > (SELECT t FROM now)
              ),
+             kept AS (
+                 SELECT 1 FROM {reserved}
+                 WHERE election = $1 AND until > (SELECT t FROM now) AND holder <> $2
+             ),
              bump AS (
                  INSERT INTO {tokens} AS c (election, last)
                  SELECT $1, (extract(epoch FROM (SELECT t FROM now)) * 1000000)::bigint
-                 WHERE NOT EXISTS (SELECT 1 FROM live)
+                 WHERE NOT EXISTS (SELECT 1 FROM live) AND NOT EXISTS (SELECT 1 FROM kept)
                  ON CONFLICT (election) DO UPDATE SET last = greatest(c.last + 1, excluded.last)
                  RETURNING last
              ),
@@ -86,12 +166,18 @@ impl Tables {
                      metadata = excluded.metadata
                  WHERE l.expires_at <= (SELECT t FROM now)
                  RETURNING token, election
+             ),
+             cleared AS (
+                 DELETE FROM {reserved} WHERE election = $1 AND EXISTS (SELECT 1 FROM won)
+                 RETURNING 1
              )
              SELECT (SELECT token FROM won) AS won, live.holder, live.token, live.metadata,
-                    (SELECT count({notify}) FROM won) AS notified
+                    (SELECT count({notify}) FROM won) AS notified,
+                    (SELECT count(*) FROM cleared) AS cleared
              FROM (SELECT 1) AS one LEFT JOIN live ON true",
             leases = self.leases,
             tokens = self.tokens,
+            reserved = self.reserved,
             notify = self.notify
         )
     }

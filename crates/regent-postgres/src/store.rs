@@ -4,9 +4,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use regent_core::{
-    Acquire, AcquireRequest, ElectionName, ExpirySlack, LeaderInfo, LeaderStream, Lease,
-    LeaseHandle, LeaseStore, Metadata, Renewal, SafetyClass, StoreError, StoreInfo, StoreStyle,
-    WatchMode,
+    Acquire, AcquireRequest, Candidacy, ElectionName, ExpirySlack, HandOff, HolderId, LeaderInfo,
+    LeaderStream, Lease, LeaseHandle, LeaseStore, Metadata, Renewal, SafetyClass, StoreError,
+    StoreInfo, StoreStyle, WatchMode,
 };
 use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::{Client, Row};
@@ -76,6 +76,10 @@ struct Statements {
     update_metadata: String,
     release: String,
     leader: String,
+    enroll: String,
+    withdraw: String,
+    candidates: String,
+    release_to: String,
 }
 
 /// How to reach the database, and where the tables are.
@@ -195,6 +199,10 @@ impl PostgresStoreBuilder {
                     update_metadata: tables.update_metadata(),
                     release: tables.release(),
                     leader: tables.leader(),
+                    enroll: tables.enroll(),
+                    withdraw: tables.withdraw(),
+                    candidates: tables.candidates(),
+                    release_to: tables.release_to(),
                 },
                 tables: tables.clone(),
                 listen: match self.listen {
@@ -418,13 +426,19 @@ impl PostgresStore {
         }
     }
 
-    /// Whether both tables are there (made by someone else, maybe).
+    /// Whether the four tables are there (made by someone else, maybe).
     async fn tables_exist(&self, client: &Client) -> Result<bool, tokio_postgres::Error> {
         let tables = &self.inner.tables;
         let rows = client
             .query_typed(
-                "SELECT to_regclass($1) IS NOT NULL AND to_regclass($2) IS NOT NULL",
-                &[(&tables.leases, Type::TEXT), (&tables.tokens, Type::TEXT)],
+                "SELECT to_regclass($1) IS NOT NULL AND to_regclass($2) IS NOT NULL
+                    AND to_regclass($3) IS NOT NULL AND to_regclass($4) IS NOT NULL",
+                &[
+                    (&tables.leases, Type::TEXT),
+                    (&tables.tokens, Type::TEXT),
+                    (&tables.roster, Type::TEXT),
+                    (&tables.reserved, Type::TEXT),
+                ],
             )
             .await?;
         Ok(rows
@@ -582,6 +596,101 @@ impl LeaseStore for PostgresStore {
             )
             .map(Some),
         }
+    }
+
+    /// One statement: the roster row upserted, timed by the server's
+    /// clock.
+    async fn enroll(&self, req: &AcquireRequest) -> Result<(), StoreError> {
+        let what = || self.what("enroll in", &req.election);
+        let ttl = ttl_ms(req.ttl);
+        let metadata = metadata_json(&req.metadata);
+        self.query(
+            what,
+            &self.inner.sql.enroll,
+            &[
+                (&req.election.as_str(), Type::TEXT),
+                (&req.holder.as_str(), Type::TEXT),
+                (&ttl, Type::INT8),
+                (&metadata.as_str(), Type::TEXT),
+            ],
+        )
+        .await
+        .map(|_| ())
+    }
+
+    async fn withdraw(&self, election: &ElectionName, holder: &HolderId) -> Result<(), StoreError> {
+        let what = || self.what("withdraw from", election);
+        self.query(
+            what,
+            &self.inner.sql.withdraw,
+            &[
+                (&election.as_str(), Type::TEXT),
+                (&holder.as_str(), Type::TEXT),
+            ],
+        )
+        .await
+        .map(|_| ())
+    }
+
+    async fn candidates(
+        &self,
+        election: &ElectionName,
+    ) -> Result<Option<Vec<Candidacy>>, StoreError> {
+        let what = || self.what("list the candidates of", election);
+        let rows = self
+            .query(
+                what,
+                &self.inner.sql.candidates,
+                &[(&election.as_str(), Type::TEXT)],
+            )
+            .await?;
+        let mut list = Vec::with_capacity(rows.len());
+        for r in &rows {
+            let holder = column::<String>(r, "holder", &what)?;
+            let metadata = column::<String>(r, "metadata", &what)?;
+            let holder = HolderId::new(&holder).map_err(|e| {
+                StoreError::corrupt(format!(
+                    "{}: a roster row's holder is not valid: {e}",
+                    what()
+                ))
+            })?;
+            let metadata = crate::record::parse_metadata(&metadata).map_err(|why| {
+                StoreError::corrupt(format!("{}: roster row of '{holder}': {why}", what()))
+            })?;
+            list.push(Candidacy::new(holder, metadata));
+        }
+        Ok(Some(list))
+    }
+
+    async fn release_to(
+        &self,
+        lease: &Lease,
+        successor: &HolderId,
+        window: Duration,
+    ) -> Result<HandOff, StoreError> {
+        let Ok(token) = i64::try_from(lease.token.get()) else {
+            return Ok(HandOff::Released);
+        };
+        let what = || self.what("release", &lease.election);
+        let window = ttl_ms(window);
+        let rows = self
+            .query(
+                what,
+                &self.inner.sql.release_to,
+                &[
+                    (&lease.election.as_str(), Type::TEXT),
+                    (&lease.holder.as_str(), Type::TEXT),
+                    (&token, Type::INT8),
+                    (&successor.as_str(), Type::TEXT),
+                    (&window, Type::INT8),
+                ],
+            )
+            .await?;
+        Ok(if rows.is_empty() {
+            HandOff::Released
+        } else {
+            HandOff::ToSuccessor
+        })
     }
 
     async fn watch(&self, election: &ElectionName) -> Result<LeaderStream, StoreError> {

@@ -282,7 +282,25 @@
 //!     boot_id       TEXT NOT NULL,       -- the boot expires_at_ns belongs to
 //!     metadata      TEXT NOT NULL        -- a JSON object of strings
 //! );
+//! CREATE TABLE regent_roster (             -- candidates enrolled
+//!     election      TEXT NOT NULL,
+//!     holder        TEXT NOT NULL,
+//!     expires_at_ns INTEGER NOT NULL,    -- as regent_lease's
+//!     boot_id       TEXT NOT NULL,
+//!     metadata      TEXT NOT NULL,       -- the candidate's (its priority)
+//!     PRIMARY KEY (election, holder)
+//! );
+//! CREATE TABLE regent_reserved (           -- leases kept for a successor
+//!     election TEXT PRIMARY KEY NOT NULL,
+//!     holder   TEXT NOT NULL,            -- the successor
+//!     until_ns INTEGER NOT NULL,         -- CLOCK_MONOTONIC, nanoseconds
+//!     boot_id  TEXT NOT NULL
+//! );
 //! ```
+//!
+//! The last two tables came with priorities and hand-overs
+//! ([`regent_core::handover`]); opening a file an earlier build wrote adds
+//! them (an earlier build ignores them).
 //!
 //! * **Acquire**: read the row; if it is live (same boot id,
 //!   `expires_at_ns` after now, with now read after the row), the answer
@@ -305,6 +323,17 @@
 //!   Watches see the new metadata at their next poll.
 //! * **Release** (one statement in the group commit's transaction): delete
 //!   the row only if holder and token match. Idempotent.
+//! * **Enroll** (one statement in the group commit's transaction): upsert
+//!   the candidate's `regent_roster` row, live for the ttl; a candidate
+//!   that takes part in hand-overs enrolls once per renew interval while
+//!   it campaigns. **Candidates**: one read of the live rows, in holder
+//!   order.
+//! * **Release to a successor** (in a savepoint of the group commit's
+//!   transaction): delete the row as a release does and write
+//!   `regent_reserved` naming the successor until the window passes; an
+//!   acquire by anyone else, under the write lock, finds it and is
+//!   [`Acquire::Held`](regent_core::Acquire::Held) with no leader; the
+//!   successor's acquire deletes it as it wins.
 //!
 //! The fencing counter lives in its own table so that tokens keep growing
 //! across release, expiry and deletion of the lease row.

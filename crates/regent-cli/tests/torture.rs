@@ -35,7 +35,7 @@ mod torture_campaigns {
 
     /// Every fault on the candidates' processes.
     const FAULTS: &str = "kill-leader,term-leader,stop-leader,stop-tree,kill-shim,\
-                      stop-leader-kill-shim,kill-cmd,kill-follower";
+                      stop-leader-kill-shim,kill-cmd,kill-follower,preempt,handover";
 
     const SEED: &str = "20240611";
 

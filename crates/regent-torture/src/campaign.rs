@@ -114,6 +114,11 @@ pub(crate) struct Campaign {
     /// `--lifeline-stdin`): however the campaign ends, even by SIGKILL,
     /// the kernel closes it and every candidate shuts down gracefully.
     pub(crate) lifeline: OwnedFd,
+    /// Flags the next candidate started gets besides the usual
+    /// (`--priority`: [`spawn_with_priority`](Self::spawn_with_priority)).
+    pub(crate) extra: Vec<OsString>,
+    /// The highest priority a candidate was given so far.
+    pub(crate) top_priority: i32,
     pub(crate) started: Instant,
     /// CLOCK_MONOTONIC ns at the start: the origin of printed times.
     pub(crate) started_ns: u64,
@@ -137,6 +142,20 @@ impl Campaign {
     /// Starts one more candidate, `torture-K` with the next K.
     pub(crate) fn spawn(&mut self) -> Result<(), Error> {
         self.spawn_on(None).map(drop)
+    }
+
+    /// [`spawn_on`](Self::spawn_on) with `--priority priority` and a
+    /// settle time of one ttl (a store's candidate only).
+    pub(crate) fn spawn_with_priority(&mut self, priority: i32) -> Result<String, Error> {
+        self.extra = vec![
+            "--priority".into(),
+            priority.to_string().into(),
+            "--settle".into(),
+            format!("{}ms", self.ttl.as_millis()).into(),
+        ];
+        let spawned = self.spawn_on(None);
+        self.extra.clear();
+        spawned
     }
 
     /// Starts one more candidate; with `clock`, its clock (regent's, and its
@@ -193,6 +212,7 @@ impl Campaign {
         ];
         args.extend(self.store_args.iter().cloned());
         args.extend(["--ttl".into(), format!("{}ms", self.ttl.as_millis()).into()]);
+        args.extend(self.extra.iter().cloned());
         self.start(id, args, proxies, index, clock)
     }
 

@@ -46,11 +46,18 @@ pub enum FaultKind {
     /// Cut the leader, with up to (n-1)/2 - 1 other members, off from the
     /// rest of a peer group for 1–3 ttl.
     Partition,
+    /// Replace a follower by one of a priority above every other's
+    /// (`--priority`, a settle time of one ttl): the leader hands its term
+    /// over to it.
+    Preempt,
+    /// Ask the leader to hand over (`regent handover`), to a follower
+    /// drawn at random or to the next.
+    Handover,
 }
 
 impl FaultKind {
     /// Every kind, in the order of the docs.
-    pub const ALL: [Self; 15] = [
+    pub const ALL: [Self; 17] = [
         Self::KillLeader,
         Self::TermLeader,
         Self::StopLeader,
@@ -66,6 +73,8 @@ impl FaultKind {
         Self::ClockFast,
         Self::ClockSlow,
         Self::Partition,
+        Self::Preempt,
+        Self::Handover,
     ];
 
     /// The kind's name: `kill-leader`, `store-cut`, …
@@ -86,6 +95,8 @@ impl FaultKind {
             Self::ClockFast => "clock-fast",
             Self::ClockSlow => "clock-slow",
             Self::Partition => "partition",
+            Self::Preempt => "preempt",
+            Self::Handover => "handover",
         }
     }
 
@@ -118,7 +129,12 @@ impl FaultKind {
     /// which has no store.
     pub(crate) fn refused(self, setting: &Setting) -> Option<FaultRefusal> {
         match self {
-            Self::StoreStop | Self::StoreKill | Self::StoreCut | Self::StoreDelay
+            Self::StoreStop
+            | Self::StoreKill
+            | Self::StoreCut
+            | Self::StoreDelay
+            | Self::Preempt
+            | Self::Handover
                 if setting.peer =>
             {
                 Some(FaultRefusal::PeerGroupHasNoStore)

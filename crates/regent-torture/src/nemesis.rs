@@ -98,6 +98,46 @@ impl Campaign {
         }
     }
 
+    /// Runs `regent handover` on the store at `url` (to `to`, or the
+    /// next), bounded; what it said, for the fault log. Its outcome is
+    /// not judged here: the checker judges the terms.
+    async fn request_handover(&self, url: usize, to: Option<&str>) -> String {
+        let bound = self.failover * 2 + self.ttl * 3;
+        let mut cmd = tokio::process::Command::new(&self.exe);
+        cmd.arg("handover")
+            .arg("--store")
+            .arg(&self.urls[url])
+            .arg("--election")
+            .arg(&self.election)
+            .args(self.store_args.iter())
+            .arg("--timeout")
+            .arg(format!("{}ms", bound.as_millis()));
+        if let Some(to) = to {
+            cmd.arg("--to").arg(to);
+        }
+        cmd.envs(self.env.iter().map(|(k, v)| (k, v)))
+            .stdin(std::process::Stdio::null())
+            .kill_on_drop(true);
+        match tokio::time::timeout(bound + Duration::from_secs(5), cmd.output()).await {
+            Ok(Ok(out)) => {
+                let said = if out.status.success() {
+                    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+                } else {
+                    String::from_utf8_lossy(&out.stderr).trim().to_owned()
+                };
+                format!(
+                    "regent handover{}: exit {}: {said}",
+                    to.map_or_else(String::new, |t| format!(" --to {t}")),
+                    out.status
+                        .code()
+                        .map_or_else(|| "by a signal".to_owned(), |c| c.to_string())
+                )
+            }
+            Ok(Err(e)) => format!("regent handover could not run: {e}"),
+            Err(_) => "regent handover did not end in time".to_owned(),
+        }
+    }
+
     /// `ttl` times a factor drawn from `lo..hi`.
     fn ttls(&mut self, lo: f64, hi: f64) -> Duration {
         self.ttl.mul_f64(lo + (hi - lo) * self.rng.f64())
@@ -166,6 +206,62 @@ impl Campaign {
                         }
                     }
                 }
+            }
+            FaultKind::Preempt => {
+                // A follower gives way to one above every priority so far:
+                // the leader hands over once it has seen it for a ttl.
+                let leader = self.leader()?;
+                fault.leader_id = Some(leader.id.clone());
+                fault.leader_token = Some(leader.token);
+                fault.leader_url = Some(leader.url);
+                let follower = self
+                    .candidates
+                    .iter()
+                    .find(|c| c.id != leader.id && procfs::alive(c.pid))
+                    .map(|c| (c.id.clone(), c.pid));
+                fault.target = Some(leader.id.clone());
+                if let Some((_, pid)) = &follower {
+                    procfs::signal(*pid, Signal::KILL);
+                    self.wait_exited(*pid).await;
+                    fault.pids = vec![*pid];
+                }
+                self.top_priority += 1;
+                let priority = self.top_priority;
+                fault.at_ns = mono_ns();
+                match self.spawn_with_priority(priority) {
+                    Ok(new) => {
+                        fault.detail = format!(
+                            "{}{new} started with priority {priority}",
+                            follower
+                                .map_or_else(String::new, |(id, _)| format!("{id} SIGKILLed; "))
+                        );
+                    }
+                    Err(e) => {
+                        warn_user!(self.console, "regent torture: {}", regent_core::report(&e));
+                        fault.detail = format!(
+                            "no candidate of priority {priority}: {}",
+                            regent_core::report(&e)
+                        );
+                    }
+                }
+            }
+            FaultKind::Handover => {
+                let leader = self.leader()?;
+                fault.leader_id = Some(leader.id.clone());
+                fault.leader_token = Some(leader.token);
+                fault.leader_url = Some(leader.url);
+                let followers: Vec<String> = self
+                    .candidates
+                    .iter()
+                    .filter(|c| c.id != leader.id && procfs::alive(c.pid))
+                    .map(|c| c.id.clone())
+                    .collect();
+                // Half the requests name a follower, half ask for the next.
+                let to = (!followers.is_empty() && self.rng.bool())
+                    .then(|| followers[self.rng.usize(..followers.len())].clone());
+                fault.target = Some(leader.id.clone());
+                fault.at_ns = mono_ns();
+                fault.detail = self.request_handover(leader.url, to.as_deref()).await;
             }
             FaultKind::StoreStop | FaultKind::StoreKill => {
                 if let Some(l) = self.leader() {
@@ -425,7 +521,9 @@ impl Campaign {
             | FaultKind::ClockFast
             | FaultKind::ClockSlow
             | FaultKind::StoreStop
-            | FaultKind::StoreKill => return None,
+            | FaultKind::StoreKill
+            | FaultKind::Preempt
+            | FaultKind::Handover => return None,
         }
         f.end_ns = mono_ns();
         Some(())

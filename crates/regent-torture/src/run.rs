@@ -138,6 +138,8 @@ pub async fn run<S: StoreAccess>(
         lifeline,
         faketime,
         peer,
+        extra: Vec::new(),
+        top_priority: 0,
         started: Instant::now(),
         started_ns: mono_ns(),
         console: config.console.clone(),

@@ -42,6 +42,11 @@ pub(crate) const AFTER_HELP: &str = "Faults (--faults, comma-separated; default:
   partition              cut the leader, with up to (n-1)/2 - 1 other members,
                          off from the rest of a peer group for 1-3 ttl (--peer:
                          a proxy per pair of members)
+  preempt                replace a follower by one of a priority above every
+                         other's (--priority, --settle of one ttl): the leader
+                         hands its term over to it
+  handover               ask the leader to hand over (`regent handover`), to a
+                         follower drawn at random or to the next
 
 A peer group (--peer ALGORITHM): N `regent peer` members, ids 1..N, with no
 store; --ttl is their failure timeout (default 1s; heartbeats every ttl/5). A

@@ -69,6 +69,20 @@ fn candidates_human(list: &[Candidacy]) -> String {
     format!("  candidates: {}", names.join(", "))
 }
 
+/// `status --json` (and `/leader`): [`to_json`], with `"candidates"`
+/// where the store lists them.
+pub(crate) fn status_json(
+    election: &ElectionName,
+    leader: Option<&LeaderInfo>,
+    candidates: Option<&[Candidacy]>,
+) -> Value {
+    let mut v = to_json(election, leader);
+    if let (Some(list), Some(obj)) = (candidates, v.as_object_mut()) {
+        obj.insert("candidates".into(), candidates_json(list));
+    }
+    v
+}
+
 /// `status` on a store: the leader, and the candidates where the store
 /// lists them (`"candidates"` in JSON, absent where it lists none).
 pub(crate) fn print_status(
@@ -78,11 +92,7 @@ pub(crate) fn print_status(
     candidates: Option<&[Candidacy]>,
 ) {
     let text = if json {
-        let mut v = to_json(election, leader);
-        if let (Some(list), Some(obj)) = (candidates, v.as_object_mut()) {
-            obj.insert("candidates".into(), candidates_json(list));
-        }
-        v.to_string()
+        status_json(election, leader, candidates).to_string()
     } else {
         match candidates {
             Some(list) => format!("{}\n{}", human(election, leader), candidates_human(list)),

@@ -54,7 +54,16 @@ async fn show(args: ShowArgs, follow: bool) -> Result<u8, CliError> {
     loop {
         tokio::select! {
             item = changes.next() => match item {
-                Some(Ok(leader)) => print(json, &election, leader.as_ref()),
+                Some(Ok(leader)) => {
+                    // The candidates as they stand at this change, where the
+                    // store lists them (a read, bounded: the watch goes on
+                    // without them).
+                    let read = regent_core::LeaseStore::candidates(&store, &election);
+                    match tokio::time::timeout(std::time::Duration::from_secs(2), read).await {
+                        Ok(Ok(list)) => print_status(json, &election, leader.as_ref(), list.as_deref()),
+                        _ => print(json, &election, leader.as_ref()),
+                    }
+                }
                 Some(Err(e)) if e.is_transient() => warn_user!("regent: {}; retrying", chain(&e)),
                 Some(Err(e)) => return Err(CliError::failure(format!("watch failed: {}", chain(&e)))),
                 None => return Ok(0),

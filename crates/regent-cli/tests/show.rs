@@ -1,5 +1,7 @@
 //! `regent status --json` and `regent watch --json` print the documented
-//! objects: `{"election": NAME, "leader": null | {"id", "token", "metadata"}}`.
+//! objects: `{"election": NAME, "leader": null | {"id", "token", "metadata"},
+//! "candidates": [{"id", "priority"}]}`, the candidates where the store
+//! lists them.
 
 mod common;
 
@@ -17,6 +19,24 @@ fn leader_object(id: &str, token: u64) -> Value {
     json!({"election": ELECTION, "leader": {"id": id, "token": token, "metadata": {}}})
 }
 
+/// The object without its `"candidates"`, which must be, where present, a
+/// list of `{"id", "priority"}` naming only `allowed`.
+fn without_candidates(mut v: Value, allowed: &[&str]) -> Value {
+    if let Some(list) = v.as_object_mut().and_then(|o| o.remove("candidates")) {
+        let list = list
+            .as_array()
+            .unwrap_or_else(|| panic!("candidates: {list}"));
+        for c in list {
+            let id = c["id"]
+                .as_str()
+                .unwrap_or_else(|| panic!("a candidate: {c}"));
+            assert!(allowed.contains(&id), "{id} listed, not one of {allowed:?}");
+            assert!(c.get("priority").is_some(), "{c}");
+        }
+    }
+    v
+}
+
 fn status_json_without_then_with_a_leader(mut sb: Sandbox) {
     let out = sb.run_bounded(
         &[
@@ -30,20 +50,28 @@ fn status_json_without_then_with_a_leader(mut sb: Sandbox) {
         Duration::from_secs(10),
     );
     assert_eq!(out.code, Some(0), "{}", out.stderr);
-    assert_eq!(out.stdout, "{\"election\":\"e\",\"leader\":null}\n");
+    let none: Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(
+        without_candidates(none, &[]),
+        json!({"election": ELECTION, "leader": null})
+    );
 
     let ttl = sb.ttl();
     sb.candidate("c1", &ttl, &[]);
     let start = sb.first_start(Duration::from_secs(10));
-    assert_eq!(sb.status(), leader_object("c1", start.token));
+    assert_eq!(
+        without_candidates(sb.status(), &["c1"]),
+        leader_object("c1", start.token)
+    );
 
     let human = sb.run_bounded(
         &["status", "--store", &sb.store(), "--election", ELECTION],
         Duration::from_secs(10),
     );
+    let first = human.stdout.lines().next().unwrap_or_default();
     assert_eq!(
-        human.stdout,
-        format!("election e: leader c1 (token {})\n", start.token)
+        first,
+        format!("election e: leader c1 (token {})", start.token)
     );
 }
 
@@ -90,7 +118,9 @@ impl Watch {
             .lines
             .recv_timeout(within)
             .unwrap_or_else(|e| panic!("watch printed no {what} within {within:?}: {e}"));
-        serde_json::from_str(&line).unwrap_or_else(|e| panic!("watch printed {line:?}: {e}"))
+        let v =
+            serde_json::from_str(&line).unwrap_or_else(|e| panic!("watch printed {line:?}: {e}"));
+        without_candidates(v, &["c1", "lib-1"])
     }
 }
 

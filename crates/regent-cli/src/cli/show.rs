@@ -24,7 +24,9 @@ pub(crate) struct ShowArgs {
     pub(crate) options: StoreFlags,
     #[command(flatten)]
     pub(crate) member: MemberArgs,
-    /// Print JSON: {"election": NAME, "leader": null | {"id", "token", "metadata"}}.
+    /// Print JSON: {"election": NAME, "leader": null | {"id", "token", "metadata"},
+    /// "candidates": [{"id", "priority"}]}, the candidates where the store
+    /// lists them (a queue store's line, a race store's roster).
     #[arg(long)]
     pub(crate) json: bool,
 }

@@ -300,9 +300,18 @@ struct Which {
 /// `regent status --json`'s object; with several elections, the one named
 /// by `?election=`, or all of them in an array.
 async fn leader(State(served): State<Arc<Served>>, Query(which): Query<Which>) -> Response {
+    for shown in &served.shown() {
+        if let Some(line) = &shown.candidates {
+            line.refresh(&shown.monitor).await;
+        }
+    }
     let object = |shown: &Shown| {
         let seen = shown.monitor.snapshot();
-        crate::output::to_json(&seen.election, seen.leader.as_ref())
+        crate::output::status_json(
+            &seen.election,
+            seen.leader.as_ref(),
+            seen.candidates.as_deref(),
+        )
     };
     let all = served.shown();
     let body = match which.election {

@@ -301,3 +301,50 @@ async fn the_guard_hands_over_and_a_successor_that_never_comes_frees_the_lease()
     b_leads.resign().await.unwrap();
     check_log(&store, &election);
 }
+
+/// A candidate listed with a higher priority that never takes the lease
+/// (its entry kept fresh, nobody campaigning under its name) costs one
+/// reservation window, not one per settle time: the leader that got the
+/// term back does not prefer it again for a while.
+#[tokio::test(start_paused = true)]
+async fn a_preferred_candidate_that_never_leads_is_passed_over_afterwards() {
+    let store = MemoryStore::race();
+    let election = ElectionName::new("jobs").unwrap();
+    let mut a = start(&store, &election, "a", 1);
+    until_leads(&store, &election, "a", TTL).await;
+    let ghost = {
+        let (store, election) = (store.clone(), election.clone());
+        tokio::spawn(async move {
+            loop {
+                let req = regent_core::AcquireRequest {
+                    election: election.clone(),
+                    holder: id("ghost"),
+                    ttl: TTL,
+                    metadata: regent_core::Metadata::new()
+                        .with(regent_core::handover::PRIORITY_KEY, "5")
+                        .unwrap(),
+                };
+                store.enroll(&req).await.unwrap();
+                sleep(TTL / 4).await;
+            }
+        })
+    };
+    sleep(SETTLE * 3).await;
+    let mut handed = 0;
+    while let Ok(e) = a.events.try_recv() {
+        if let TermEvent::Ended { ended, .. } = e
+            && ended.reason == EndReason::HandedOver(HandOverReason::Preferred)
+        {
+            handed += 1;
+        }
+    }
+    assert_eq!(
+        handed, 1,
+        "one hand-over to the ghost, then it is passed over"
+    );
+    assert_eq!(leader_of(&store, &election).await.as_deref(), Some("a"));
+    ghost.abort();
+    a.stop.cancel();
+    a.task.await.unwrap();
+    check_log(&store, &election);
+}

@@ -28,8 +28,17 @@ use crate::types::{HolderId, LeaderInfo, Lease, Metadata};
 /// next campaign does not try to win, so that a waiting follower gets the
 /// term. Race stores only: on a queue store a new campaign queues behind
 /// those already waiting anyway.
+///
+/// It also remembers the candidate this one last handed a term to for its
+/// priority, and when: one that did not keep it (this candidate leads
+/// again soon after) is not preferred again for a while, so that a
+/// candidate listed but unable to lead does not cost a reservation's
+/// window at every settle time.
 #[derive(Debug, Default)]
-pub(super) struct HandOver(std::sync::Mutex<Option<Instant>>);
+pub(super) struct HandOver {
+    until: std::sync::Mutex<Option<Instant>>,
+    preferred: std::sync::Mutex<Option<(HolderId, Instant)>>,
+}
 
 /// What a follower needs beyond noticing a release to win the term: one
 /// acquire, with room for a loaded machine. At least this, and a tenth of
@@ -54,17 +63,26 @@ impl HandOver {
         };
         let allowance = (timing.ttl / 10).clamp(HAND_OVER_ALLOWANCE, HAND_OVER_ALLOWANCE_MAX);
         let until = Instant::now() + notice + allowance.min(timing.ttl);
-        *self
-            .0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(until);
+        *lock(&self.until) = Some(until);
     }
 
     pub(super) fn take(&self) -> Option<Instant> {
-        self.0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .take()
+        lock(&self.until).take()
+    }
+
+    /// The term went to `successor` for its priority.
+    fn preferred(&self, successor: &HolderId) {
+        *lock(&self.preferred) = Some((successor.clone(), Instant::now()));
+    }
+
+    /// The candidate not to prefer now: the last one handed a term for its
+    /// priority, if that was less than `shy` ago (this candidate leads
+    /// again, so that term was short or never began).
+    fn passed_over(&self, shy: Duration) -> Option<HolderId> {
+        lock(&self.preferred)
+            .as_ref()
+            .filter(|(_, at)| at.elapsed() < shy)
+            .map(|(h, _)| h.clone())
     }
 }
 
@@ -129,6 +147,9 @@ impl<S: LeaseStore> LeaseKeeper<S> {
             election = %self.lease.election, holder = %self.lease.holder, token = self.lease.token.get(),
             successor = %successor, reason = why.as_str(), "handing the term over"
         );
+        if why == HandOverReason::Preferred {
+            self.hand_over.preferred(&successor);
+        }
         *lock(&self.handing.successor) = Some(successor);
         EndReason::HandedOver(why)
     }
@@ -172,7 +193,13 @@ impl<S: LeaseStore> LeaseKeeper<S> {
             return None;
         }
         match self.store.candidates(&lease.election).await {
-            Ok(Some(list)) => {
+            Ok(Some(mut list)) => {
+                // One we handed a term to lately and lead again after:
+                // not preferred until a few settle times have passed.
+                let shy = self.choosing.settle * 4 + self.timing.ttl;
+                if let Some(skip) = self.hand_over.passed_over(shy) {
+                    list.retain(|c| c.holder != skip);
+                }
                 let chosen = lock(&self.handing.preference).look(
                     &list,
                     &lease.holder,

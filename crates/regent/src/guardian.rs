@@ -97,7 +97,7 @@ use rustix::process::{Pid, PidfdFlags};
 use serde::{Deserialize, Serialize};
 
 use crate::url::ConnectError;
-use crate::{Acquire, AcquireRequest};
+use crate::{Acquire, AcquireRequest, HandOff};
 use crate::{
     BoxStore, ElectionName, FencingToken, HolderId, Lease, LeaseHandle, LeaseStore, StoreError,
 };
@@ -362,11 +362,31 @@ impl StoreLayer for Ticketing {
 
     async fn release<S: LeaseStore>(&self, store: &S, lease: &Lease) -> Result<(), StoreError> {
         store.release(lease).await?;
+        self.released(lease);
+        Ok(())
+    }
+
+    /// A hand-over gives the lease up as a release does: its ticket goes.
+    async fn release_to<S: LeaseStore>(
+        &self,
+        store: &S,
+        lease: &Lease,
+        successor: &HolderId,
+        window: Duration,
+    ) -> Result<HandOff, StoreError> {
+        let passed = store.release_to(lease, successor, window).await?;
+        self.released(lease);
+        Ok(passed)
+    }
+}
+
+impl Ticketing {
+    /// Strikes `lease`'s ticket off: it was given back.
+    fn released(&self, lease: &Lease) {
         self.link.send(&Line::Released {
             election: lease.election.as_str().to_owned(),
             holder: lease.holder.as_str().to_owned(),
         });
-        Ok(())
     }
 }
 

@@ -65,6 +65,11 @@
 //!   ([`Observer::leader_watch`], [`Observer::changes`],
 //!   [`Observer::on_new_leader`]); a candidate's own view is
 //!   [`Candidate::status`].
+//! * Choosing the leader ([`handover`]): [`CandidateBuilder::priority`]
+//!   and [`CandidateBuilder::settle`] (a leader hands its term to a
+//!   candidate of higher priority it has seen for the settle time),
+//!   [`Leadership::hand_over`] and [`handover::request`] (on demand, to a
+//!   named candidate or the next), on every store.
 //! * [`Timing`]: the timeline of a lease and the rules its settings must
 //!   keep; [`Candidate::explain`] gives the numbers for a store
 //!   ([`Explanation`]).

@@ -29,6 +29,19 @@ pub(crate) enum Expected {
     Adopt,
 }
 
+/// What a read-only look found of a queued place: see
+/// [`EtcdStore::still_placed`].
+pub(crate) enum Still {
+    /// Our key as we left it, and the head.
+    Placed(Placed),
+    /// Our key is there, but not as we left it (new metadata, another
+    /// create revision or lease).
+    Changed,
+    /// No key: it was deleted (from outside, or taken out of line by a
+    /// leader's hand-over) while its lease lives.
+    Gone,
+}
+
 /// Our own key, as a transaction found it.
 pub(crate) struct Placed {
     token: i64,
@@ -139,8 +152,9 @@ impl EtcdStore {
     /// A queued place that is still as we left it, read without a write:
     /// our key with its create revision `token`, our lease and our value,
     /// and the head of the line, in one read-only transaction (a
-    /// linearizable read, no raft entry and no fsync). `None` when the key
-    /// is not exactly ours any more: `place` then decides, with a write.
+    /// linearizable read, no raft entry and no fsync). When the key is not
+    /// exactly ours any more ([`Still::Changed`]) or is gone
+    /// ([`Still::Gone`]), `place` decides, with a write.
     ///
     /// This is what a follower does when its watch says that the line
     /// moved, so it is on every graceful hand-over's path: the write
@@ -151,7 +165,7 @@ impl EtcdStore {
         prefix: &str,
         lease: i64,
         token: i64,
-    ) -> Result<Option<Placed>, StoreError> {
+    ) -> Result<Still, StoreError> {
         let key = candidate_key(prefix, lease);
         let txn = Txn::new().and_then([
             TxnOp::get(key, None),
@@ -170,13 +184,17 @@ impl EtcdStore {
             ));
         };
         let value = encode(&req.holder, &req.metadata);
-        let unchanged = mine.take_kvs().into_iter().next().is_some_and(|mine| {
-            mine.lease() == lease && mine.create_revision() == token && mine.value() == value
-        });
-        Ok(unchanged.then(|| Placed {
-            token,
-            head: head.take_kvs().into_iter().next(),
-        }))
+        let Some(mine) = mine.take_kvs().into_iter().next() else {
+            return Ok(Still::Gone);
+        };
+        if mine.lease() == lease && mine.create_revision() == token && mine.value() == value {
+            Ok(Still::Placed(Placed {
+                token,
+                head: head.take_kvs().into_iter().next(),
+            }))
+        } else {
+            Ok(Still::Changed)
+        }
     }
 
     /// Queues (or finds) our key under `lease` and answers won or held.

@@ -280,6 +280,20 @@ pub(crate) fn is_lease_not_found(e: &etcd_client::Error) -> bool {
     }
 }
 
+/// Whether `e`, a [`StoreError`] made by [`etcd_error`], is etcd refusing
+/// a transaction of more compares or operations than its
+/// `--max-txn-ops` (128 by default).
+pub(crate) fn is_too_many_ops(e: &StoreError) -> bool {
+    StdError::source(e)
+        .and_then(|s| s.downcast_ref::<etcd_client::Error>())
+        .is_some_and(|e| match e {
+            etcd_client::Error::GRpcStatus(s) => {
+                s.message().contains("too many operations in txn request")
+            }
+            _ => false,
+        })
+}
+
 /// A [`ErrorKind::Protocol`] error: `what` got an answer that cannot be,
 /// for the reason `why`.
 pub(crate) fn protocol(what: String, why: &str) -> StoreError {

@@ -85,7 +85,12 @@
 //!   (only if the key's create revision is still ours). If the lease has
 //!   expired meanwhile, the candidate campaigns again with a new lease:
 //!   the bug reported as etcd#19597, a pending campaign waiting forever on
-//!   an expired session, cannot happen here.
+//!   an expired session, cannot happen here. A key deleted while its lease
+//!   lives (by hand, or taken out of line by a [hand-over](#hand-over-to-a-chosen-candidate))
+//!   is put again at the back of the line: on the same lease while the
+//!   store's sessions carry it, else with another lease (a lease a renewal
+//!   found without its key is being revoked: a key put on it would go with
+//!   it).
 //! * **renew**: the next round of the key's session: one keep-alive of
 //!   the shared lease, then one `LeaseTimeToLive` that lists its keys
 //!   ([below](#one-lease-for-many-elections)). A key that is gone, or a
@@ -141,6 +146,33 @@
 //! event, and the next leader's acquire (a keep-alive beside a read-only
 //! transaction): the same round trips as `etcdctl elect`'s, but for the
 //! keep-alive that makes the new term's lease good for a full ttl.
+//!
+//! # Hand-over to a chosen candidate
+//!
+//! [`release_to`](regent_core::LeaseStore::release_to) (a leader handing
+//! its term to a named successor) reads the whole line once (one range
+//! request, sorted by create revision) and then runs one transaction:
+//! *if* our key is still this term's (as `release` checks), each key
+//! between ours and the successor's first key behind it is as read (its
+//! mod revision), and the successor's key still stands (its create
+//! revision), *then* delete our key and the keys between. The successor's
+//! key is next in line at once, and its next acquire wins with a greater
+//! token. The candidates whose keys were taken out lose their place: a
+//! renewal of it is [`Lost`](regent_core::Renewal::Lost), and their next
+//! acquire, with the old place or without, puts a new key at the back of
+//! the line. The lease is revoked afterwards as after `release`.
+//!
+//! Only keys whose value regent wrote are taken out; a foreign key
+//! (`etcdctl elect`, a Go `concurrency.Election`) is never deleted. When
+//! one stands between the leader and the successor, the successor has no
+//! key behind the leader's, the leader's key is no longer this term's, the
+//! line changed between the read and the transaction, or more than 120
+//! keys stand between (a transaction holds at most etcd's
+//! `--max-txn-ops` compares, 128 by default; a server with a lower limit
+//! refuses it), the call is a plain `release` and answers
+//! [`HandOff::Released`](regent_core::store::HandOff::Released). A
+//! successor is named by its holder as `candidates` shows it, so a foreign
+//! candidate can be one: it is then made next, and kept.
 //!
 //! # One lease for many elections
 //!
@@ -278,6 +310,7 @@ mod builder;
 mod campaign;
 mod client;
 mod error;
+mod handoff;
 #[cfg(feature = "tls")]
 mod pem;
 mod record;

@@ -7,11 +7,12 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use etcd_client::{Compare, CompareOp, KeyValue, PutOptions, Txn, TxnOp};
+use regent_core::store::HandOff;
 use regent_core::store::shared::Forgot;
 use regent_core::{
-    Acquire, AcquireRequest, Candidacy, ElectionName, ErrorKind, LeaderInfo, LeaderStream, Lease,
-    LeaseStore, MAX_TTL, Metadata, Renewal, SafetyClass, StoreError, StoreInfo, StoreStyle,
-    WatchMode,
+    Acquire, AcquireRequest, Candidacy, ElectionName, ErrorKind, HolderId, LeaderInfo,
+    LeaderStream, Lease, LeaseStore, MAX_TTL, Metadata, Renewal, SafetyClass, StoreError,
+    StoreInfo, StoreStyle, WatchMode,
 };
 
 // `target.rs` takes these from here.
@@ -20,7 +21,7 @@ pub(crate) use crate::client::EtcdStore;
 #[cfg(feature = "tls")]
 pub(crate) use crate::pem::{PemLabel, pem_labels};
 
-use crate::campaign::Expected;
+use crate::campaign::{Expected, Still};
 use crate::client::Undelivered;
 use crate::record::{candidate_key, decode, encode, holder_bounds, parse_lease_hex};
 
@@ -38,7 +39,42 @@ pub const MIN_TTL: Duration = Duration::from_secs(1);
 /// plus an election timeout; that is not bounded here: see the crate docs.)
 pub const EXPIRY_SLACK: Duration = Duration::from_secs(1);
 
+/// The compares that find `key` still this term's: its create revision
+/// is our token, its lease ours, its value our holder's (a compare cannot
+/// look into a value, but every value regent writes for a holder lies
+/// between two bounds).
+pub(crate) fn own_compares(key: &str, token: i64, id: i64, lease: &Lease) -> Vec<Compare> {
+    let (low, high) = holder_bounds(&lease.holder);
+    vec![
+        Compare::create_revision(key, CompareOp::Equal, token),
+        Compare::lease(key, CompareOp::Equal, id),
+        Compare::value(key, CompareOp::Greater, low),
+        Compare::value(key, CompareOp::Less, high),
+    ]
+}
+
 impl EtcdStore {
+    /// After a transaction that deleted `lease`'s key (`deleted`) or found
+    /// it not ours: the key is forgotten by its session, and a lease left
+    /// without keys is revoked in the background, without making the
+    /// caller wait for a second write.
+    pub(crate) fn released(&self, lease: &Lease, id: i64, deleted: bool) {
+        let forgot =
+            self.sessions
+                .forget(&id, &lease.election, Some(lease.token), Some(&lease.holder));
+        match forgot {
+            Forgot::Emptied => self.revoke_in_background(id, &lease.election),
+            Forgot::Kept => {}
+            // A lease of another process: revoked only once it carries no
+            // key. If our key was not there (deleted from outside), the
+            // lease may live on without a key; it expires by its ttl.
+            Forgot::Unknown if deleted => {
+                self.revoke_if_keyless_in_background(id, &lease.election);
+            }
+            Forgot::Unknown => {}
+        }
+    }
+
     fn ttl_secs(&self, ttl: Duration) -> Result<i64, StoreError> {
         if ttl < MIN_TTL || ttl > MAX_TTL {
             return Err(StoreError::new(
@@ -117,30 +153,44 @@ impl LeaseStore for EtcdStore {
                 async {
                     match token {
                         Some(t) => self.still_placed(req, &prefix, id, t).await,
-                        None => Ok(None),
+                        None => Ok(Still::Changed),
                     }
                 }
             );
             if alive? {
-                let acquired = match still? {
-                    Some(placed) => self.answer(req, &prefix, id, q.ttl, placed),
-                    None => {
-                        let expected = token.map_or(Expected::Fresh, Expected::Queued);
-                        self.campaign(req, id, q.ttl, expected).await
+                let still = still?;
+                // A key gone from a lease none of our sessions carries is
+                // not put back on it: that lease is another process's, or
+                // one of ours that a renewal found without its key and
+                // that is being revoked (a key put on it now would go with
+                // the revoke, under a candidate that believes it holds a
+                // full ttl). Such a place queues afresh below.
+                if !matches!(still, Still::Gone) || self.sessions.knows(&id) {
+                    let acquired = match still {
+                        Still::Placed(placed) => self.answer(req, &prefix, id, q.ttl, placed),
+                        Still::Changed | Still::Gone => {
+                            let expected = token.map_or(Expected::Fresh, Expected::Queued);
+                            self.campaign(req, id, q.ttl, expected).await
+                        }
+                    };
+                    if let Ok(a) = &acquired {
+                        self.note_placed(id, req, a, sent);
                     }
-                };
-                if let Ok(a) = &acquired {
-                    self.note_placed(id, req, a, sent);
+                    return acquired;
                 }
-                return acquired;
+                tracing::debug!(
+                    election = %req.election, holder = %req.holder,
+                    "etcd: queued key gone from a lease of no session of ours; campaigning with another lease"
+                );
+            } else {
+                self.sessions.end(&id);
+                // The lease expired while we waited in line (etcd#19597 is a
+                // campaign that waits forever on such a key): queue afresh.
+                tracing::debug!(
+                    election = %req.election, holder = %req.holder,
+                    "etcd: queued lease expired; campaigning with a new lease"
+                );
             }
-            self.sessions.end(&id);
-            // The lease expired while we waited in line (etcd#19597 is a
-            // campaign that waits forever on such a key): queue afresh.
-            tracing::debug!(
-                election = %req.election, holder = %req.holder,
-                "etcd: queued lease expired; campaigning with a new lease"
-            );
         }
         // A lease an acquire of this holder granted and never returned: its
         // key, if the acquire made one, is our place.
@@ -277,15 +327,8 @@ impl LeaseStore for EtcdStore {
         // read of the key before the revoke was one more round trip on every
         // hand-over's path.)
         let key = candidate_key(&self.election_prefix(&lease.election), id);
-        let (low, high) = holder_bounds(&lease.holder);
         let txn = Txn::new()
-            .when([
-                Compare::create_revision(key.clone(), CompareOp::Equal, token),
-                Compare::lease(key.clone(), CompareOp::Equal, id),
-                // The value names our holder.
-                Compare::value(key.clone(), CompareOp::Greater, low),
-                Compare::value(key.clone(), CompareOp::Less, high),
-            ])
+            .when(own_compares(&key, token, id, lease))
             .and_then([TxnOp::delete(key, None)]);
         let what = || {
             format!(
@@ -295,25 +338,20 @@ impl LeaseStore for EtcdStore {
         };
         let mut client = self.client.clone();
         let resp = self.call(&lease.election, what, client.txn(txn)).await?;
-        let forgot =
-            self.sessions
-                .forget(&id, &lease.election, Some(lease.token), Some(&lease.holder));
-        if !resp.succeeded() {
-            // Not ours, or gone already. If our key was deleted from outside
-            // the lease may live on without a key; it expires by its ttl.
-            if forgot == Forgot::Emptied {
-                self.revoke_in_background(id, &lease.election);
-            }
-            return Ok(());
-        }
-        // Revoke the lease once it carries no key, without making the
-        // caller wait for a second write.
-        match forgot {
-            Forgot::Emptied => self.revoke_in_background(id, &lease.election),
-            Forgot::Kept => {}
-            Forgot::Unknown => self.revoke_if_keyless_in_background(id, &lease.election),
-        }
+        self.released(lease, id, resp.succeeded());
         Ok(())
+    }
+
+    /// Frees our key; when it cannot be given to `successor` (a foreign
+    /// key stands before it, it is not behind us, our key is not ours any
+    /// more), releases it as `release` does: see `handoff.rs`.
+    async fn release_to(
+        &self,
+        lease: &Lease,
+        successor: &HolderId,
+        _window: Duration,
+    ) -> Result<HandOff, StoreError> {
+        self.hand_over(lease, successor).await
     }
 
     async fn current_leader(

@@ -46,6 +46,19 @@ impl EtcdStore {
         what: &str,
         n: i64,
     ) -> Result<(Vec<Head>, i64), StoreError> {
+        let (kvs, revision) = self.read_keys(election, what, n).await?;
+        Ok((kvs.iter().map(Head::of).collect(), revision))
+    }
+
+    /// The first `n` keys of the line (every key for `n = 0`) as etcd
+    /// answered them, in order (create revision), and the revision they
+    /// were read at: one range read.
+    pub(crate) async fn read_keys(
+        &self,
+        election: &ElectionName,
+        what: &str,
+        n: i64,
+    ) -> Result<(Vec<KeyValue>, i64), StoreError> {
         let prefix = self.election_prefix(election);
         let mut client = self.client.clone();
         let options = GetOptions::new()
@@ -60,8 +73,7 @@ impl EtcdStore {
             )
             .await?;
         let revision = resp.header().map(|h| h.revision()).unwrap_or(0);
-        let line = resp.take_kvs().iter().map(Head::of).collect();
-        Ok((line, revision))
+        Ok((resp.take_kvs(), revision))
     }
 
     /// The leaders of `election`, from the one read now to each new head

@@ -50,7 +50,11 @@
 //!   same session looks for a node with that GUID before it creates one,
 //!   and creates again with the same GUID, so that a create that lands
 //!   late is found as a duplicate and deleted. A retried acquire queues
-//!   once.
+//!   once. regent's GUIDs are version-8 UUIDs (random bits, RFC 9562's
+//!   version for custom layouts); Curator's are version 4. That is how
+//!   regent tells its own nodes from a `LeaderLatch` participant's, whose
+//!   data, a bare participant id, looks like a regent node's without
+//!   metadata (see the [hand-over](#hand-over-to-a-chosen-candidate)).
 //!
 //! # The session is the unit of liveness
 //!
@@ -133,6 +137,34 @@
 //! newline, and the JSON metadata; metadata proclaimed later is regent's
 //! alone, and Curator goes on showing the bare id.
 //!
+//! # Hand-over to a chosen candidate
+//!
+//! [`release_to`](regent_core::LeaseStore::release_to) (a leader handing
+//! its term to a named successor) lists the election's children, reads
+//! the nodes from the leader's to the successor's first node behind it
+//! (64 reads per round trip), then sends one `multi`: delete the leader's
+//! node and every node between, each at the version read, and check the
+//! version of the successor's node. ZooKeeper applies all of it or none
+//! (the leader's proclaimed metadata, if any, is deleted just before, as
+//! `release` deletes it).
+//! The successor's node is next in line at once, and its next acquire wins
+//! with a greater token. The candidates whose nodes were taken out lose
+//! their place: a renewal of it is [`Lost`](regent_core::Renewal::Lost),
+//! and their next acquire, with the old place or without, creates a new
+//! node at the back of the line, on the same session.
+//!
+//! Only nodes regent made are taken out: a name protected by a regent
+//! GUID (version 8) and data regent wrote. A Curator `LeaderLatch`
+//! participant's node is never deleted. When one stands between the
+//! leader and the successor (or any node regent did not make, or a node
+//! of a regent release whose GUIDs were version 4), the successor has no
+//! node behind the leader's, the leader's node is no longer this term's,
+//! the line changed between the reads and the `multi`, or more than 1,000
+//! nodes stand between, the call is a plain `release` and answers
+//! [`HandOff::Released`](regent_core::store::HandOff::Released). A
+//! successor is named by its holder as `candidates` shows it, so a Curator
+//! participant can be one: it is then made next, and kept.
+//!
 //! # Errors
 //!
 //! Every [`StoreError`](regent_core::StoreError) names the operation, the
@@ -164,6 +196,7 @@
 mod builder;
 mod client;
 mod error;
+mod handoff;
 mod node;
 mod record;
 mod session;

@@ -22,11 +22,18 @@ const PROTECTED: &str = "_c_";
 /// The longest foreign value copied into a foreign leader's metadata.
 const MAX_FOREIGN_VALUE: usize = 1024;
 
-/// A fresh protection GUID (UUID v4 in its usual text form): Curator
-/// finds a node whose create answer was lost by it, and so do we.
+/// The version of the UUIDs regent's protection GUIDs are: 8, RFC 9562's
+/// version for custom layouts (random bits here). Curator's are version 4
+/// (Java's `UUID.randomUUID()`), so a node's name tells whether regent
+/// made it: see [`written_by_regent`].
+const GUID_VERSION: u8 = 8;
+
+/// A fresh protection GUID (a version-8 UUID of random bits in its usual
+/// text form): Curator finds a node whose create answer was lost by it,
+/// and so do we; and its version tells regent's nodes from Curator's.
 pub(crate) fn new_guid() -> String {
     let mut b: [u8; 16] = std::array::from_fn(|_| fastrand::u8(..));
-    b[6] = (b[6] & 0x0f) | 0x40;
+    b[6] = (b[6] & 0x0f) | (GUID_VERSION << 4);
     b[8] = (b[8] & 0x3f) | 0x80;
     let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
     format!(
@@ -48,6 +55,32 @@ pub(crate) fn node_prefix(guid: &str) -> String {
 /// Whether `name` is protected as regent's (and Curator's) nodes are.
 pub(crate) fn is_regent_name(name: &str) -> bool {
     name.starts_with(PROTECTED)
+}
+
+/// Whether the node `name` holding `data` is one regent made: its name is
+/// `_c_{GUID}-latch-{sequence}` with a GUID of regent's (a version-8 UUID:
+/// Curator's `LeaderLatch` makes version 4) and its data is regent's. The
+/// data alone cannot tell: a `LeaderLatch` participant's id is written
+/// bare, as regent writes a holder id without metadata. Nodes of regent
+/// releases whose GUIDs were version 4 are not told apart from Curator's.
+pub(crate) fn written_by_regent(name: &str, data: &[u8]) -> bool {
+    let Some((guid, sequence)) = name
+        .strip_prefix(PROTECTED)
+        .filter(|rest| rest.is_char_boundary(36))
+        .map(|rest| rest.split_at(36))
+    else {
+        return false;
+    };
+    let numbered = sequence
+        .strip_prefix('-')
+        .and_then(|s| s.strip_prefix(LATCH))
+        .is_some_and(|n| matches!(n.len(), 10 | 19) && n.bytes().all(|b| b.is_ascii_digit()));
+    let shaped = numbered
+        && guid.bytes().enumerate().all(|(i, b)| match i {
+            8 | 13 | 18 | 23 => b == b'-',
+            _ => b.is_ascii_digit() || (b'a'..=b'f').contains(&b),
+        });
+    shaped && guid.as_bytes()[14] == b'0' + GUID_VERSION && decode(data).is_some()
 }
 
 /// Whether `name` is the node created with protection `guid`.
@@ -221,7 +254,7 @@ mod tests {
     fn names_follow_leader_latch() {
         let g = new_guid();
         assert_eq!(g.len(), 36);
-        assert_eq!(g.as_bytes()[14], b'4', "{g}");
+        assert_eq!(g.as_bytes()[14], b'8', "{g}");
         let p = node_prefix(&g);
         assert!(p.starts_with("_c_") && p.ends_with("-latch-"), "{p}");
         let name = format!("{p}0000000042");
@@ -234,6 +267,34 @@ mod tests {
         assert!(!is_candidate("garbage"));
         assert!(!is_candidate("n-0000000001"));
         assert!(!is_candidate("_c_x-latch-12"));
+    }
+
+    #[test]
+    fn regent_s_nodes_are_told_from_curator_s_by_their_guid() {
+        let name = format!("{}0000000007", node_prefix(&new_guid()));
+        assert!(written_by_regent(&name, b"host-1"));
+        assert!(written_by_regent(&name, b"host-1\n{\"k\":\"v\"}"));
+        // Data regent cannot have written.
+        assert!(!written_by_regent(&name, b"my host\n\xff"));
+        // Curator's LeaderLatch: a version-4 UUID, whatever its data.
+        let curator = "_c_2f3a9c1e-5b7d-4e8f-9a0b-1c2d3e4f5a6b-latch-0000000007";
+        assert!(is_candidate(curator));
+        assert!(!written_by_regent(curator, b"host-1"));
+        for other in [
+            "_c_2f3a9c1e-5b7d-8e8f-9a0b-1c2d3e4f5a6b-latch-12",
+            "_c_2f3a9c1e-5b7d-8e8f-9a0b-1c2d3e4f5a6-latch-0000000007",
+            "_c_2F3A9C1E-5B7D-8E8F-9A0B-1C2D3E4F5A6B-latch-0000000007",
+            "_c_2f3a9c1e-5b7d-8e8f-9a0b-1c2d3e4f5a6b-x-latch-0000000007",
+            "n-0000000007",
+            "latch-0000000007",
+            "_c_",
+        ] {
+            assert!(!written_by_regent(other, b"host-1"), "{other}");
+        }
+        assert!(written_by_regent(
+            "_c_2f3a9c1e-5b7d-8e8f-9a0b-1c2d3e4f5a6b-latch-0000000007",
+            b"host-1"
+        ));
     }
 
     #[test]

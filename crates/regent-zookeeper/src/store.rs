@@ -5,8 +5,9 @@
 
 use std::time::Duration;
 
+use regent_core::store::HandOff;
 use regent_core::{
-    Acquire, AcquireRequest, Candidacy, ElectionName, ErrorKind, ExpirySlack, LeaderInfo,
+    Acquire, AcquireRequest, Candidacy, ElectionName, ErrorKind, ExpirySlack, HolderId, LeaderInfo,
     LeaderStream, Lease, LeaseStore, MAX_TTL, Metadata, Renewal, SafetyClass, StoreError,
     StoreInfo, StoreStyle, TtlGrant, WatchMode,
 };
@@ -285,6 +286,19 @@ impl LeaseStore for ZkStore {
             Err(_) if !s.is_alive() => Ok(()),
             Err(e) => Err(e),
         }
+    }
+
+    /// Frees our node; when it cannot be given to `successor` (a node
+    /// regent did not make stands before it, it is not behind us, our node
+    /// is not ours any more), releases it as `release` does: see
+    /// `handoff.rs`.
+    async fn release_to(
+        &self,
+        lease: &Lease,
+        successor: &HolderId,
+        _window: Duration,
+    ) -> Result<HandOff, StoreError> {
+        self.hand_over(lease, successor).await
     }
 
     async fn current_leader(

@@ -351,7 +351,7 @@ impl<S: LeaseStore> TermKeeper for LeaseKeeper<S> {
                     ),
                     _ => tracing::info!(
                         election = %lease.election, holder = %lease.holder, token = lease.token.get(),
-                        %successor, "the store could not reserve the lease for the successor; released to anyone"
+                        %successor, "the store could not pass the lease to the successor alone (a record not regent's before it, or none of its own); released to anyone"
                     ),
                 }
             }

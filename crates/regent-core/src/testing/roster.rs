@@ -95,10 +95,11 @@ pub(super) async fn roster_lists_the_enrolled<H: Harness>(c: &Ctx<'_, H>) -> Che
 /// Item 11: a lease given to a named successor goes to it alone. A race
 /// store that reserves: until the window passes nobody else wins (`Held`,
 /// no leader), the successor wins with a greater token, and a reservation
-/// its successor never took lapses after the window. A queue store: the
-/// successor is next once the leader's record went, the candidates that
-/// stood between queue again. A store that answers `Released` freed the
-/// lease as `release` does.
+/// its successor never took lapses after the window. A queue store whose
+/// line holds regent's records only must hand over: the successor is next
+/// once the leader's record went, and the candidates that stood between
+/// queue again behind it. A race store that answers `Released` (it keeps
+/// no reservation) freed the lease as `release` does.
 pub(super) async fn release_to_gives_the_lease_to_the_successor<H: Harness>(
     c: &Ctx<'_, H>,
 ) -> Check {
@@ -180,9 +181,14 @@ async fn queue_release_to<H: Harness>(c: &Ctx<'_, H>) -> Check {
         "release_to d",
         c.store.release_to(&a, &holder("d"), c.ttl).await,
     )?;
+    // Every record in line is regent's: nothing stops the hand-over.
+    ensure!(
+        passed == HandOff::ToSuccessor,
+        "a line of regent's records only should pass the lease to d, but release_to answered {passed:?}"
+    );
     let d_place = places.pop().expect("three queued");
     match c.store.try_acquire(&c.req("d"), Some(&d_place)).await {
-        Ok(Acquire::Won(d)) if passed == HandOff::ToSuccessor => {
+        Ok(Acquire::Won(d)) => {
             ensure!(d.token > a.token, "d's token should be greater than a's");
             // b and c queue again, behind d.
             for q in &places {
@@ -193,8 +199,17 @@ async fn queue_release_to<H: Harness>(c: &Ctx<'_, H>) -> Check {
                 {
                     Ok(Acquire::Held {
                         leader: Some(l),
-                        queued: Some(_),
-                    }) if l.holder.as_str() == "d" => {}
+                        queued: Some(again),
+                    }) if l.holder.as_str() == "d" => {
+                        ensure!(
+                            again.token > d.token,
+                            "{}'s new place ({}) should stand behind d's ({})",
+                            q.holder,
+                            again.token.get(),
+                            d.token.get()
+                        );
+                        ok("release a new place", c.store.release(&again).await)?;
+                    }
                     other => {
                         return Err(format!("{} should queue behind d, got {other:?}", q.holder));
                     }
@@ -202,11 +217,8 @@ async fn queue_release_to<H: Harness>(c: &Ctx<'_, H>) -> Check {
             }
             ok("release d", c.store.release(&d).await)?;
         }
-        Ok(Acquire::Held { .. }) if passed == HandOff::Released => {}
         other => {
-            return Err(format!(
-                "after release_to d answered {passed:?}, d's acquire got {other:?}"
-            ));
+            return Err(format!("after release_to d, d's acquire got {other:?}"));
         }
     }
     c.wait_expiry().await;

@@ -54,15 +54,31 @@ mod choosing_runs {
         )
     }
 
+    /// `regent handover --to TO [extra]` on the sandbox's store, bounded.
+    fn handover(sb: &Sandbox, to: &str, extra: &[&str], within: Duration) -> Output {
+        let store = sb.store();
+        let mut args = vec![
+            "handover",
+            "--store",
+            &store,
+            "--election",
+            ELECTION,
+            "--to",
+            to,
+        ];
+        args.extend_from_slice(extra);
+        sb.run_bounded(&args, within)
+    }
+
     fn three_priorities_a_crash_a_return_and_a_handover(mut sb: Sandbox) {
         let t = sb.timing();
-        let handover = t.release_failover() + t.renew_every * 2;
+        let passing = t.release_failover() + t.renew_every * 2;
         start(&mut sb, "p1", "p1", 1);
         start(&mut sb, "p2", "p2", 2);
         start(&mut sb, "p3", "p3", 3);
         // Whoever wins first hands over to p3 once it has seen it for the
         // settle time.
-        let first = leads(&sb, "p3", 0, t.crash_failover() + settle(&sb) + handover);
+        let first = leads(&sb, "p3", 0, t.crash_failover() + settle(&sb) + passing);
 
         // status lists the candidates with their priorities.
         let status = sb.status();
@@ -78,7 +94,7 @@ mod choosing_runs {
 
         // kill -9 of p3: p2, the higher of the rest, leads.
         sb.by_id("p3").signal(Signal::KILL);
-        let second = leads(&sb, "p2", first.token, t.crash_failover() + handover);
+        let second = leads(&sb, "p2", first.token, t.crash_failover() + passing);
 
         // p3 comes back: it leads again after the settle time.
         start(&mut sb, "p3-again", "p3", 3);
@@ -86,7 +102,7 @@ mod choosing_runs {
             &sb,
             "p3",
             second.token,
-            t.crash_failover() + settle(&sb) + handover,
+            t.crash_failover() + settle(&sb) + passing,
         );
         let stop = sb
             .stop_of("p2", second.token)
@@ -98,18 +114,10 @@ mod choosing_runs {
         );
 
         // An operator moves the lead to p1.
-        let out = sb.run_owned(
-            &[
-                "handover".into(),
-                "--store".into(),
-                sb.store(),
-                "--election".into(),
-                ELECTION.into(),
-                "--to".into(),
-                "p1".into(),
-                "--json".into(),
-            ],
-            &[],
+        let out = handover(
+            &sb,
+            "p1",
+            &["--json"],
             t.crash_failover() + Duration::from_secs(35),
         );
         assert_eq!(
@@ -124,7 +132,7 @@ mod choosing_runs {
         assert_eq!(done["to"]["id"], "p1", "{done}");
         assert_eq!(done["answered"], true, "{done}");
         let token = done["to"]["token"].as_u64().unwrap();
-        let p1 = leads(&sb, "p1", back.token, handover);
+        let p1 = leads(&sb, "p1", back.token, passing);
         assert_eq!(p1.token, token);
         // No priority takes it back: several settle times later p1 leads.
         std::thread::sleep(settle(&sb) * 3 + t.renew_every * 2);
@@ -143,19 +151,7 @@ mod choosing_runs {
         let t = sb.timing();
         start(&mut sb, "a", "a", 1);
         let first = leads(&sb, "a", 0, t.crash_failover());
-        let out = sb.run_owned(
-            &[
-                "handover".into(),
-                "--store".into(),
-                sb.store(),
-                "--election".into(),
-                ELECTION.into(),
-                "--to".into(),
-                "nobody".into(),
-            ],
-            &[],
-            Duration::from_secs(30),
-        );
+        let out = handover(&sb, "nobody", &[], Duration::from_secs(30));
         assert_eq!(out.code, Some(4), "{}", out.stderr);
         assert!(
             out.stderr.contains("'nobody' is not a candidate"),

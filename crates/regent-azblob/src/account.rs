@@ -116,7 +116,9 @@ impl StorageAccount {
     /// Account `name` with a shared access signature (the query string
     /// `az storage container generate-sas` prints, with or without the
     /// leading `?`). The store needs read, add, create, write and delete
-    /// permissions on blobs, and create on the container unless it exists.
+    /// permissions on blobs, and create on the container unless it exists;
+    /// list too for the roster of candidates (choosing the leader by
+    /// priority, `regent handover`).
     ///
     /// # Errors
     ///

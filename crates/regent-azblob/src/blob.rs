@@ -78,7 +78,13 @@ impl AzblobStore {
         match &self.inner.naming {
             Naming::Election => election.as_str().to_owned(),
             Naming::Prefix(p) => format!("{p}{election}"),
-            Naming::Fixed(b) => b.clone(),
+            // A name of regent's own beside the election (the hand-over
+            // requests' `NAME~handover`) keeps its suffix: it is another
+            // election, which must not share the blob.
+            Naming::Fixed(b) => match election.as_str().find('~') {
+                Some(at) => format!("{b}{}", &election.as_str()[at..]),
+                None => b.clone(),
+            },
         }
     }
 
@@ -190,7 +196,7 @@ impl AzblobStore {
         }
     }
 
-    async fn create_container(&self) -> Result<(), StoreError> {
+    pub(crate) async fn create_container(&self) -> Result<(), StoreError> {
         let request =
             Request::new(Method::PUT, &self.inner.container, None).query("restype", "container");
         let what = || format!("create container {}", self.inner.container);
@@ -278,8 +284,8 @@ pub(crate) fn failed(what: String, answer: &Answer) -> StoreError {
         ));
     } else if answer.kind() == ErrorKind::Auth {
         message.push_str(
-            " (check the account key or SAS token; a SAS needs read, add, create, write and \
-             delete on blobs, and create on the container unless it exists)",
+            " (check the account key or SAS token; a SAS needs read, add, create, write, \
+             delete and list on blobs, and create on the container unless it exists)",
         );
     }
     StoreError::new(answer.kind(), message)

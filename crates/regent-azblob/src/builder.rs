@@ -180,6 +180,17 @@ mod tests {
         );
         let fixed = store().blob("MyLeaderCoordinatorTask").build().unwrap();
         assert_eq!(fixed.blob_name(&e), "MyLeaderCoordinatorTask");
+        // The hand-over requests of the election are an election of their
+        // own: never the election's blob.
+        let requests = regent_core::handover::request_election(&e);
+        assert_eq!(
+            fixed.blob_name(&requests),
+            "MyLeaderCoordinatorTask~handover"
+        );
+        assert_eq!(
+            store().build().unwrap().blob_name(&requests),
+            "jobs~handover"
+        );
         for bad in ["Leases", "le", "a--b", "-ab", "ab-", "a_b"] {
             let err = AzblobStore::builder(StorageAccount::development(), bad)
                 .build()

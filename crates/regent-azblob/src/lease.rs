@@ -163,6 +163,7 @@ mod tests {
                 token: FencingToken::new(token),
                 metadata: metadata.clone(),
             }),
+            reserved: None,
         };
         let written = "\"0x1\"";
         let mut term = Term::default();

@@ -171,6 +171,73 @@
 //! next try, within one retry interval. Measured on Azurite: see the
 //! README.
 //!
+//! # Roster and hand-over
+//!
+//! A candidate that takes part in choosing the leader (priorities,
+//! `regent handover`) enrolls on its election's *roster* at every renew
+//! interval ([`enroll`](regent_core::LeaseStore::enroll)); the leader
+//! reads the roster ([`candidates`](regent_core::LeaseStore::candidates))
+//! and gives its lease to the one it chose
+//! ([`release_to`](regent_core::LeaseStore::release_to)).
+//!
+//! **Where the entries live.** One empty blob per candidate beside the
+//! election's, in the same container: the election's blob name, then
+//! `~roster/`, then the holder id ([`AzblobStore::roster_blob`]: election
+//! `jobs`, holder `node-1` is `jobs~roster/node-1`; bytes other than ASCII
+//! letters, digits, `-`, `_` and `.`, and a final `.`, are written `~` and
+//! two hex digits). No election name holds a `~`, so no election's blob is
+//! among them. The entry is the blob's metadata: `regentroster=1`,
+//! `regentholder`, `regentttl` (the ttl in milliseconds) and, when there
+//! is some, `regentmetadata` (as in the lease record).
+//!
+//! **Expiry on the service's clock.** Enrolling writes the blob again
+//! (Put Blob), which the service stamps with its own clock
+//! (`Last-Modified`). `candidates` is one List Blobs of the roster's
+//! prefix with metadata (one per 5,000 entries), and lists an entry while
+//! the listing's `Date` is before its `Last-Modified` plus its ttl plus a
+//! second: both stamps are the service's, in whole seconds, cut down, so
+//! the second keeps an entry listed at least a ttl after its enroll was
+//! sent, and lets it go at most a second later (the store's
+//! [`EXPIRY_SLACK`]). The client's clock is never read. A blob there that
+//! is not an entry regent wrote (content, other metadata, a ttl that is
+//! no number, an entry naming another holder than its blob) is skipped,
+//! not an error: the roster is for display and for choosing a successor,
+//! and proves nothing. Listed in holder order.
+//!
+//! **What enrolling costs**: one request (Put Blob) per candidate per
+//! renew interval, whatever the metadata. [`withdraw`](regent_core::LeaseStore::withdraw)
+//! deletes the entry's blob, then lists the roster and deletes the
+//! entries whose time has passed (candidates that crashed or stopped while
+//! leading), each only as listed (`If-Match` its ETag), so that one
+//! enrolled again meanwhile stays: two requests, and one per such entry.
+//!
+//! **The lease kept for a successor.** `release_to` reads the blob as
+//! `release` does and, only while the lease is still this term's, writes
+//! the record again under the lease (Set Blob Metadata with our lease id,
+//! `If-Match` the term's ETag): the same holder, token and metadata, and
+//! `regentreservedfor` = the successor, `regentreserveduntil` = the end
+//! of the window on the service's clock, in milliseconds since 1970 (the
+//! read's `Date`, a second for its whole-second stamp, and the window).
+//! Then it releases the lease: three requests. An acquire reads the blob
+//! as always; a free blob kept for another holder, while the read's `Date`
+//! is before the end of the window, is [`Held`](regent_core::Acquire::Held)
+//! with no leader (and `current_leader` shows none, the lease being
+//! free). Otherwise the acquire goes on as from a free blob, `If-Match`
+//! the ETag it read, so that a reservation written in between makes the
+//! service refuse it. The successor's record, written by its acquire,
+//! replaces the whole record and so clears the reservation; its token is
+//! greater, as always. A reservation its successor never takes lapses by
+//! the service's clock, at most a second (and a request) after the window.
+//! A window of zero, or no room for the two names beside the holder's
+//! metadata, is a plain release,
+//! [`HandOff::Released`](regent_core::store::HandOff::Released). A regent
+//! from before hand-overs reads a record with a reservation as
+//! [`Corrupt`](regent_core::ErrorKind::Corrupt) (metadata of other names).
+//!
+//! With [`AzblobStoreBuilder::blob`] (one blob for every election of the
+//! store) the hand-over requests (`NAME~handover`) are the blob's name
+//! and `~handover`, never the election's blob itself.
+//!
 //! # Safety class
 //!
 //! [`SafetyClass::Consensus`](regent_core::SafetyClass::Consensus): Azure
@@ -187,10 +254,11 @@
 //! key of connection strings, which is what Azurite and most users'
 //! `AZURE_STORAGE_CONNECTION_STRING` hold; the older `azure_storage_blobs`
 //! has a shared-key mode but is unmaintained, and both bring their own
-//! retry policies, which would have to be disabled. The store needs seven
-//! operations (create container, create blob, read properties, lease
-//! acquire/renew/release/break, set metadata), so it speaks the REST API
-//! (version 2021-12-02) itself over reqwest, with HTTP/1.1 and rustls:
+//! retry policies, which would have to be disabled. The store needs a few
+//! operations (create container, create, delete and list blobs, read
+//! properties, lease acquire/renew/release/break, set metadata), so it
+//! speaks the REST API (version 2021-12-02) itself over reqwest, with
+//! HTTP/1.1 and rustls:
 //! Shared Key signing (HMAC-SHA256 with ring) or a SAS token. Keys and
 //! tokens never reach a log or a message: the `Authorization` header is
 //! marked sensitive, and errors never carry a URL with its query.
@@ -202,6 +270,7 @@ mod builder;
 mod lease;
 mod record;
 mod rest;
+mod roster;
 mod store;
 mod target;
 

@@ -14,6 +14,15 @@ pub(crate) const META_RECORD: &str = "regentrecord";
 pub(crate) const META_HOLDER: &str = "regentholder";
 pub(crate) const META_TOKEN: &str = "regenttoken";
 pub(crate) const META_METADATA: &str = "regentmetadata";
+/// The successor a hand-over keeps the election for, and until when
+/// (milliseconds since 1970 on the service's clock): see the crate docs,
+/// "Roster and hand-over".
+pub(crate) const META_RESERVED_FOR: &str = "regentreservedfor";
+pub(crate) const META_RESERVED_UNTIL: &str = "regentreserveduntil";
+/// A roster entry's names: its format, and its ttl in milliseconds (its
+/// holder and metadata as in the record).
+pub(crate) const META_ROSTER: &str = "regentroster";
+pub(crate) const META_TTL: &str = "regentttl";
 
 /// The record format this version writes and reads.
 pub(crate) const RECORD_VERSION: &str = "1";
@@ -41,6 +50,10 @@ pub(crate) struct BlobState {
     /// The last leader the record names; `None` for a blob no term has
     /// used yet.
     pub(crate) last: Option<LeaderInfo>,
+    /// The successor the record is kept for, and until when (milliseconds
+    /// since 1970 on the service's clock), as the last term's hand-over
+    /// wrote it.
+    pub(crate) reserved: Option<(HolderId, u64)>,
 }
 
 impl BlobState {
@@ -91,7 +104,16 @@ fn parse_text(headers: &HeaderMap, place: &str) -> Result<BlobState, (ErrorKind,
         let value = value
             .to_str()
             .map_err(|_| not_ours(format!("its metadata '{key}' is not ASCII")))?;
-        if ![META_RECORD, META_HOLDER, META_TOKEN, META_METADATA].contains(&key) {
+        if ![
+            META_RECORD,
+            META_HOLDER,
+            META_TOKEN,
+            META_METADATA,
+            META_RESERVED_FOR,
+            META_RESERVED_UNTIL,
+        ]
+        .contains(&key)
+        {
             return Err(not_ours(format!("it has metadata '{key}'")));
         }
         meta.push((key, value));
@@ -146,11 +168,30 @@ fn parse_text(headers: &HeaderMap, place: &str) -> Result<BlobState, (ErrorKind,
             }
         },
     };
+    let reserved = match (get(META_RESERVED_FOR), get(META_RESERVED_UNTIL)) {
+        (None, None) => None,
+        (Some(to), Some(until)) if last.is_some() => Some((
+            HolderId::new(to).map_err(|e| corrupt(format!("its successor: {e}")))?,
+            parse_token(until).map(FencingToken::get).ok_or_else(|| {
+                corrupt(format!(
+                    "its '{META_RESERVED_UNTIL}' '{}' is not a number",
+                    regent_core::target::printable(until)
+                ))
+            })?,
+        )),
+        _ => {
+            return Err(corrupt(format!(
+                "it has one of '{META_RESERVED_FOR}' and '{META_RESERVED_UNTIL}' without the \
+                 other, or without a holder"
+            )));
+        }
+    };
     Ok(BlobState {
         etag,
         last_modified,
         lease,
         last,
+        reserved,
     })
 }
 
@@ -206,6 +247,92 @@ pub(crate) fn record_headers(
         ));
     }
     headers
+}
+
+/// The metadata headers of a term's record kept for `successor` until
+/// `until` (milliseconds since 1970, the service's clock).
+pub(crate) fn reserved_headers(
+    holder: &HolderId,
+    token: FencingToken,
+    metadata: &Metadata,
+    successor: &HolderId,
+    until: u64,
+) -> Vec<(String, String)> {
+    let mut headers = record_headers(holder, token, metadata);
+    headers.push((
+        format!("{META_PREFIX}{META_RESERVED_FOR}"),
+        successor.as_str().to_owned(),
+    ));
+    headers.push((
+        format!("{META_PREFIX}{META_RESERVED_UNTIL}"),
+        until.to_string(),
+    ));
+    headers
+}
+
+/// The metadata headers of a roster entry.
+pub(crate) fn roster_headers(
+    holder: &HolderId,
+    ttl_ms: u64,
+    metadata: &Metadata,
+) -> Vec<(String, String)> {
+    let mut headers = vec![
+        (
+            format!("{META_PREFIX}{META_ROSTER}"),
+            RECORD_VERSION.to_owned(),
+        ),
+        (
+            format!("{META_PREFIX}{META_HOLDER}"),
+            holder.as_str().to_owned(),
+        ),
+        (format!("{META_PREFIX}{META_TTL}"), ttl_ms.to_string()),
+    ];
+    if !metadata.is_empty() {
+        headers.push((
+            format!("{META_PREFIX}{META_METADATA}"),
+            encode_metadata(metadata),
+        ));
+    }
+    headers
+}
+
+/// A roster entry as a blob's metadata (names without `x-ms-meta-`, as
+/// List Blobs shows them) says it: holder, metadata and ttl in
+/// milliseconds.
+///
+/// # Errors
+///
+/// Why the metadata is not a roster entry regent wrote; never panics.
+pub(crate) fn parse_roster(meta: &[(String, String)]) -> Result<(HolderId, Metadata, u64), String> {
+    let get = |k: &str| {
+        meta.iter()
+            .find(|(key, _)| key.eq_ignore_ascii_case(k))
+            .map(|(_, v)| v.as_str())
+    };
+    if let Some((key, _)) = meta.iter().find(|(key, _)| {
+        ![META_ROSTER, META_HOLDER, META_TTL, META_METADATA]
+            .iter()
+            .any(|k| key.eq_ignore_ascii_case(k))
+    }) {
+        return Err(format!(
+            "it has metadata '{}'",
+            regent_core::target::printable(key)
+        ));
+    }
+    if get(META_ROSTER) != Some(RECORD_VERSION) {
+        return Err(format!("its '{META_ROSTER}' is not '{RECORD_VERSION}'"));
+    }
+    let holder = HolderId::new(get(META_HOLDER).unwrap_or_default())
+        .map_err(|e| format!("its holder: {e}"))?;
+    let ttl = get(META_TTL)
+        .and_then(parse_token)
+        .ok_or_else(|| format!("its '{META_TTL}' is not a number"))?
+        .get();
+    let metadata = match get(META_METADATA) {
+        None => Metadata::new(),
+        Some(m) => decode_metadata(m)?,
+    };
+    Ok((holder, metadata, ttl))
 }
 
 /// The most metadata the service keeps on a blob, names and values: 8 KiB.
@@ -351,6 +478,93 @@ mod tests {
         }
         for t in ["", "01", "+1", "18446744073709551616"] {
             assert!(parse_token(t).is_none(), "{t}");
+        }
+    }
+
+    #[test]
+    fn a_reservation_reads_back_and_half_of_one_is_corrupt() {
+        let holder = HolderId::new("a").unwrap();
+        let written = reserved_headers(
+            &holder,
+            FencingToken::new(7),
+            &Metadata::new(),
+            &HolderId::new("b").unwrap(),
+            1_795_341_607_300,
+        );
+        let pairs: Vec<(&str, &str)> = written
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        let state = parse(&headers(&pairs), "c/b").unwrap();
+        let (to, until) = state.reserved.unwrap();
+        assert_eq!((to.as_str(), until), ("b", 1_795_341_607_300));
+        assert_eq!(state.last.unwrap().holder, holder);
+        for bad in [
+            vec![
+                ("x-ms-meta-regentrecord", "1"),
+                ("x-ms-meta-regentholder", "a"),
+                ("x-ms-meta-regenttoken", "3"),
+                ("x-ms-meta-regentreservedfor", "b"),
+            ],
+            vec![
+                ("x-ms-meta-regentrecord", "1"),
+                ("x-ms-meta-regentholder", "a"),
+                ("x-ms-meta-regenttoken", "3"),
+                ("x-ms-meta-regentreservedfor", "b"),
+                ("x-ms-meta-regentreserveduntil", "soon"),
+            ],
+            vec![
+                ("x-ms-meta-regentrecord", "1"),
+                ("x-ms-meta-regentreservedfor", "b"),
+                ("x-ms-meta-regentreserveduntil", "5"),
+            ],
+        ] {
+            let e = parse(&headers(&bad), "c/b").unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::Corrupt, "{bad:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn roster_entries_read_back_and_garbage_is_an_error() {
+        let holder = HolderId::new("node-1").unwrap();
+        let metadata = Metadata::from_pairs([("who", "a")]).unwrap();
+        let meta: Vec<(String, String)> = roster_headers(&holder, 15_000, &metadata)
+            .into_iter()
+            .map(|(k, v)| (k[META_PREFIX.len()..].to_owned(), v))
+            .collect();
+        assert_eq!(parse_roster(&meta).unwrap(), (holder, metadata, 15_000));
+        let pairs = |p: &[(&str, &str)]| -> Vec<(String, String)> {
+            p.iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect()
+        };
+        for bad in [
+            pairs(&[]),
+            pairs(&[("regentroster", "1"), ("regentholder", "a")]),
+            pairs(&[
+                ("regentroster", "1"),
+                ("regentholder", "a b"),
+                ("regentttl", "1"),
+            ]),
+            pairs(&[
+                ("regentroster", "1"),
+                ("regentholder", "a"),
+                ("regentttl", "-1"),
+            ]),
+            pairs(&[
+                ("regentroster", "1"),
+                ("regentholder", "a"),
+                ("regentttl", "1"),
+                ("owner", "ops"),
+            ]),
+            pairs(&[
+                ("regentroster", "1"),
+                ("regentholder", "a"),
+                ("regentttl", "1"),
+                ("regentmetadata", "!!"),
+            ]),
+        ] {
+            assert!(parse_roster(&bad).is_err(), "{bad:?}");
         }
     }
 

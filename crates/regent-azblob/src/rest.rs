@@ -22,6 +22,10 @@ pub(crate) const API_VERSION: &str = "2021-12-02";
 /// The most of an error's body read.
 const MAX_ERROR_BODY: usize = 64 * 1024;
 
+/// The most of a successful answer's body read, when it is: a page of
+/// List Blobs (5,000 blobs with their metadata) fits.
+pub(crate) const MAX_BODY: usize = 64 * 1024 * 1024;
+
 /// The longest pause between two tries of a busy answer.
 const MAX_BACKOFF: Duration = Duration::from_millis(500);
 
@@ -38,6 +42,9 @@ pub(crate) struct Request<'a> {
     pub(crate) headers: Vec<(String, String)>,
     pub(crate) if_match: Option<String>,
     pub(crate) if_none_match: Option<&'static str>,
+    /// Whether a successful answer's body is read (List Blobs); an error's
+    /// always is.
+    pub(crate) read_body: bool,
 }
 
 impl<'a> Request<'a> {
@@ -50,7 +57,14 @@ impl<'a> Request<'a> {
             headers: Vec::new(),
             if_match: None,
             if_none_match: None,
+            read_body: false,
         }
+    }
+
+    /// Reads the body of a successful answer too, up to [`MAX_BODY`].
+    pub(crate) fn read_body(mut self) -> Self {
+        self.read_body = true;
+        self
     }
 
     pub(crate) fn query(mut self, name: &'static str, value: impl Into<String>) -> Self {
@@ -82,6 +96,9 @@ pub(crate) struct Answer {
     pub(crate) headers: HeaderMap,
     pub(crate) code: Option<String>,
     pub(crate) message: Option<String>,
+    /// The body: an error's (its first 64 KiB), or a successful answer's
+    /// when the request asked for it.
+    pub(crate) body: Vec<u8>,
 }
 
 impl Answer {
@@ -205,19 +222,21 @@ impl Client {
                 let status = response.status().as_u16();
                 let headers = response.headers().clone();
                 let mut body = Vec::new();
-                if !(200..300).contains(&status) {
+                let success = (200..300).contains(&status);
+                if !success || request.read_body {
                     // An error's XML is short; a proxy's page need not be
                     // read whole.
+                    let max = if success { MAX_BODY } else { MAX_ERROR_BODY };
                     let mut response = response;
                     while let Some(chunk) = response.chunk().await? {
                         body.extend_from_slice(&chunk);
-                        if body.len() >= MAX_ERROR_BODY {
-                            body.truncate(MAX_ERROR_BODY);
+                        if body.len() >= max {
+                            body.truncate(max);
                             break;
                         }
                     }
                 }
-                Ok::<_, reqwest::Error>(answer(status, headers, &body))
+                Ok::<_, reqwest::Error>(answer(status, headers, body))
             };
             let answer = match tokio::time::timeout_at(deadline, attempt).await {
                 Err(_) => {
@@ -354,14 +373,20 @@ fn sign(key: &[u8], string_to_sign: &str) -> String {
     base64::engine::general_purpose::STANDARD.encode(tag.as_ref())
 }
 
-fn answer(status: u16, headers: HeaderMap, body: &[u8]) -> Answer {
-    let body = String::from_utf8_lossy(body);
+fn answer(status: u16, headers: HeaderMap, body: Vec<u8>) -> Answer {
+    // A successful answer's body (List Blobs) is no error's.
+    let error = !(200..300).contains(&status);
+    let text = if error {
+        String::from_utf8_lossy(&body)
+    } else {
+        std::borrow::Cow::Borrowed("")
+    };
     let code = headers
         .get("x-ms-error-code")
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned)
-        .or_else(|| element(&body, "Code").map(str::to_owned));
-    let message = element(&body, "Message")
+        .or_else(|| element(&text, "Code").map(str::to_owned));
+    let message = element(&text, "Message")
         .and_then(|m| m.lines().next())
         .map(|m| {
             regent_core::target::printable(m.trim())
@@ -374,6 +399,7 @@ fn answer(status: u16, headers: HeaderMap, body: &[u8]) -> Answer {
         headers,
         code,
         message,
+        body,
     }
 }
 
@@ -489,7 +515,7 @@ mod tests {
     fn error_bodies_and_dates() {
         let body = "<?xml version=\"1.0\"?><Error><Code>LeaseAlreadyPresent</Code>\
                     <Message>There is already a lease present.\nRequestId:1</Message></Error>";
-        let a = answer(409, HeaderMap::new(), body.as_bytes());
+        let a = answer(409, HeaderMap::new(), body.as_bytes().to_vec());
         assert_eq!(a.code.as_deref(), Some("LeaseAlreadyPresent"));
         assert_eq!(
             a.describe(),

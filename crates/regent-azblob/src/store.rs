@@ -11,9 +11,9 @@ use reqwest::Method;
 
 use regent_core::store::{ExpirySlack, poll_watch};
 use regent_core::{
-    Acquire, AcquireRequest, ElectionName, ErrorKind, FencingToken, LeaderInfo, LeaderStream,
-    Lease, LeaseStore, Metadata, Renewal, SafetyClass, StoreError, StoreInfo, StoreStyle,
-    WatchMode,
+    Acquire, AcquireRequest, Candidacy, ElectionName, ErrorKind, FencingToken, HandOff, HolderId,
+    LeaderInfo, LeaderStream, Lease, LeaseStore, Metadata, Renewal, SafetyClass, StoreError,
+    StoreInfo, StoreStyle, WatchMode,
 };
 
 use crate::acquire::{CLOCK_WAITS, check_record_size, clock_past_creation};
@@ -97,6 +97,28 @@ impl LeaseStore for AzblobStore {
                 leader: state.leader(),
                 queued: None,
             });
+        }
+        // Kept for a successor, by the service's clock (see the crate
+        // docs, "Roster and hand-over"). The acquire below is on this
+        // ETag: a reservation written since is never missed.
+        if let Some((successor, until)) = &state.reserved
+            && *successor != req.holder
+        {
+            let now = answer.date().ok_or_else(|| {
+                StoreError::new(
+                    ErrorKind::Protocol,
+                    format!(
+                        "reading blob {}: the service's answer has no readable Date",
+                        self.place(&blob)
+                    ),
+                )
+            })?;
+            if u64::try_from(now.as_millisecond()).is_ok_and(|now| now < *until) {
+                return Ok(Acquire::Held {
+                    leader: None,
+                    queued: None,
+                });
+            }
         }
         // Acquire only the blob as read: a record written meanwhile (by a
         // winner's first steps) makes the service refuse.
@@ -269,6 +291,35 @@ impl LeaseStore for AzblobStore {
         election: &ElectionName,
     ) -> Result<Option<LeaderInfo>, StoreError> {
         self.leader_now(&self.blob_name(election)).await
+    }
+
+    /// The roster: one List Blobs of the entries' blobs (see the crate
+    /// docs, "Roster and hand-over").
+    async fn candidates(
+        &self,
+        election: &ElectionName,
+    ) -> Result<Option<Vec<Candidacy>>, StoreError> {
+        self.roster(election).await.map(Some)
+    }
+
+    /// The entry's blob written again: one Put Blob.
+    async fn enroll(&self, req: &AcquireRequest) -> Result<(), StoreError> {
+        self.enroll_entry(req).await
+    }
+
+    async fn withdraw(&self, election: &ElectionName, holder: &HolderId) -> Result<(), StoreError> {
+        self.withdraw_entry(election, holder).await
+    }
+
+    /// The record kept for the successor under the lease, then the lease
+    /// released; the successor's record clears it.
+    async fn release_to(
+        &self,
+        lease: &Lease,
+        successor: &HolderId,
+        window: Duration,
+    ) -> Result<HandOff, StoreError> {
+        self.release_reserved(lease, successor, window).await
     }
 
     async fn watch(&self, election: &ElectionName) -> Result<LeaderStream, StoreError> {

@@ -578,3 +578,148 @@ async fn renewals_and_updates_of_one_term_racing_keep_the_lease() {
     s.release(&a).await.unwrap();
     assert_eq!(s.current_leader(&e).await.unwrap(), None, "released");
 }
+
+fn who(value: &str) -> regent_core::Metadata {
+    regent_core::Metadata::from_pairs([("who", value)]).unwrap()
+}
+
+/// What a store lists of `e`'s roster: holders and their `who`.
+async fn listed(s: &AzblobStore, e: &ElectionName) -> Vec<(String, String)> {
+    s.candidates(e)
+        .await
+        .expect("garbage is skipped, not an error")
+        .expect("a roster")
+        .into_iter()
+        .map(|c| {
+            let w = c.metadata.get("who").unwrap_or_default().to_owned();
+            (c.holder.as_str().to_owned(), w)
+        })
+        .collect()
+}
+
+/// Blobs under an election's roster that are not regent's entries
+/// (foreign metadata, a ttl that is no number, metadata that is not
+/// base64, a holder other than the blob's name) are skipped, never a
+/// panic nor an error; an id that is no plain blob name round-trips;
+/// another connection sees the entries and withdraws them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_roster_skips_blobs_that_are_not_regents() {
+    let share = share();
+    let (one, two) = (store(&share), store(&share));
+    let e = election("roster-garbage");
+    let mut a = req(&e, "a", MIN_TTL);
+    a.metadata = who("a1");
+    one.enroll(&a).await.unwrap();
+    let mut odd = req(&e, "n/1.", MIN_TTL);
+    odd.metadata = who("n1");
+    one.enroll(&odd).await.unwrap();
+    let prefix = one.roster_prefix(&e);
+    assert_eq!(prefix, "roster-garbage~roster/");
+    assert_eq!(
+        one.roster_blob(&e, &holder("n/1.")),
+        format!("{prefix}n~2F1~2E")
+    );
+    let entry = |h: &'static str, ttl: &'static str| {
+        vec![
+            ("x-ms-meta-regentroster", "1"),
+            ("x-ms-meta-regentholder", h),
+            ("x-ms-meta-regentttl", ttl),
+        ]
+    };
+    put_blob(
+        &share,
+        &format!("{prefix}mallory"),
+        &[("x-ms-meta-owner", "ops")],
+    )
+    .await;
+    put_blob(&share, &format!("{prefix}eve"), &entry("b", "15000")).await;
+    put_blob(&share, &format!("{prefix}bad"), &entry("bad", "soon")).await;
+    let mut meta = entry("meta", "15000");
+    meta.push(("x-ms-meta-regentmetadata", "!!"));
+    put_blob(&share, &format!("{prefix}meta"), &meta).await;
+    let want = |pairs: &[(&str, &str)]| -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(h, w)| ((*h).to_owned(), (*w).to_owned()))
+            .collect()
+    };
+    assert_eq!(listed(&two, &e).await, want(&[("a", "a1"), ("n/1.", "n1")]));
+    two.withdraw(&e, &holder("n/1.")).await.unwrap();
+    two.withdraw(&e, &holder("n/1.")).await.unwrap();
+    assert_eq!(listed(&one, &e).await, want(&[("a", "a1")]));
+
+    // An entry whose ttl has passed on the service's clock is no longer
+    // listed, and the next withdrawal deletes its blob (the garbage stays:
+    // not regent's).
+    one.enroll(&req(&e, "old", Duration::from_millis(1)))
+        .await
+        .unwrap();
+    // Its ttl, and the second of the service's whole-second stamps.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert_eq!(listed(&one, &e).await, want(&[("a", "a1")]));
+    two.withdraw(&e, &holder("a")).await.unwrap();
+    let old = one.roster_blob(&e, &holder("old"));
+    assert_eq!(
+        operator(&share, "HEAD", &old, &[], vec![]).await.status,
+        404
+    );
+    let mallory = format!("{prefix}mallory");
+    assert_eq!(
+        operator(&share, "HEAD", &mallory, &[], vec![]).await.status,
+        200
+    );
+    assert_eq!(listed(&one, &e).await, want(&[]));
+    // An election nobody enrolled in, in a container that may not exist.
+    assert_eq!(listed(&one, &election("nobody")).await, want(&[]));
+}
+
+/// A lease given to a successor is kept for it on the service: another
+/// connection's acquire (a store that knows nothing of the hand-over) is
+/// held off and sees no leader; the successor wins through a third, with a
+/// greater token, and its record no longer keeps the election for anyone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reservation_is_honoured_by_another_connection() {
+    let share = share();
+    let (one, two) = (store(&share), store(&share));
+    let e = election("reserved");
+    let Acquire::Won(a) = one.try_acquire(&req(&e, "a", MIN_TTL), None).await.unwrap() else {
+        panic!("a wins an empty election");
+    };
+    let passed = one
+        .release_to(&a, &holder("b"), Duration::from_secs(10))
+        .await
+        .unwrap();
+    assert_eq!(passed, regent_core::HandOff::ToSuccessor);
+    let props = operator(&share, "HEAD", e.as_str(), &[], vec![]).await;
+    assert_eq!(props.header("x-ms-lease-state"), Some("available"));
+    assert_eq!(props.header("x-ms-meta-regentreservedfor"), Some("b"));
+    assert_eq!(two.current_leader(&e).await.unwrap(), None);
+    for who in ["c", "a"] {
+        match two.try_acquire(&req(&e, who, MIN_TTL), None).await.unwrap() {
+            Acquire::Held { leader: None, .. } => {}
+            other => panic!("{who} must be held off while the lease is b's: {other:?}"),
+        }
+    }
+    let Acquire::Won(b) = store(&share)
+        .try_acquire(&req(&e, "b", MIN_TTL), None)
+        .await
+        .unwrap()
+    else {
+        panic!("b takes the lease kept for it");
+    };
+    assert!(b.token > a.token, "{} !> {}", b.token, a.token);
+    let leader = one.current_leader(&e).await.unwrap().expect("b leads");
+    assert_eq!((leader.holder, leader.token), (holder("b"), b.token));
+    let props = operator(&share, "HEAD", e.as_str(), &[], vec![]).await;
+    assert_eq!(props.header("x-ms-meta-regentreservedfor"), None);
+    assert_eq!(two.renew(&b).await.unwrap(), Renewal::Renewed);
+    // Given by a lease no longer its own: nothing happens.
+    assert_eq!(
+        one.release_to(&a, &holder("c"), Duration::from_secs(10))
+            .await
+            .unwrap(),
+        regent_core::HandOff::Released
+    );
+    two.release(&b).await.unwrap();
+    assert_eq!(one.current_leader(&e).await.unwrap(), None);
+}

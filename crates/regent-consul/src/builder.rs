@@ -256,6 +256,7 @@ impl ConsulStoreBuilder {
                 proofs: self.restart_proofs.map(Proofs::new),
                 sessions: SharedSessions::default(),
                 watches: SharedWatches::default(),
+                roster: Default::default(),
             }),
         })
     }

@@ -56,6 +56,8 @@ pub(crate) struct Inner {
     pub(crate) sessions: SharedSessions<ConsulStore>,
     /// The watches of the elections watched through this store.
     pub(crate) watches: SharedWatches,
+    /// The roster entries this store enrolled, and their sessions.
+    pub(crate) roster: crate::enrolled::Enrollments,
 }
 
 impl fmt::Debug for ConsulStore {

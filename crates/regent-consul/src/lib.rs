@@ -227,6 +227,78 @@
 //! with [`Corrupt`](regent_core::ErrorKind::Corrupt), naming the key and
 //! what is wrong with it. Delete the key to hand it to regent.
 //!
+//! # Roster and hand-over
+//!
+//! A candidate that takes part in choosing the leader (priorities,
+//! `regent handover`) enrolls on its election's *roster* at every renew
+//! interval ([`enroll`](regent_core::LeaseStore::enroll)); the leader
+//! reads the roster ([`candidates`](regent_core::LeaseStore::candidates))
+//! and gives its lease to the one it chose
+//! ([`release_to`](regent_core::LeaseStore::release_to)).
+//!
+//! **Where the entries live.** One key per candidate,
+//! `PREFIX~roster/ELECTION/HOLDER` ([`ConsulStore::roster_key`]): the
+//! holder id as it is, but for bytes other than ASCII letters, digits,
+//! `-`, `_` and `.` (and a final `.`), written `~` and two hex digits. No
+//! election name holds a `~`, so no election's key is among them; and
+//! they lie outside the tree of the election's own key, which the rounds
+//! of [shared sessions](#one-session-for-many-elections) read with
+//! `get-tree` (a roster of a thousand would have been read at every
+//! round). The ACL policy of the elections' `key_prefix` covers them. The
+//! value is `{"holder": …, "metadata": {…}}`, with the flags
+//! [`ROSTER_FLAGS`].
+//!
+//! **Expiry on Consul's terms.** Each entry is locked by a session of its
+//! own: `TTL` = the candidate's ttl (10 s to 24 h, as for a lease; others
+//! are [`Config`](regent_core::ErrorKind::Config)), `Behavior` = `delete`,
+//! no lock delay, no checks. Consul deletes the key when the session ends,
+//! one to two TTLs after its last renewal, within the store's expiry
+//! slack; nobody compares clocks. `candidates` is one `?recurse` read
+//! (`?consistent`) of the roster's keys, listing only keys a live session
+//! locks, in holder order. A key there that is not an entry regent wrote
+//! (other flags, a value that is not an entry, an entry naming another
+//! holder than its key) is skipped, not an error: the roster is for
+//! display and for choosing a successor, and proves nothing.
+//!
+//! **What enrolling costs**, per candidate: the first enroll makes the
+//! session and locks the key (two requests). Every later one renews the
+//! session (`PUT /v1/session/renew`, one request per renew interval,
+//! which Consul's leader answers from memory: no Raft write) and writes
+//! the key again (one transaction, a Raft write) only when the metadata
+//! changed or a ttl has passed since this store wrote it, so that a key an
+//! operator deleted is back within a ttl. The store keeps each entry's
+//! session; a store without it (another process, a restart) makes a new
+//! session and moves the key to it in one transaction (`check-index`,
+//! `unlock` by the old session, `lock` by the new), and the old session
+//! lapses by its TTL. [`withdraw`](regent_core::LeaseStore::withdraw) ends
+//! the entry's session, whichever store made it, and Consul deletes the
+//! key with it: two requests.
+//!
+//! **The lease kept for a successor.** `release_to` does what `release`
+//! does, only while the key is still the lease's, but instead of unlocking
+//! the key it moves it, in one transaction (`check-index`, `unlock` by the
+//! lease's session, `lock` by a *reservation session*), to a session made
+//! for the purpose (`TTL` = the window, at least Consul's 10 s; no lock
+//! delay; `Behavior` = `release`), with the last record's value and
+//! `"reserved_for": SUCCESSOR`. The key is never free in between. While
+//! the reservation session locks it, an acquire by anyone else finds it
+//! locked and is [`Held`](regent_core::Acquire::Held) with no leader, and
+//! `current_leader` and watches show no leader. The successor's acquire
+//! moves it once more, in one transaction (`check-index`, `unlock` by the
+//! reservation session, `lock` by its own), to a new lock at a new Raft
+//! index: a greater token, as always. The window is timed by the store
+//! that gave the lease: it ends the reservation session the window after
+//! its transaction answered (an explicit end, with no lock delay, leaves
+//! the key unlocked and free); should that process be gone by then, Consul
+//! ends the session by its TTL, `max(10 s, window)` to twice that after it
+//! was made. A hand-over is four requests (a read, the session, the
+//! transaction, the end of the old session as `release` ends it), and one
+//! more when the window ends. A window of zero, or above a day (Consul's
+//! longest session), is a plain release,
+//! [`HandOff::Released`](regent_core::store::HandOff::Released). A regent
+//! from before hand-overs reads a key kept for a successor as
+//! [`Corrupt`](regent_core::ErrorKind::Corrupt) while it is kept.
+//!
 //! # Ttl and failover
 //!
 //! Consul accepts session TTLs of 10 s to 24 h ([`MIN_TTL`], [`MAX_TTL`]);
@@ -404,10 +476,12 @@
 
 mod builder;
 mod client;
+mod enrolled;
 mod error;
 mod proof;
 mod record;
 mod restart;
+mod roster;
 mod session;
 mod shared;
 mod store;
@@ -421,6 +495,7 @@ pub use builder::{
 };
 pub use client::{ConsulStore, MAX_IN_FLIGHT};
 pub use record::RECORD_FLAGS;
+pub use roster::ROSTER_FLAGS;
 pub use session::{MAX_TTL, MIN_TTL};
 pub use target::{ConsulTarget, DEFAULT_PORT, DEFAULT_TLS_PORT, KIND};
 pub use watch::{WATCH_MIN_INTERVAL, WATCH_WAIT};

@@ -51,13 +51,13 @@ impl KvEntry {
     }
 
     /// Whether the key is regent's and locked by `session` with the value
-    /// of `holder`, at `token`.
+    /// of `holder`, at `token` (never a key kept for a successor).
     pub(crate) fn is_held_by(&self, session: &str, holder: &HolderId, token: FencingToken) -> bool {
         self.holder_session() == Some(session)
             && self.flags == RECORD_FLAGS
             && self
                 .record()
-                .is_ok_and(|r| &r.holder == holder && r.token == token)
+                .is_ok_and(|r| &r.holder == holder && r.token == token && r.reserved_for.is_none())
     }
 
     /// The record in the value, with the fencing token of its term: the
@@ -88,10 +88,27 @@ impl KvEntry {
             holder: value.holder,
             metadata: value.metadata,
             token: FencingToken::new(token),
+            reserved_for: value.reserved_for,
         })
     }
 
-    /// The leader this entry shows: `None` when no session holds the lock.
+    /// The successor this entry is kept for: `Some` while a reservation
+    /// session locks a record that names one (see the crate docs,
+    /// "Roster and hand-over").
+    ///
+    /// # Errors
+    ///
+    /// Why the entry is not a regent record, for a `Corrupt` error.
+    pub(crate) fn reserved_for(&self) -> Result<Option<HolderId>, String> {
+        self.check_ours()?;
+        if self.holder_session().is_none() {
+            return Ok(None);
+        }
+        Ok(self.record()?.reserved_for)
+    }
+
+    /// The leader this entry shows: `None` when no session holds the lock,
+    /// or when the session that does keeps it for a successor.
     ///
     /// # Errors
     ///
@@ -103,6 +120,9 @@ impl KvEntry {
             return Ok(None);
         }
         let record = self.record()?;
+        if record.reserved_for.is_some() {
+            return Ok(None);
+        }
         Ok(Some(LeaderInfo {
             holder: record.holder,
             token: record.token,
@@ -130,6 +150,9 @@ pub(crate) struct Decoded {
     pub(crate) holder: HolderId,
     pub(crate) metadata: Metadata,
     pub(crate) token: FencingToken,
+    /// The successor a hand-over keeps the key for, while the record's
+    /// lock stands.
+    pub(crate) reserved_for: Option<HolderId>,
 }
 
 /// The JSON form of a record, for holders with metadata and for records a
@@ -145,6 +168,11 @@ struct Record {
     /// without it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     token: Option<u64>,
+    /// The successor a hand-over keeps the key for: written with the lock
+    /// of a reservation session (see the crate docs, "Roster and
+    /// hand-over"). No one leads such a record.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    reserved_for: Option<String>,
 }
 
 /// What a value says, before the entry's index is looked at.
@@ -152,6 +180,7 @@ struct Value {
     holder: HolderId,
     metadata: Metadata,
     token: Option<u64>,
+    reserved_for: Option<HolderId>,
 }
 
 /// The value regent writes: the holder id alone (the ClientID of Consul's
@@ -162,7 +191,7 @@ pub(crate) fn encode(holder: &HolderId, metadata: &Metadata) -> Vec<u8> {
     if metadata.is_empty() && !holder.as_str().starts_with('{') {
         return holder.as_str().as_bytes().to_vec();
     }
-    json_record(holder, metadata, None)
+    json_record(holder, metadata, None, None)
 }
 
 /// The value a metadata update writes: always the JSON object, with the
@@ -172,10 +201,25 @@ pub(crate) fn encode_update(
     metadata: &Metadata,
     token: FencingToken,
 ) -> Vec<u8> {
-    json_record(holder, metadata, Some(token.get()))
+    json_record(holder, metadata, Some(token.get()), None)
 }
 
-fn json_record(holder: &HolderId, metadata: &Metadata, token: Option<u64>) -> Vec<u8> {
+/// The value a hand-over writes with the lock of its reservation session:
+/// the last leader's record, kept for `successor`.
+pub(crate) fn encode_reserved(
+    holder: &HolderId,
+    metadata: &Metadata,
+    successor: &HolderId,
+) -> Vec<u8> {
+    json_record(holder, metadata, None, Some(successor))
+}
+
+fn json_record(
+    holder: &HolderId,
+    metadata: &Metadata,
+    token: Option<u64>,
+    reserved_for: Option<&HolderId>,
+) -> Vec<u8> {
     let record = Record {
         holder: holder.as_str().to_owned(),
         metadata: metadata
@@ -183,6 +227,7 @@ fn json_record(holder: &HolderId, metadata: &Metadata, token: Option<u64>) -> Ve
             .map(|(k, v)| (k.to_owned(), v.to_owned()))
             .collect(),
         token,
+        reserved_for: reserved_for.map(|h| h.as_str().to_owned()),
     };
     serde_json::to_vec(&record).unwrap_or_default()
 }
@@ -202,10 +247,16 @@ fn decode_value(value: &[u8]) -> Result<Value, String> {
             .map_err(|e| format!("its value names an invalid holder ({e})"))?;
         let metadata = Metadata::from_pairs(record.metadata)
             .map_err(|e| format!("its value holds invalid metadata ({e})"))?;
+        let reserved_for = record
+            .reserved_for
+            .map(HolderId::new)
+            .transpose()
+            .map_err(|e| format!("its value reserves the key for an invalid holder ({e})"))?;
         return Ok(Value {
             holder,
             metadata,
             token: record.token,
+            reserved_for,
         });
     }
     let holder = HolderId::new(text)
@@ -214,7 +265,30 @@ fn decode_value(value: &[u8]) -> Result<Value, String> {
         holder,
         metadata: Metadata::new(),
         token: None,
+        reserved_for: None,
     })
+}
+
+/// The value of a roster entry: always the JSON object
+/// `{"holder": …, "metadata": {…}}`.
+pub(crate) fn encode_roster(holder: &HolderId, metadata: &Metadata) -> Vec<u8> {
+    json_record(holder, metadata, None, None)
+}
+
+/// The holder and metadata of a roster entry's value.
+///
+/// # Errors
+///
+/// Why the value is not one regent wrote; never panics.
+pub(crate) fn decode_roster(value: &[u8]) -> Result<(HolderId, Metadata), String> {
+    if !value.starts_with(b"{") {
+        return Err("its value is not a regent roster entry (not a JSON object)".into());
+    }
+    let v = decode_value(value)?;
+    if v.token.is_some() || v.reserved_for.is_some() {
+        return Err("its value is a lease record, not a roster entry".into());
+    }
+    Ok((v.holder, v.metadata))
 }
 
 /// `bytes` in base64, as the transaction endpoint takes values.
@@ -302,6 +376,55 @@ mod tests {
                 "{bad}"
             );
             assert!(!forged.is_held_by("s1", &holder("a"), FencingToken::new(bad)));
+        }
+    }
+
+    #[test]
+    fn a_kept_key_shows_no_leader_and_roster_values_are_strict() {
+        let meta = Metadata::from_pairs([("who", "a")]).unwrap();
+        let kept = KvEntry {
+            key: "regent/e".into(),
+            flags: RECORD_FLAGS,
+            value: Some(base64(&encode_reserved(&holder("a"), &meta, &holder("b")))),
+            session: Some("r1".into()),
+            modify_index: 12,
+        };
+        assert_eq!(kept.leader().unwrap(), None);
+        assert_eq!(kept.reserved_for().unwrap(), Some(holder("b")));
+        assert!(!kept.is_held_by("r1", &holder("a"), FencingToken::new(12)));
+        // Unlocked (its reservation session ended): free, kept for nobody.
+        let lapsed = KvEntry {
+            session: None,
+            ..kept.clone()
+        };
+        assert_eq!(lapsed.reserved_for().unwrap(), None);
+        assert!(lapsed.check_ours().is_ok());
+        let forged = KvEntry {
+            value: Some(base64(br#"{"holder": "a", "reserved_for": "b c"}"#)),
+            ..kept
+        };
+        assert!(
+            forged
+                .reserved_for()
+                .unwrap_err()
+                .contains("invalid holder")
+        );
+
+        let v = encode_roster(&holder("n1"), &meta);
+        assert_eq!(decode_roster(&v).unwrap(), (holder("n1"), meta.clone()));
+        assert_eq!(
+            decode_roster(&encode_roster(&holder("n1"), &Metadata::new())).unwrap(),
+            (holder("n1"), Metadata::new())
+        );
+        for bad in [
+            &b"n1"[..],
+            b"{",
+            b"\xff",
+            br#"{"holder": "a", "token": 3}"#,
+            br#"{"holder": "a", "reserved_for": "b"}"#,
+            br#"{"holder": "a", "extra": 1}"#,
+        ] {
+            assert!(decode_roster(bad).is_err(), "{bad:?}");
         }
     }
 

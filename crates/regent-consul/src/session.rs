@@ -86,6 +86,16 @@ impl ConsulStore {
             // step-down deadline (see the crate docs).
             "Checks": [],
         });
+        self.create_session_with(body, what).await
+    }
+
+    /// Creates a session as `body` describes it (`PUT /v1/session/create`);
+    /// its id.
+    pub(crate) async fn create_session_with(
+        &self,
+        body: serde_json::Value,
+        what: &(dyn Fn() -> String + Sync),
+    ) -> Result<String, StoreError> {
         let url = self.url(&["session", "create"], &[]);
         let answer = match self
             .call(

@@ -9,9 +9,9 @@ use std::time::Duration;
 
 use regent_core::store::ExpirySlack;
 use regent_core::{
-    Acquire, AcquireRequest, ElectionName, ErrorKind, FencingToken, LeaderInfo, LeaderStream,
-    Lease, LeaseHandle, LeaseStore, Metadata, Renewal, SafetyClass, StoreError, StoreInfo,
-    StoreStyle, WatchMode,
+    Acquire, AcquireRequest, Candidacy, ElectionName, ErrorKind, FencingToken, HandOff, HolderId,
+    LeaderInfo, LeaderStream, Lease, LeaseHandle, LeaseStore, Metadata, Renewal, SafetyClass,
+    StoreError, StoreInfo, StoreStyle, WatchMode,
 };
 use reqwest::Method;
 use serde_json::json;
@@ -87,13 +87,25 @@ impl LeaseStore for ConsulStore {
             drop(gone);
             current = self.read_key(&key, &what).await?.0;
         }
+        // A key a hand-over keeps for this holder: its reservation
+        // session, to unlock in the transaction that locks it for us.
+        let mut reservation = None;
         let check = match &current {
             Some(entry) if entry.holder_session().is_some() => {
-                let leader = self.leader_of(Some(entry), &key, &what())?;
-                return Ok(Acquire::Held {
-                    leader,
-                    queued: None,
-                });
+                let kept_for = entry
+                    .reserved_for()
+                    .map_err(|why| self.corrupt(&what(), &key, why))?;
+                if kept_for.as_ref() != Some(&req.holder) {
+                    let leader = self.leader_of(Some(entry), &key, &what())?;
+                    return Ok(Acquire::Held {
+                        leader,
+                        queued: None,
+                    });
+                }
+                reservation = entry
+                    .holder_session()
+                    .map(|s| (s.to_owned(), entry.clone()));
+                json!({"KV": {"Verb": "check-index", "Key": key, "Index": entry.modify_index}})
             }
             Some(entry) => {
                 entry
@@ -105,10 +117,19 @@ impl LeaseStore for ConsulStore {
         };
         let (session, sent, shared) = self.session_for(req, &key, &what).await?;
         let value = base64(&encode(&req.holder, &req.metadata));
-        let ops = json!([
-            check,
-            {"KV": {"Verb": "lock", "Key": key, "Value": value, "Flags": RECORD_FLAGS, "Session": session}},
-        ]);
+        let mut ops = vec![check];
+        if let Some((kept_by, entry)) = &reservation {
+            // Unlocked and locked again in one transaction: nobody else
+            // can take the key in between, and an explicit unlock has no
+            // lock delay.
+            ops.push(json!({"KV": {"Verb": "unlock", "Key": key,
+                "Value": entry.value.clone().unwrap_or_default(), "Flags": RECORD_FLAGS,
+                "Session": kept_by}}));
+        }
+        ops.push(json!(
+            {"KV": {"Verb": "lock", "Key": key, "Value": value, "Flags": RECORD_FLAGS, "Session": session}}
+        ));
+        let ops = serde_json::Value::Array(ops);
         let outcome = match self.txn(ops, &what).await {
             Ok(o) => o,
             Err(e) => {
@@ -162,8 +183,12 @@ impl LeaseStore for ConsulStore {
         };
         tracing::debug!(
             election = %req.election, holder = %req.holder, token, shared,
-            "consul: acquired"
+            reserved = reservation.is_some(), "consul: acquired"
         );
+        if let Some((kept_by, _)) = reservation {
+            // The reservation's session holds nothing now.
+            self.destroy_later(kept_by, Duration::ZERO);
+        }
         if shared {
             self.inner.sessions.placed(
                 &session,
@@ -336,6 +361,36 @@ impl LeaseStore for ConsulStore {
         let key = self.election_key(election);
         let (entry, _) = self.read_key(&key, &what).await?;
         self.leader_of(entry.as_ref(), &key, &what())
+    }
+
+    /// The roster: the entries a live session locks, in holder order
+    /// (see the crate docs, "Roster and hand-over").
+    async fn candidates(
+        &self,
+        election: &ElectionName,
+    ) -> Result<Option<Vec<Candidacy>>, StoreError> {
+        self.roster(election).await.map(Some)
+    }
+
+    /// A roster entry locked by a session of its own, of TTL the ttl, which
+    /// each call renews.
+    async fn enroll(&self, req: &AcquireRequest) -> Result<(), StoreError> {
+        self.enroll_entry(req).await
+    }
+
+    async fn withdraw(&self, election: &ElectionName, holder: &HolderId) -> Result<(), StoreError> {
+        self.withdraw_entry(election, holder).await
+    }
+
+    /// The key moved to a reservation session in one transaction; the
+    /// successor's acquire moves it to its own.
+    async fn release_to(
+        &self,
+        lease: &Lease,
+        successor: &HolderId,
+        window: Duration,
+    ) -> Result<HandOff, StoreError> {
+        self.release_reserved(lease, successor, window).await
     }
 
     /// One blocking query per election and store, shared by every watch

@@ -581,3 +581,194 @@ async fn watches_of_one_election_share_one_blocking_query() {
     assert_eq!(seen, 300);
     store.release(&lease).await.unwrap();
 }
+
+/// Creates a session as an operator's tool would (`TTL` 30 s, deleting
+/// its keys when it ends), and locks `key` with `value` and `flags` under
+/// it.
+async fn lock_by_hand(agent: &Arc<Consul>, key: &str, flags: u64, value: &str) {
+    let (status, body) = put(
+        agent,
+        "/v1/session/create".into(),
+        Some(r#"{"TTL": "30s", "Behavior": "delete", "LockDelay": "0s"}"#.into()),
+    )
+    .await;
+    assert_eq!(status, 200, "create a session: {body}");
+    let json: serde_json::Value = serde_json::from_str(&body).expect("Consul answers JSON");
+    let session = json["ID"].as_str().expect("a session id").to_owned();
+    let (status, body) = put(
+        agent,
+        format!("/v1/kv/{key}?acquire={session}&flags={flags}"),
+        Some(value.into()),
+    )
+    .await;
+    assert_eq!((status, body.trim()), (200, "true"), "lock {key}");
+}
+
+fn who(value: &str) -> regent_core::Metadata {
+    regent_core::Metadata::from_pairs([("who", value)]).unwrap()
+}
+
+/// Keys under an election's roster that are not regent's entries (not
+/// JSON, foreign flags, a value naming another holder than its key) are
+/// skipped, never a panic nor an error; a second connection enrolling the
+/// same holder takes its entry over; a ttl Consul cannot give a session is
+/// refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_roster_skips_what_is_not_regents_and_moves_between_connections() {
+    use regent_consul::ROSTER_FLAGS;
+    let agent = agent().await;
+    let (one, two) = (store(&agent), store(&agent));
+    let e = election("roster-garbage");
+    let mut a = req(&e, "a", TTL);
+    a.metadata = who("a1");
+    one.enroll(&a).await.unwrap();
+    let prefix = one.roster_prefix(&e);
+    assert_eq!(one.roster_key(&e, &holder("a")), format!("{prefix}a"));
+    lock_by_hand(
+        &agent,
+        &format!("{prefix}mallory"),
+        ROSTER_FLAGS,
+        "{\"holder\": no",
+    )
+    .await;
+    lock_by_hand(
+        &agent,
+        &format!("{prefix}bytes"),
+        ROSTER_FLAGS,
+        "\u{1}\u{2}",
+    )
+    .await;
+    lock_by_hand(
+        &agent,
+        &format!("{prefix}flags"),
+        0,
+        r#"{"holder": "flags"}"#,
+    )
+    .await;
+    lock_by_hand(
+        &agent,
+        &format!("{prefix}eve"),
+        ROSTER_FLAGS,
+        r#"{"holder": "b"}"#,
+    )
+    .await;
+    // Unlocked: a session that ended, not a live entry.
+    let (status, body) = put(
+        &agent,
+        format!("/v1/kv/{prefix}idle?flags={ROSTER_FLAGS}"),
+        Some(r#"{"holder": "idle"}"#.into()),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let listed = |store: ConsulStore| {
+        let e = e.clone();
+        async move {
+            store
+                .candidates(&e)
+                .await
+                .expect("garbage is skipped, not an error")
+                .expect("a roster")
+                .into_iter()
+                .map(|c| {
+                    let w = c.metadata.get("who").unwrap_or_default().to_owned();
+                    (c.holder.as_str().to_owned(), w)
+                })
+                .collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(
+        listed(one.clone()).await,
+        [("a".to_owned(), "a1".to_owned())]
+    );
+
+    // Another connection enrolls a too (a restarted process): it knows
+    // nothing of the first's session, and takes the entry over.
+    a.metadata = who("a2");
+    two.enroll(&a).await.unwrap();
+    assert_eq!(
+        listed(two.clone()).await,
+        [("a".to_owned(), "a2".to_owned())]
+    );
+    // The first renews its own session, which no longer holds the key,
+    // and takes it back with its metadata.
+    a.metadata = who("a3");
+    one.enroll(&a).await.unwrap();
+    assert_eq!(
+        listed(two.clone()).await,
+        [("a".to_owned(), "a3".to_owned())]
+    );
+    // Withdrawn through the other connection: gone, whoever's session.
+    two.withdraw(&e, &holder("a")).await.unwrap();
+    two.withdraw(&e, &holder("a")).await.unwrap();
+    assert_eq!(listed(one.clone()).await, []);
+
+    let err = one
+        .enroll(&req(&e, "b", Duration::from_secs(5)))
+        .await
+        .expect_err("Consul gives no session of 5 s");
+    assert_eq!(err.kind(), ErrorKind::Config, "{err}");
+}
+
+/// A lease given to a successor is kept for it on the server: another
+/// connection's acquire is held off and sees no leader, the successor wins
+/// through yet another; and a reservation nobody takes ends with its
+/// window, well before the shortest session Consul gives (10 s).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reservation_is_honoured_through_another_connection() {
+    let agent = agent().await;
+    let (one, two) = (store(&agent), store(&agent));
+    let e = election("reserved");
+    let Acquire::Won(a) = one.try_acquire(&req(&e, "a", TTL), None).await.unwrap() else {
+        panic!("a wins an empty election");
+    };
+    let passed = one
+        .release_to(&a, &holder("b"), Duration::from_secs(5))
+        .await
+        .unwrap();
+    assert_eq!(passed, regent_core::HandOff::ToSuccessor);
+    assert_eq!(two.current_leader(&e).await.unwrap(), None);
+    for who in ["c", "a"] {
+        match two.try_acquire(&req(&e, who, TTL), None).await.unwrap() {
+            Acquire::Held { leader: None, .. } => {}
+            other => panic!("{who} must be held off while the lease is b's: {other:?}"),
+        }
+    }
+    let Acquire::Won(b) = store(&agent)
+        .try_acquire(&req(&e, "b", TTL), None)
+        .await
+        .unwrap()
+    else {
+        panic!("b takes the lease kept for it");
+    };
+    assert!(b.token > a.token, "{} !> {}", b.token, a.token);
+    let leader = one.current_leader(&e).await.unwrap().expect("b leads");
+    assert_eq!((leader.holder, leader.token), (holder("b"), b.token));
+    assert_eq!(two.renew(&b).await.unwrap(), Renewal::Renewed);
+
+    // Kept for a, who never comes: free again once the window is over.
+    let passed = two
+        .release_to(&b, &holder("a"), Duration::from_secs(1))
+        .await
+        .unwrap();
+    assert_eq!(passed, regent_core::HandOff::ToSuccessor);
+    let start = tokio::time::Instant::now();
+    let c = loop {
+        match one.try_acquire(&req(&e, "c", TTL), None).await.unwrap() {
+            Acquire::Won(c) => break c,
+            Acquire::Held { leader: None, .. } => {}
+            other => panic!("nobody leads a kept lease: {other:?}"),
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(8),
+            "the reservation outlived its window"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert!(
+        start.elapsed() >= Duration::from_millis(900),
+        "{:?}",
+        start.elapsed()
+    );
+    assert!(c.token > b.token);
+    one.release(&c).await.unwrap();
+}

@@ -51,9 +51,7 @@ use crate::error::StoreError;
 use crate::store::{Acquire, AcquireRequest, LeaseStore};
 use crate::types::{Candidacy, ElectionName, FencingToken, HolderId, LeaderInfo, Metadata};
 
-/// The metadata key under which a candidate publishes its priority: a
-/// decimal `i32`, higher leads.
-pub const PRIORITY_KEY: &str = "regent.priority";
+pub use crate::types::PRIORITY_KEY;
 
 /// The request record's key naming the candidate asked for
 /// (absent: the next).

@@ -306,6 +306,10 @@ impl Metadata {
     }
 }
 
+/// The metadata key under which a candidate publishes its priority: a
+/// decimal `i32`, higher leads ([`handover`](crate::handover)).
+pub const PRIORITY_KEY: &str = "regent.priority";
+
 /// One candidate of an election as a store lists it
 /// ([`LeaseStore::candidates`](crate::LeaseStore::candidates)): a queue
 /// store's place in line, or a race store's roster entry
@@ -328,11 +332,11 @@ impl Candidacy {
         Self { holder, metadata }
     }
 
-    /// The priority it published ([`handover::PRIORITY_KEY`](crate::handover::PRIORITY_KEY)),
+    /// The priority it published ([`PRIORITY_KEY`]),
     /// `None` when it published none (a participant that is not regent's,
     /// or a value that is not a number).
     pub fn priority(&self) -> Option<i32> {
-        crate::handover::priority_of(&self.metadata)
+        self.metadata.get(PRIORITY_KEY)?.trim().parse().ok()
     }
 }
 

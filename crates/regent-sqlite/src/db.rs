@@ -464,13 +464,13 @@ pub(crate) fn acquire(
         });
     }
     // Kept for a successor that has not taken it yet (contract item 11).
-    if crate::roster::reserved_for_another(conn, site, election, &req.holder, now)?.is_some() {
+    if reserved_for_another(conn, site, election, &req.holder, now)?.is_some() {
         return Ok(Acquire::Held {
             leader: None,
             queued: None,
         });
     }
-    crate::roster::clear_reservation(conn, site, election)?;
+    clear_reservation(conn, site, election)?;
     let counter: Option<Value> = conn
         .prepare_cached("SELECT last_token FROM regent_fencing WHERE election = ?1")
         .and_then(|mut stmt| stmt.query_row([election.as_str()], |r| r.get(0)))
@@ -607,6 +607,50 @@ pub(crate) fn release(conn: &Connection, site: &Site, lease: &Lease) -> Result<b
         site.leader_changed.set(true);
     }
     Ok(n > 0)
+}
+
+// ------------------------------------------------ leases kept for a successor
+
+/// Whether the election's released lease is kept for another holder than
+/// `holder` at `now`: the successor it is kept for.
+pub(crate) fn reserved_for_another(
+    conn: &Connection,
+    site: &Site,
+    election: &ElectionName,
+    holder: &HolderId,
+    now: i64,
+) -> Result<Option<String>, StoreError> {
+    let row: Option<(Value, Value, Value)> = conn
+        .prepare_cached("SELECT holder, until_ns, boot_id FROM regent_reserved WHERE election = ?1")
+        .and_then(|mut stmt| {
+            OptionalExtension::optional(stmt.query_row([election.as_str()], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+            }))
+        })
+        .map_err(|e| db_error(site.context("acquire", election), e))?;
+    match row {
+        None => Ok(None),
+        Some((Value::Text(to), Value::Integer(until), Value::Text(boot))) => {
+            let live = boot == site.boot_id && until > now;
+            Ok((live && to != holder.as_str()).then_some(to))
+        }
+        Some(other) => Err(StoreError::corrupt(format!(
+            "sqlite store '{}': the reservation row of election '{election}' was not written by regent: {other:?}",
+            site.path.display()
+        ))),
+    }
+}
+
+/// A won acquire clears the reservation it was kept under (or a lapsed one).
+pub(crate) fn clear_reservation(
+    conn: &Connection,
+    site: &Site,
+    election: &ElectionName,
+) -> Result<(), StoreError> {
+    conn.prepare_cached("DELETE FROM regent_reserved WHERE election = ?1")
+        .and_then(|mut stmt| stmt.execute([election.as_str()]))
+        .map_err(|e| db_error(site.context("acquire", election), e))?;
+    Ok(())
 }
 
 /// `current_leader`, and the read that comes before an acquire: the live

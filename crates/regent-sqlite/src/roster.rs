@@ -125,49 +125,6 @@ pub(crate) fn candidates(
     Ok(list)
 }
 
-/// Whether the election's released lease is kept for another holder than
-/// `holder` at `now`: the successor it is kept for.
-pub(crate) fn reserved_for_another(
-    conn: &Connection,
-    site: &Site,
-    election: &ElectionName,
-    holder: &HolderId,
-    now: i64,
-) -> Result<Option<String>, StoreError> {
-    let row: Option<(Value, Value, Value)> = conn
-        .prepare_cached("SELECT holder, until_ns, boot_id FROM regent_reserved WHERE election = ?1")
-        .and_then(|mut stmt| {
-            rusqlite::OptionalExtension::optional(stmt.query_row([election.as_str()], |r| {
-                Ok((r.get(0)?, r.get(1)?, r.get(2)?))
-            }))
-        })
-        .map_err(|e| db_error(site.context("acquire", election), e))?;
-    match row {
-        None => Ok(None),
-        Some((Value::Text(to), Value::Integer(until), Value::Text(boot))) => {
-            let live = boot == site.boot_id && until > now;
-            Ok((live && to != holder.as_str()).then_some(to))
-        }
-        Some(other) => Err(garbage(
-            site,
-            election,
-            format!("its reservation row is not regent's: {other:?}"),
-        )),
-    }
-}
-
-/// A won acquire clears the reservation it was kept under (or a lapsed one).
-pub(crate) fn clear_reservation(
-    conn: &Connection,
-    site: &Site,
-    election: &ElectionName,
-) -> Result<(), StoreError> {
-    conn.prepare_cached("DELETE FROM regent_reserved WHERE election = ?1")
-        .and_then(|mut stmt| stmt.execute([election.as_str()]))
-        .map_err(|e| db_error(site.context("acquire", election), e))?;
-    Ok(())
-}
-
 /// `release_to`: deletes the lease row if it is ours (as `release`) and
 /// keeps the election for `successor` until `window_ms` from now. Whether
 /// a row was ours to give.

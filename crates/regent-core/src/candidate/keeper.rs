@@ -12,7 +12,6 @@ use tokio::time::{Instant, sleep_until};
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use super::{Choosing, sleep_until_some};
 use crate::error::StoreError;
 use crate::events::EndReason;
 use crate::handover::{
@@ -23,6 +22,26 @@ use crate::leadership::{TermKeeper, TermState};
 use crate::store::{HandOff, LeaseStore, Renewal, StoreInfo, StoreStyle, WatchMode};
 use crate::timing::Timing;
 use crate::types::{HolderId, LeaderInfo, Lease, Metadata};
+
+/// How a candidate takes part in hand-overs ([`handover`](crate::handover)).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Choosing {
+    /// Whether it does at all.
+    pub(crate) on: bool,
+    /// Its priority (0 when it publishes none).
+    pub(crate) priority: i32,
+    /// How long a leader sees a candidate of higher priority before it
+    /// hands over to it.
+    pub(crate) settle: Duration,
+}
+
+/// Sleeps until `at`, or for ever.
+pub(crate) async fn sleep_until_some(at: Option<Instant>) {
+    match at {
+        Some(at) => sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
 
 /// After a term this candidate gave back, the instant before which its
 /// next campaign does not try to win, so that a waiting follower gets the

@@ -25,6 +25,7 @@ use crate::status::Status;
 use crate::store::{Acquire, AcquireRequest, LeaderStream, LeaseStore, Renewal};
 use crate::timing::{Explanation, Timing};
 use crate::types::{ElectionName, HolderId, LeaderInfo, Lease};
+pub(crate) use keeper::{Choosing, sleep_until_some};
 use keeper::{HandOver, LeaseKeeper};
 
 /// One instance's bid for leadership of one election. Cheap to clone; clones
@@ -68,18 +69,6 @@ impl<S> fmt::Debug for Candidate<S> {
             .field("timing", &self.core.timing)
             .finish()
     }
-}
-
-/// How a candidate takes part in hand-overs ([`handover`](crate::handover)).
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Choosing {
-    /// Whether it does at all.
-    pub(crate) on: bool,
-    /// Its priority (0 when it publishes none).
-    pub(crate) priority: i32,
-    /// How long a leader sees a candidate of higher priority before it
-    /// hands over to it.
-    pub(crate) settle: Duration,
 }
 
 /// A campaign's roster entry on a race store: refreshed by a task every
@@ -874,14 +863,6 @@ impl<S: LeaseStore> Candidate<S> {
                 false
             }
         }
-    }
-}
-
-/// Sleeps until `at`, or for ever.
-pub(crate) async fn sleep_until_some(at: Option<Instant>) {
-    match at {
-        Some(at) => sleep_until(at).await,
-        None => std::future::pending().await,
     }
 }
 

@@ -113,6 +113,12 @@ pub(super) async fn release_to_gives_the_lease_to_the_successor<H: Harness>(
         c.store.release_to(&a, &holder("b"), window).await,
     )?;
     if passed == HandOff::Released {
+        // A store with a roster takes part in hand-overs: it must reserve.
+        let roster = ok("candidates", c.store.candidates(&c.election).await)?;
+        ensure!(
+            roster.is_none(),
+            "a race store with a roster should keep the lease for b, but release_to answered Released"
+        );
         let b = c.win("b").await?;
         return ok("release b", c.store.release(&b).await);
     }

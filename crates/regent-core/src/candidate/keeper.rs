@@ -47,16 +47,9 @@ pub(crate) async fn sleep_until_some(at: Option<Instant>) {
 /// next campaign does not try to win, so that a waiting follower gets the
 /// term. Race stores only: on a queue store a new campaign queues behind
 /// those already waiting anyway.
-///
-/// It also remembers the candidate this one last handed a term to for its
-/// priority, and when: one that did not keep it (this candidate leads
-/// again soon after) is not preferred again for a while, so that a
-/// candidate listed but unable to lead does not cost a reservation's
-/// window at every settle time.
 #[derive(Debug, Default)]
 pub(super) struct HandOver {
     until: std::sync::Mutex<Option<Instant>>,
-    preferred: std::sync::Mutex<Option<(HolderId, Instant)>>,
 }
 
 /// What a follower needs beyond noticing a release to win the term: one
@@ -87,21 +80,6 @@ impl HandOver {
 
     pub(super) fn take(&self) -> Option<Instant> {
         lock(&self.until).take()
-    }
-
-    /// The term went to `successor` for its priority.
-    fn preferred(&self, successor: &HolderId) {
-        *lock(&self.preferred) = Some((successor.clone(), Instant::now()));
-    }
-
-    /// The candidate not to prefer now: the last one handed a term for its
-    /// priority, if that was less than `shy` ago (this candidate leads
-    /// again, so that term was short or never began).
-    fn passed_over(&self, shy: Duration) -> Option<HolderId> {
-        lock(&self.preferred)
-            .as_ref()
-            .filter(|(_, at)| at.elapsed() < shy)
-            .map(|(h, _)| h.clone())
     }
 }
 
@@ -166,9 +144,6 @@ impl<S: LeaseStore> LeaseKeeper<S> {
             election = %self.lease.election, holder = %self.lease.holder, token = self.lease.token.get(),
             successor = %successor, reason = why.as_str(), "handing the term over"
         );
-        if why == HandOverReason::Preferred {
-            self.hand_over.preferred(&successor);
-        }
         *lock(&self.handing.successor) = Some(successor);
         EndReason::HandedOver(why)
     }
@@ -212,13 +187,7 @@ impl<S: LeaseStore> LeaseKeeper<S> {
             return None;
         }
         match self.store.candidates(&lease.election).await {
-            Ok(Some(mut list)) => {
-                // One we handed a term to lately and lead again after:
-                // not preferred until a few settle times have passed.
-                let shy = self.choosing.settle * 4 + self.timing.ttl;
-                if let Some(skip) = self.hand_over.passed_over(shy) {
-                    list.retain(|c| c.holder != skip);
-                }
+            Ok(Some(list)) => {
                 let chosen = lock(&self.handing.preference).look(
                     &list,
                     &lease.holder,

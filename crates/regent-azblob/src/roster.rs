@@ -20,24 +20,6 @@ use crate::lease::parse_handle;
 use crate::record::{self, LeaseState};
 use crate::rest::{Answer, Request, parse_http_date};
 
-/// `holder` as the last part of a blob name: ASCII letters, digits, `-`,
-/// `_` and `.` as they are, every other byte (and a final `.`, which Azure
-/// advises against) as `~` and two hex digits: a name that needs no
-/// escaping in a URL or a signature, and tells the holder at a glance.
-pub(crate) fn name_part(holder: &HolderId) -> String {
-    let id = holder.as_str().as_bytes();
-    let mut out = String::with_capacity(id.len());
-    for (i, &b) in id.iter().enumerate() {
-        let last = i + 1 == id.len();
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_') || (b == b'.' && !last) {
-            out.push(char::from(b));
-        } else {
-            out.push_str(&format!("~{b:02X}"));
-        }
-    }
-    out
-}
-
 /// Milliseconds of `d`, rounded up.
 fn millis_up(d: Duration) -> u64 {
     u64::try_from(d.as_nanos().div_ceil(1_000_000)).unwrap_or(u64::MAX)
@@ -72,7 +54,7 @@ impl AzblobStore {
     /// byte other than ASCII letters, digits, `-`, `_` and `.` (and a
     /// final `.`) written `~XX` in hex.
     pub fn roster_blob(&self, election: &ElectionName, holder: &HolderId) -> String {
-        format!("{}{}", self.roster_prefix(election), name_part(holder))
+        format!("{}{}", self.roster_prefix(election), holder.to_segment())
     }
 
     /// Contract item 10: the entry's blob written again (Put Blob, empty,
@@ -491,7 +473,7 @@ mod tests {
 
     #[test]
     fn holders_make_plain_blob_names() {
-        let h = |s: &str| name_part(&HolderId::new(s).unwrap());
+        let h = |s: &str| HolderId::new(s).unwrap().to_segment();
         assert_eq!(h("node-1.example_2"), "node-1.example_2");
         assert_eq!(h("a/b"), "a~2Fb");
         assert_eq!(h("."), "~2E");

@@ -31,24 +31,6 @@ const RESERVATION_SESSION: &str = "regent reservation";
 
 use crate::enrolled::Enrolled;
 
-/// `holder` as the last segment of a key: ASCII letters, digits, `-`, `_`
-/// and `.` as they are, every other byte (and a final `.`) as `~` and two
-/// hex digits, so that no id makes a segment a URL treats apart (`/`,
-/// `..`) and the key tells the holder at a glance.
-pub(crate) fn key_part(holder: &HolderId) -> String {
-    let id = holder.as_str().as_bytes();
-    let mut out = String::with_capacity(id.len());
-    for (i, &b) in id.iter().enumerate() {
-        let last = i + 1 == id.len();
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_') || (b == b'.' && !last) {
-            out.push(char::from(b));
-        } else {
-            out.push_str(&format!("~{b:02X}"));
-        }
-    }
-    out
-}
-
 impl ConsulStore {
     /// The keys under which `election`'s roster lives:
     /// `PREFIX~roster/ELECTION/`, apart from every election's key (no
@@ -63,7 +45,7 @@ impl ConsulStore {
     /// byte other than ASCII letters, digits, `-`, `_` and `.` (and a
     /// final `.`) written `~XX` in hex.
     pub fn roster_key(&self, election: &ElectionName, holder: &HolderId) -> String {
-        format!("{}{}", self.roster_prefix(election), key_part(holder))
+        format!("{}{}", self.roster_prefix(election), holder.to_segment())
     }
 
     fn enrollments(&self) -> std::sync::MutexGuard<'_, HashMap<String, Enrolled>> {
@@ -394,7 +376,7 @@ mod tests {
 
     #[test]
     fn holders_make_plain_key_segments() {
-        let h = |s: &str| key_part(&HolderId::new(s).unwrap());
+        let h = |s: &str| HolderId::new(s).unwrap().to_segment();
         assert_eq!(h("node-1.example_2"), "node-1.example_2");
         assert_eq!(h("a/b"), "a~2Fb");
         assert_eq!(h("."), "~2E");

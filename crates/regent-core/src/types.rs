@@ -139,6 +139,34 @@ impl HolderId {
         &self.0
     }
 
+    /// The id as one segment of a key, a blob name or a URL path, for a
+    /// store that keeps a record per holder (a race store's roster): ASCII
+    /// letters, digits, `-`, `_` and `.` as they are, every other byte —
+    /// and a final `.`, so that no id is `.` or `..` — as `~` and two hex
+    /// digits. Distinct ids give distinct segments, and a person reads the
+    /// holder off it.
+    ///
+    /// ```
+    /// use regent_core::HolderId;
+    /// assert_eq!(HolderId::new("web-1.zone_a")?.to_segment(), "web-1.zone_a");
+    /// assert_eq!(HolderId::new("a/b")?.to_segment(), "a~2Fb");
+    /// assert_eq!(HolderId::new("..")?.to_segment(), ".~2E");
+    /// # Ok::<(), regent_core::InvalidName>(())
+    /// ```
+    pub fn to_segment(&self) -> String {
+        let id = self.0.as_bytes();
+        let mut out = String::with_capacity(id.len());
+        for (i, &b) in id.iter().enumerate() {
+            let last = i + 1 == id.len();
+            if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_') || (b == b'.' && !last) {
+                out.push(char::from(b));
+            } else {
+                out.push_str(&format!("~{b:02X}"));
+            }
+        }
+        out
+    }
+
     /// `HOSTNAME-PID`, `regent run`'s default `--id`: unique among the
     /// processes of a host, and it says where the leader runs. The host's
     /// name is cut to its printable characters (at most 100); `host` if it

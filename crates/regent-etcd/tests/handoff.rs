@@ -9,49 +9,14 @@ use std::time::Duration;
 
 use etcd_client::{GetOptions, PutOptions, SortOrder, SortTarget};
 use regent_core::store::HandOff;
-use regent_core::{Acquire, ElectionName, Lease, LeaseStore, Renewal};
-use regent_etcd::EtcdStore;
+use regent_core::{Acquire, LeaseStore, Renewal};
 
 use common::{holder, req};
+use regent_testkit::fixtures::{line, queue, win};
 
 /// Long enough that nothing expires while the test runs: no step waits on
 /// time.
 const TTL: Duration = Duration::from_secs(30);
-
-async fn win(store: &EtcdStore, e: &ElectionName, who: &str) -> Lease {
-    match store.try_acquire(&req(e, who, TTL), None).await.unwrap() {
-        Acquire::Won(l) => l,
-        other => panic!("{who} should win {e}, got {other:?}"),
-    }
-}
-
-/// Queues `who` (with its old place, if any) and returns its place and
-/// the leader it was told.
-async fn queue(
-    store: &EtcdStore,
-    e: &ElectionName,
-    who: &str,
-    place: Option<&Lease>,
-) -> (Lease, String) {
-    match store.try_acquire(&req(e, who, TTL), place).await.unwrap() {
-        Acquire::Held {
-            leader: Some(l),
-            queued: Some(q),
-        } => (q, l.holder.as_str().to_owned()),
-        other => panic!("{who} should queue in {e}, got {other:?}"),
-    }
-}
-
-async fn line(store: &EtcdStore, e: &ElectionName) -> Vec<String> {
-    store
-        .candidates(e)
-        .await
-        .unwrap()
-        .expect("a queue store lists its line")
-        .into_iter()
-        .map(|c| c.holder.as_str().to_owned())
-        .collect()
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn release_to_takes_regents_candidates_out_of_line_and_never_a_foreign_one() {
@@ -65,8 +30,8 @@ async fn release_to_takes_regents_candidates_out_of_line_and_never_a_foreign_one
     // 1. A foreign candidate stands between the leader and the successor:
     // a plain release, and the foreign key stays.
     let e = common::election("handoff-foreign");
-    let a = win(&one, &e, "a").await;
-    let (_b, _) = queue(&two, &e, "b", None).await;
+    let a = win(&one, &e, "a", TTL).await;
+    let (_b, _) = queue(&two, &e, "b", TTL, None).await;
     // What `etcdctl elect NAME etcdctl-host` writes: a key named after its
     // own lease, holding the bare value.
     let foreign_lease = raw.lease_grant(60, None).await.unwrap().id();
@@ -78,7 +43,7 @@ async fn release_to_takes_regents_candidates_out_of_line_and_never_a_foreign_one
     )
     .await
     .unwrap();
-    let (_d, _) = queue(&one, &e, "d", None).await;
+    let (_d, _) = queue(&one, &e, "d", TTL, None).await;
     assert_eq!(line(&one, &e).await, ["a", "b", "etcdctl-host", "d"]);
 
     let passed = one.release_to(&a, &holder("d"), TTL).await.unwrap();
@@ -98,11 +63,11 @@ async fn release_to_takes_regents_candidates_out_of_line_and_never_a_foreign_one
     // 2. regent's candidates between are taken out in one transaction;
     // each queues again at the back with its next renewal or acquire.
     let e = common::election("handoff-requeue");
-    let a = win(&one, &e, "a").await;
+    let a = win(&one, &e, "a", TTL).await;
     // b alone on its store: its etcd lease carries its key alone.
-    let (b, _) = queue(&three, &e, "b", None).await;
-    let (c, _) = queue(&two, &e, "c", None).await;
-    let (d, _) = queue(&one, &e, "d", None).await;
+    let (b, _) = queue(&three, &e, "b", TTL, None).await;
+    let (c, _) = queue(&two, &e, "c", TTL, None).await;
+    let (d, _) = queue(&one, &e, "d", TTL, None).await;
     let passed = one.release_to(&a, &holder("d"), TTL).await.unwrap();
     assert_eq!(passed, HandOff::ToSuccessor);
     assert_eq!(line(&one, &e).await, ["d"]);
@@ -114,11 +79,11 @@ async fn release_to_takes_regents_candidates_out_of_line_and_never_a_foreign_one
     // key, is revoked. Then it acquires with that place, as a caller that
     // ignored the loss would: a new key, on another lease, at the back.
     assert_eq!(three.renew(&b).await.unwrap(), Renewal::Lost);
-    let (b_again, told) = queue(&three, &e, "b", Some(&b)).await;
+    let (b_again, told) = queue(&three, &e, "b", TTL, Some(&b)).await;
     assert_eq!(told, "d");
     assert!(b_again.token > d.token, "b queues behind d");
     // c acquires with its old place at once: a new key at the back too.
-    let (c_again, told) = queue(&two, &e, "c", Some(&c)).await;
+    let (c_again, told) = queue(&two, &e, "c", TTL, Some(&c)).await;
     assert_eq!(told, "d");
     assert!(c_again.token > b_again.token, "c queues behind b");
     assert_eq!(line(&one, &e).await, ["d", "b", "c"]);

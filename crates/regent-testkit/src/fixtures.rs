@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use regent_core::{AcquireRequest, ElectionName, HolderId, Metadata};
+use regent_core::{Acquire, AcquireRequest, ElectionName, HolderId, Lease, LeaseStore, Metadata};
 
 /// A holder id from a test's literal.
 ///
@@ -53,4 +53,67 @@ pub async fn first_watched<T: Clone>(
         .await
         .unwrap_or_else(|_| panic!("not within {within:?}: {what}"));
     first
+}
+
+/// `who`'s acquire of `election` at `ttl`, which must win.
+///
+/// # Panics
+///
+/// If the store fails or someone else leads.
+pub async fn win<S: LeaseStore>(
+    store: &S,
+    election: &ElectionName,
+    who: &str,
+    ttl: Duration,
+) -> Lease {
+    match store
+        .try_acquire(&acquire_request(election, who, ttl), None)
+        .await
+        .expect("acquire")
+    {
+        Acquire::Won(l) => l,
+        other => panic!("{who} should win {election}, got {other:?}"),
+    }
+}
+
+/// Queues `who` on a queue store (with its old place, if any): its place,
+/// and the leader it was told.
+///
+/// # Panics
+///
+/// If the store fails, or `who` is not queued behind a known leader.
+pub async fn queue<S: LeaseStore>(
+    store: &S,
+    election: &ElectionName,
+    who: &str,
+    ttl: Duration,
+    place: Option<&Lease>,
+) -> (Lease, String) {
+    match store
+        .try_acquire(&acquire_request(election, who, ttl), place)
+        .await
+        .expect("acquire")
+    {
+        Acquire::Held {
+            leader: Some(l),
+            queued: Some(q),
+        } => (q, l.holder.as_str().to_owned()),
+        other => panic!("{who} should queue in {election}, got {other:?}"),
+    }
+}
+
+/// The holders a queue store lists in line, in order.
+///
+/// # Panics
+///
+/// If the store fails or lists no line.
+pub async fn line<S: LeaseStore>(store: &S, election: &ElectionName) -> Vec<String> {
+    store
+        .candidates(election)
+        .await
+        .expect("candidates")
+        .expect("a queue store lists its line")
+        .into_iter()
+        .map(|c| c.holder.as_str().to_owned())
+        .collect()
 }

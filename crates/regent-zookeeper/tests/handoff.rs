@@ -10,12 +10,12 @@ use std::future::Future;
 use std::time::Duration;
 
 use regent_core::store::HandOff;
-use regent_core::{Acquire, ElectionName, Lease, LeaseStore, Renewal};
+use regent_core::{Acquire, ElectionName, LeaseStore, Renewal};
 use regent_testkit::engines::SharedZooKeeper;
 use regent_zookeeper::ZkStore;
 use zookeeper_client as zk;
 
-use regent_testkit::fixtures::{acquire_request as req, holder};
+use regent_testkit::fixtures::{acquire_request as req, holder, line, queue, win};
 
 /// Long enough that no place lapses unrenewed while a test runs: no step
 /// waits on time.
@@ -46,49 +46,14 @@ fn election(name: &str) -> ElectionName {
     ElectionName::new(name).expect("a valid election name")
 }
 
-async fn win(store: &ZkStore, e: &ElectionName, who: &str) -> Lease {
-    match store.try_acquire(&req(e, who, TTL), None).await.unwrap() {
-        Acquire::Won(l) => l,
-        other => panic!("{who} should win {e}, got {other:?}"),
-    }
-}
-
-/// Queues `who` (with its old place, if any): its place, and the leader
-/// it was told.
-async fn queue(
-    store: &ZkStore,
-    e: &ElectionName,
-    who: &str,
-    place: Option<&Lease>,
-) -> (Lease, String) {
-    match store.try_acquire(&req(e, who, TTL), place).await.unwrap() {
-        Acquire::Held {
-            leader: Some(l),
-            queued: Some(q),
-        } => (q, l.holder.as_str().to_owned()),
-        other => panic!("{who} should queue in {e}, got {other:?}"),
-    }
-}
-
-async fn line(store: &ZkStore, e: &ElectionName) -> Vec<String> {
-    store
-        .candidates(e)
-        .await
-        .unwrap()
-        .expect("a queue store lists its line")
-        .into_iter()
-        .map(|c| c.holder.as_str().to_owned())
-        .collect()
-}
-
 #[test]
 fn a_curator_participant_between_makes_release_to_a_plain_release_and_stays() {
     with_share(|share| async move {
         let one = store(&share).await;
         let two = store(&share).await;
         let e = election("handoff-curator");
-        let a = win(&one, &e, "a").await;
-        let (_b, _) = queue(&two, &e, "b", None).await;
+        let a = win(&one, &e, "a", TTL).await;
+        let (_b, _) = queue(&two, &e, "b", TTL, None).await;
         // What Curator's LeaderLatch makes: an ephemeral sequential node
         // of its own session, protected by a random (version 4) UUID,
         // holding its participant id, a valid holder id, bare.
@@ -103,7 +68,7 @@ fn a_curator_participant_between_makes_release_to_a_plain_release_and_stays() {
             .await
             .expect("create the participant's node");
         let curator = format!("{latch}/_c_2f3a9c1e-5b7d-4e8f-9a0b-1c2d3e4f5a6b-latch-{sequence}");
-        let (_d, _) = queue(&one, &e, "d", None).await;
+        let (_d, _) = queue(&one, &e, "d", TTL, None).await;
         assert_eq!(line(&one, &e).await, ["a", "b", "curator-1", "d"]);
 
         let passed = one.release_to(&a, &holder("d"), TTL).await.unwrap();
@@ -128,10 +93,10 @@ fn candidates_taken_out_of_line_queue_again_behind_the_successor() {
         let one = store(&share).await;
         let two = store(&share).await;
         let e = election("handoff-requeue");
-        let a = win(&one, &e, "a").await;
-        let (b, _) = queue(&two, &e, "b", None).await;
-        let (c, _) = queue(&two, &e, "c", None).await;
-        let (d, _) = queue(&one, &e, "d", None).await;
+        let a = win(&one, &e, "a", TTL).await;
+        let (b, _) = queue(&two, &e, "b", TTL, None).await;
+        let (c, _) = queue(&two, &e, "c", TTL, None).await;
+        let (d, _) = queue(&one, &e, "d", TTL, None).await;
         let passed = one.release_to(&a, &holder("d"), TTL).await.unwrap();
         assert_eq!(passed, HandOff::ToSuccessor);
         assert_eq!(line(&one, &e).await, ["d"]);
@@ -143,11 +108,11 @@ fn candidates_taken_out_of_line_queue_again_behind_the_successor() {
         // place, as a caller that ignored the loss would: a new node at
         // the back.
         assert_eq!(two.renew(&b).await.unwrap(), Renewal::Lost);
-        let (b_again, told) = queue(&two, &e, "b", Some(&b)).await;
+        let (b_again, told) = queue(&two, &e, "b", TTL, Some(&b)).await;
         assert_eq!(told, "d");
         assert!(b_again.token > d.token, "b queues behind d");
         // c acquires with its old place at once: a new node at the back.
-        let (c_again, told) = queue(&two, &e, "c", Some(&c)).await;
+        let (c_again, told) = queue(&two, &e, "c", TTL, Some(&c)).await;
         assert_eq!(told, "d");
         assert!(c_again.token > b_again.token, "c queues behind b");
         assert_eq!(line(&one, &e).await, ["d", "b", "c"]);

@@ -354,3 +354,45 @@ fn bad_start_retry_variable() {
     assert_eq!(out.code, Some(2), "{}", out.stderr);
     assert!(out.stderr.contains("REGENT_START_RETRY"), "{}", out.stderr);
 }
+
+/// Priorities and hand-overs: a priority that is not a number, a zero
+/// settle time, an id that is not one, a zero timeout.
+#[test]
+fn bad_priority_and_handover_flags() {
+    let dir = tempfile::tempdir().unwrap();
+    run_with(&dir, &["--priority", "high"], &["--priority", "high"]);
+    run_with(
+        &dir,
+        &["--settle", "0s"],
+        &["--settle must be greater than zero"],
+    );
+    let store = format!("sqlite:{}", dir.path().join("s.db").display());
+    usage_error(
+        &[
+            "handover",
+            "--store",
+            &store,
+            "--election",
+            "jobs",
+            "--to",
+            "a b",
+        ],
+        &["--to"],
+    );
+    usage_error(
+        &[
+            "handover",
+            "--store",
+            &store,
+            "--election",
+            "jobs",
+            "--timeout",
+            "0s",
+        ],
+        &["--timeout must be greater than zero"],
+    );
+    usage_error(
+        &["handover", "--store", &store, "--election", "no/way"],
+        &["election"],
+    );
+}

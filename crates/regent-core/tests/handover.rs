@@ -301,3 +301,45 @@ async fn the_guard_hands_over_and_a_successor_that_never_comes_frees_the_lease()
     b_leads.resign().await.unwrap();
     check_log(&store, &election);
 }
+
+/// A library candidate without a priority takes no part in hand-overs
+/// unless asked (`hand_overs(true)`): it does not enroll on a race store's
+/// roster, and as leader it reads neither the requests nor the
+/// candidates, so that a process leading many elections pays nothing per
+/// election for a feature it does not use.
+#[tokio::test(start_paused = true)]
+async fn without_a_priority_a_candidate_takes_part_only_when_asked() {
+    let store = MemoryStore::race();
+    let election = ElectionName::new("plain").unwrap();
+    let build = |name: &str| Candidate::builder(store.clone(), election.clone(), id(name)).ttl(TTL);
+    let leading = build("a").build().unwrap().campaign().await.unwrap();
+    let b = build("b").build().unwrap();
+    let c = build("c").hand_overs(true).build().unwrap();
+    let quiet = tokio::spawn(async move { b.campaign().await.map(|_| ()) });
+    let asking = tokio::spawn(async move { c.campaign().await.map(|_| ()) });
+    sleep(TTL * 2).await;
+    let listed: Vec<String> = store
+        .candidates(&election)
+        .await
+        .unwrap()
+        .unwrap()
+        .into_iter()
+        .map(|c| c.holder.to_string())
+        .collect();
+    assert_eq!(listed, ["c"], "only the candidate that asked enrolled");
+    // a does not take part: a request to it goes unanswered.
+    let asked = HandOverRequest {
+        election: election.clone(),
+        to: Some(id("c")),
+        requester: id("operator"),
+        ttl: TTL,
+        timeout: TTL * 3,
+    };
+    match request(&store, &asked).await {
+        Err(HandOverError::NotAnswered { leader, .. }) => assert_eq!(leader.as_str(), "a"),
+        other => panic!("{other:?}"),
+    }
+    leading.resign().await.unwrap();
+    quiet.abort();
+    asking.abort();
+}

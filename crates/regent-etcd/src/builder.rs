@@ -230,6 +230,7 @@ impl EtcdStoreBuilder {
             tls,
             undelivered: Arc::new(Mutex::new(Vec::new())),
             sessions: Arc::default(),
+            reads: Arc::default(),
         })
     }
 }

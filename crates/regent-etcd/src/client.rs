@@ -32,6 +32,8 @@ pub struct EtcdStore {
     pub(crate) undelivered: Arc<Mutex<Vec<Undelivered>>>,
     /// The leases this store's elections share.
     pub(crate) sessions: Arc<SharedSessions<EtcdStore>>,
+    /// The reads waiting to be sent together.
+    pub(crate) reads: Arc<crate::reads::Reads>,
 }
 
 /// A lease an acquire granted and did not return.

@@ -129,7 +129,7 @@ impl EtcdStore {
             return Ok(HandOff::Released);
         };
         let (kvs, _) = self
-            .read_keys(&lease.election, "hand over the lease", 0)
+            .read_keys(&lease.election, "hand over the lease", 0, false)
             .await?;
         let line: Vec<Key<'_>> = kvs.iter().map(Key::of).collect();
         let key = candidate_key(&self.election_prefix(&lease.election), id);

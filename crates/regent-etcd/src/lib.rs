@@ -313,6 +313,7 @@ mod error;
 mod handoff;
 #[cfg(feature = "tls")]
 mod pem;
+mod reads;
 mod record;
 mod session;
 mod store;

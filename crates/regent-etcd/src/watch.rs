@@ -19,7 +19,7 @@ impl EtcdStore {
         election: &ElectionName,
         what: &str,
     ) -> Result<(Option<LeaderInfo>, i64), StoreError> {
-        let (mut line, revision) = self.read_line(election, what, 1).await?;
+        let (mut line, revision) = self.read_line(election, what, 1, true).await?;
         Ok((line.pop().map(|h| h.leader), revision))
     }
 
@@ -31,7 +31,9 @@ impl EtcdStore {
         election: &ElectionName,
     ) -> Result<Vec<Candidacy>, StoreError> {
         // A limit of 0 is no limit to etcd.
-        let (line, _) = self.read_line(election, "list the candidates", 0).await?;
+        let (line, _) = self
+            .read_line(election, "list the candidates", 0, true)
+            .await?;
         Ok(line
             .into_iter()
             .map(|k| Candidacy::new(k.leader.holder, k.leader.metadata))
@@ -39,25 +41,29 @@ impl EtcdStore {
     }
 
     /// The first `n` keys of the line (every key for `n = 0`), in order,
-    /// and the revision they were read at.
+    /// and the revision they were read at; `together`: sent with the
+    /// reads made beside it ([`reads`](crate::reads)).
     async fn read_line(
         &self,
         election: &ElectionName,
         what: &str,
         n: i64,
+        together: bool,
     ) -> Result<(Vec<Head>, i64), StoreError> {
-        let (kvs, revision) = self.read_keys(election, what, n).await?;
+        let (kvs, revision) = self.read_keys(election, what, n, together).await?;
         Ok((kvs.iter().map(Head::of).collect(), revision))
     }
 
     /// The first `n` keys of the line (every key for `n = 0`) as etcd
     /// answered them, in order (create revision), and the revision they
-    /// were read at: one range read.
+    /// were read at: one range read; `together`: sent with the reads made
+    /// beside it ([`reads`](crate::reads)), else at once.
     pub(crate) async fn read_keys(
         &self,
         election: &ElectionName,
         what: &str,
         n: i64,
+        together: bool,
     ) -> Result<(Vec<KeyValue>, i64), StoreError> {
         let prefix = self.election_prefix(election);
         let mut client = self.client.clone();
@@ -65,6 +71,9 @@ impl EtcdStore {
             .with_prefix()
             .with_sort(SortTarget::Create, SortOrder::Ascend)
             .with_limit(n);
+        if together && let Some(answer) = self.read_together(&prefix, options.clone()).await {
+            return Ok(answer);
+        }
         let mut resp = self
             .call(
                 election,
@@ -82,7 +91,7 @@ impl EtcdStore {
         &self,
         election: &ElectionName,
     ) -> Result<LeaderStream, StoreError> {
-        let (keys, revision) = self.read_line(election, "watch", 2).await?;
+        let (keys, revision) = self.read_line(election, "watch", 2, false).await?;
         let mut line = Line::default();
         line.read(keys, revision);
         let prefix = self.election_prefix(election);
@@ -141,7 +150,7 @@ impl EtcdStore {
                     // read (First), or the next key leads now and the one
                     // behind it is to be learnt (Refill).
                     let before = s.line.head.as_ref().map(|h| h.key.clone());
-                    match s.store.read_line(&s.election, "watch", 2).await {
+                    match s.store.read_line(&s.election, "watch", 2, false).await {
                         Ok((keys, revision)) => {
                             s.line.read(keys, revision);
                             let after = s.line.head.as_ref();

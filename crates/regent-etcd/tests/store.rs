@@ -409,3 +409,57 @@ async fn a_closed_port_opens_and_check_says_so_within_its_bound() {
         .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Unavailable, "{e}");
 }
+
+/// The requests etcd has received so far (its gRPC messages).
+fn etcd_requests(etcd: &regent_testkit::engines::Etcd) -> f64 {
+    etcd.metrics()
+        .expect("etcd's metrics")
+        .lines()
+        .filter(|l| l.starts_with("grpc_server_msg_received_total{"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// The leaders and candidates of many elections read at one moment (as a
+/// process's leaders look at theirs after one renewal round of their
+/// shared lease) cost etcd a few requests, not one each, and each read
+/// answers for its own election.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_made_together_are_sent_together_and_each_answers_its_election() {
+    let etcd = common::start_etcd().await;
+    let store = common::store(etcd.endpoints()).await;
+    let elections: Vec<_> = (0..100)
+        .map(|i| common::election(&format!("together-{i}")))
+        .collect();
+    for (i, e) in elections.iter().enumerate() {
+        let won = store
+            .try_acquire(&req(e, &format!("h{i}"), Duration::from_secs(30)), None)
+            .await
+            .unwrap();
+        assert!(matches!(won, Acquire::Won(_)), "{won:?}");
+    }
+    let before = etcd_requests(&etcd);
+    let leaders = futures_util::future::join_all(elections.iter().map(|e| store.current_leader(e)));
+    let lists = futures_util::future::join_all(elections.iter().map(|e| store.candidates(e)));
+    let (leaders, lists) = tokio::join!(leaders, lists);
+    let after = etcd_requests(&etcd);
+    for (i, (leader, list)) in leaders.into_iter().zip(lists).enumerate() {
+        let leader = leader.unwrap().expect("a leader");
+        assert_eq!(leader.holder, holder(&format!("h{i}")));
+        let list = list.unwrap().expect("a list");
+        assert_eq!(list.len(), 1, "{list:?}");
+        assert_eq!(list[0].holder, holder(&format!("h{i}")));
+    }
+    // 200 reads; sent one by one they were 200 requests.
+    assert!(after - before <= 10.0, "{} requests", after - before);
+    // A read alone is answered too.
+    assert_eq!(
+        store
+            .current_leader(&elections[7])
+            .await
+            .unwrap()
+            .unwrap()
+            .holder,
+        holder("h7")
+    );
+}

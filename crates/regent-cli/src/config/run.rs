@@ -159,7 +159,10 @@ impl TimingFlags {
         builder: CandidateBuilder<S>,
         ttl: Duration,
     ) -> CandidateBuilder<S> {
-        let mut builder = builder.ttl(ttl);
+        // The sidecar answers `regent handover` with or without a
+        // priority: one election per process, so the two reads per renew
+        // interval are cheap (the library's default is off without one).
+        let mut builder = builder.ttl(ttl).hand_overs(true);
         if let Some(g) = self.grace {
             builder = builder.grace(g);
         }

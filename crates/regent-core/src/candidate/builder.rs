@@ -42,7 +42,7 @@ pub struct CandidateBuilder<S> {
     shutdown: Option<CancellationToken>,
     priority: Option<i32>,
     settle: Option<Duration>,
-    hand_overs: bool,
+    hand_overs: Option<bool>,
 }
 
 impl<S: LeaseStore> Candidate<S> {
@@ -65,7 +65,7 @@ impl<S: LeaseStore> Candidate<S> {
             shutdown: None,
             priority: None,
             settle: None,
-            hand_overs: true,
+            hand_overs: None,
         }
     }
 }
@@ -167,14 +167,35 @@ impl<S: LeaseStore> CandidateBuilder<S> {
         self
     }
 
-    /// Whether this candidate takes part in hand-overs (default: yes): on
-    /// a race store it enrolls on the roster while it campaigns (one write
-    /// per renew interval), and as leader it reads the candidates and the
-    /// hand-over requests at each renewal (two reads) and hands over to a
-    /// preferred candidate or on request. Off, it does none of that, and
-    /// its terms are neither preempted nor handed over on request.
+    /// Whether this candidate takes part in hand-overs (default: yes once
+    /// it has a [priority](Self::priority), else no): on a race store it
+    /// enrolls on the roster while it campaigns (one write per renew
+    /// interval), and as leader it reads the candidates and the hand-over
+    /// requests at each renewal (two reads) and hands over to a preferred
+    /// candidate or on request. Off, it does none of that, and its terms
+    /// are neither preempted nor handed over on request
+    /// ([`request`](crate::handover::request) waits for it in vain).
+    ///
+    /// Off by default without a priority, so that a process leading many
+    /// elections keeps their renewals' cost (one shared lease's rounds on
+    /// etcd, Consul and ZooKeeper) and adds no read per election;
+    /// `regent run` turns it on.
+    ///
+    /// ```
+    /// use regent_core::{Candidate, ElectionName, HolderId, memory::MemoryStore};
+    ///
+    /// // Answers `regent handover` without a priority of its own.
+    /// let candidate = Candidate::builder(
+    ///     MemoryStore::race(),
+    ///     ElectionName::new("jobs")?,
+    ///     HolderId::new("web-1")?,
+    /// )
+    /// .hand_overs(true)
+    /// .build()?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn hand_overs(mut self, on: bool) -> Self {
-        self.hand_overs = on;
+        self.hand_overs = Some(on);
         self
     }
 
@@ -260,7 +281,7 @@ impl<S: LeaseStore> CandidateBuilder<S> {
                     metadata,
                 },
                 choosing: super::Choosing {
-                    on: self.hand_overs,
+                    on: self.hand_overs.unwrap_or(self.priority.is_some()),
                     priority: self.priority.unwrap_or(0),
                     settle: self.settle.unwrap_or(DEFAULT_SETTLE),
                 },

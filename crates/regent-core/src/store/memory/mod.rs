@@ -127,7 +127,10 @@ impl MemoryStore {
         self.faults().reply_delay = delay;
     }
 
-    /// Fails the next `n` calls (of any kind) as unavailable.
+    /// Fails the next `n` calls (of any kind) as unavailable. The roster's
+    /// calls ([`enroll`](crate::store::LeaseStore::enroll), [`withdraw`](crate::store::LeaseStore::withdraw)) fail too while any
+    /// are pending, without counting against `n`: they run beside a
+    /// candidate's own calls, which `n` is meant for.
     pub fn fail_next(&self, n: u32) {
         self.faults().fail_next = n;
     }
@@ -336,9 +339,14 @@ impl MemoryStore {
             let mut f = self.faults();
             let mut fail = holder.is_some_and(|h| f.partitioned.contains(h));
             // The roster's calls run beside a candidate's own: a failure
-            // injected for "the next call" is for the latter.
-            if f.fail_next > 0 && !matches!(what, "enroll" | "withdraw") {
-                f.fail_next -= 1;
+            // injected for "the next call" is counted against the latter,
+            // but while one is pending the store is down for the roster
+            // too (else a follower's enrollment would pass for a store
+            // that answers).
+            if f.fail_next > 0 {
+                if !matches!(what, "enroll" | "withdraw") {
+                    f.fail_next -= 1;
+                }
                 fail = true;
             }
             (f.request_delay, f.reply_delay, fail)

@@ -20,10 +20,8 @@
 use std::sync::Mutex;
 use std::time::Duration;
 
-use etcd_client::{GetOptions, KeyValue, TxnOp, TxnOpResponse};
+use etcd_client::{Client, GetOptions, KeyValue, TxnOp, TxnOpResponse};
 use tokio::sync::oneshot;
-
-use crate::client::EtcdStore;
 
 /// How long the first of a batch waits for the reads made beside it.
 pub(crate) const GATHER: Duration = Duration::from_millis(1);
@@ -66,14 +64,21 @@ impl Drop for Gathering<'_> {
     }
 }
 
-impl EtcdStore {
-    /// The range read of `key` with `options`, sent with the reads made
-    /// beside it: its answer, or `None` when it is to be sent alone (it
-    /// was alone, or its batch failed or was dropped).
-    pub(crate) async fn read_together(&self, key: &str, options: GetOptions) -> Option<Answer> {
+impl Reads {
+    /// The range read of `key` with `options`, sent on `client` with the
+    /// reads made beside it, each transaction within `timeout`: its
+    /// answer, or `None` when it is to be sent alone (it was alone, or its
+    /// batch failed or was dropped).
+    pub(crate) async fn read_together(
+        &self,
+        client: &Client,
+        timeout: Duration,
+        key: &str,
+        options: GetOptions,
+    ) -> Option<Answer> {
         let (tx, mut rx) = oneshot::channel();
         let first = {
-            let mut waiting = self.reads.lock();
+            let mut waiting = self.lock();
             waiting.push(Waiting {
                 key: key.to_owned(),
                 options,
@@ -85,12 +90,12 @@ impl EtcdStore {
             // Should this read be given up while it gathers, the guard
             // hands the others back to be read alone, so that none waits
             // on a batch nobody sends.
-            let mut gathering = Gathering(Some(&self.reads));
+            let mut gathering = Gathering(Some(self));
             tokio::time::sleep(GATHER).await;
             gathering.0 = None;
-            let batch = std::mem::take(&mut *self.reads.lock());
+            let batch = std::mem::take(&mut *self.lock());
             if batch.len() > 1 {
-                self.send_batch(batch).await;
+                send_batch(client, timeout, batch).await;
             }
             // Alone, its sender dropped with the batch: read alone.
         }
@@ -98,53 +103,49 @@ impl EtcdStore {
         // up) drops the senders: read alone too.
         (&mut rx).await.ok().flatten()
     }
+}
 
-    /// Sends `batch` as transactions of at most [`MAX_BATCH`] reads and
-    /// answers each read; a transaction that fails answers its reads
-    /// `None`.
-    async fn send_batch(&self, batch: Vec<Waiting>) {
-        let mut batch = batch.into_iter().peekable();
-        while batch.peek().is_some() {
-            let chunk: Vec<Waiting> = batch.by_ref().take(MAX_BATCH).collect();
-            let ops: Vec<TxnOp> = chunk
-                .iter()
-                .map(|w| TxnOp::get(w.key.as_str(), Some(w.options.clone())))
-                .collect();
-            let mut client = self.client.clone();
-            let sent = tokio::time::timeout(
-                self.request_timeout,
-                client.txn(etcd_client::Txn::new().and_then(ops)),
-            )
-            .await;
-            let answered = match sent {
-                Ok(Ok(resp)) => {
-                    let revision = resp.header().map(|h| h.revision()).unwrap_or(0);
-                    let gets: Vec<Option<Answer>> = resp
-                        .op_responses()
-                        .into_iter()
-                        .map(|op| match op {
-                            TxnOpResponse::Get(mut get) => Some((get.take_kvs(), revision)),
-                            _ => None,
-                        })
-                        .collect();
-                    (gets.len() == chunk.len()).then_some(gets)
+/// Sends `batch` as transactions of at most [`MAX_BATCH`] reads and
+/// answers each read; a transaction that fails answers its reads `None`.
+async fn send_batch(client: &Client, timeout: Duration, batch: Vec<Waiting>) {
+    let mut batch = batch.into_iter().peekable();
+    while batch.peek().is_some() {
+        let chunk: Vec<Waiting> = batch.by_ref().take(MAX_BATCH).collect();
+        let ops: Vec<TxnOp> = chunk
+            .iter()
+            .map(|w| TxnOp::get(w.key.as_str(), Some(w.options.clone())))
+            .collect();
+        let mut client = client.clone();
+        let sent =
+            tokio::time::timeout(timeout, client.txn(etcd_client::Txn::new().and_then(ops))).await;
+        let answered = match sent {
+            Ok(Ok(resp)) => {
+                let revision = resp.header().map(|h| h.revision()).unwrap_or(0);
+                let gets: Vec<Option<Answer>> = resp
+                    .op_responses()
+                    .into_iter()
+                    .map(|op| match op {
+                        TxnOpResponse::Get(mut get) => Some((get.take_kvs(), revision)),
+                        _ => None,
+                    })
+                    .collect();
+                (gets.len() == chunk.len()).then_some(gets)
+            }
+            Ok(Err(e)) => {
+                tracing::debug!(error = %e, reads = chunk.len(), "etcd: a batch of reads failed; each is sent alone");
+                None
+            }
+            Err(_) => None,
+        };
+        match answered {
+            Some(gets) => {
+                for (w, got) in chunk.into_iter().zip(gets) {
+                    let _ = w.reply.send(got);
                 }
-                Ok(Err(e)) => {
-                    tracing::debug!(error = %e, reads = chunk.len(), "etcd: a batch of reads failed; each is sent alone");
-                    None
-                }
-                Err(_) => None,
-            };
-            match answered {
-                Some(gets) => {
-                    for (w, got) in chunk.into_iter().zip(gets) {
-                        let _ = w.reply.send(got);
-                    }
-                }
-                None => {
-                    for w in chunk {
-                        let _ = w.reply.send(None);
-                    }
+            }
+            None => {
+                for w in chunk {
+                    let _ = w.reply.send(None);
                 }
             }
         }

@@ -71,7 +71,12 @@ impl EtcdStore {
             .with_prefix()
             .with_sort(SortTarget::Create, SortOrder::Ascend)
             .with_limit(n);
-        if together && let Some(answer) = self.read_together(&prefix, options.clone()).await {
+        if together
+            && let Some(answer) = self
+                .reads
+                .read_together(&self.client, self.request_timeout, &prefix, options.clone())
+                .await
+        {
             return Ok(answer);
         }
         let mut resp = self

@@ -31,6 +31,15 @@ Stores and their tools (regent run is on every row):
                   store in the measuring process (the floor)
   azblob          only when named, observe and observe-crash only: Azure
                   Blob leases on Azurite (ttl 15 s, its shortest)
+Hand-over cases (issue 30), only when named in --cases; regent run alone on
+every store (no engine's tool has priorities or takes a request):
+  preferred  the leader runs with --priority N; each run starts a candidate
+             with --priority N+1 --settle 1s, which the leader hands its
+             term to: timed from the old command's SIGTERM to the new
+             command's start, and from the new candidate's start
+  requested  a leader and a follower; regent handover --to FOLLOWER --json:
+             timed from the old command's SIGTERM to the new command's
+             start, and from the request's start to its answer
 Load cases, only when named in --cases (regent alone):
   herd       1000 candidates of one election (--short: 50), 5 failovers:
              the hand-over and the store operations per failover
@@ -54,6 +63,8 @@ Examples:
   scripts/bench --stores sqlite,etcd,zookeeper,consul --cases graceful,etcd:crash \\
       --out docs/benchmarks.md --json /tmp/samples.json
   scripts/bench --stores consul-cluster --runs 5
+  scripts/bench --stores sqlite,postgres,etcd,zookeeper \\
+      --cases graceful,preferred,requested --runs 30 --out /tmp/handover.md
   scripts/bench --stores postgres,pgbouncer --out /tmp/postgres.md
   scripts/bench --stores sqlite,etcd,zookeeper --cases herd,scale --out docs/load.md
   scripts/bench --stores sqlite,etcd,consul,zookeeper,azblob,postgres,memory \\
@@ -74,7 +85,9 @@ Exit codes:
 /// Starts the stores installed here on free ports of 127.0.0.1 (SQLite: a
 /// temporary file), keeps a leader and a follower of each tool on each,
 /// and per case stops the leader again and again: graceful (its own
-/// graceful signal) and crash (kill -9, ttl 2 s). Prints p50, p99 and max
+/// graceful signal) and crash (kill -9, ttl 2 s); when named, regent's
+/// hand-overs to a candidate of higher priority (preferred) and on
+/// request (requested). Prints p50, p99 and max
 /// per store, tool and case; --out writes a markdown report with an SVG
 /// plot per case, --json every sample. A progress bar shows on stderr when
 /// that is a terminal.
@@ -117,10 +130,10 @@ pub(crate) struct BenchArgs {
     /// installed).
     #[arg(long, value_name = "LIST")]
     pub(crate) stores: Option<String>,
-    /// The cases, comma-separated: graceful, crash, and the load cases
-    /// herd, scale, observe and observe-crash; STORE:CASE runs a case on
-    /// that store only (e.g. graceful,etcd:crash). Default: graceful and
-    /// crash.
+    /// The cases, comma-separated: graceful, crash, regent's hand-overs
+    /// preferred and requested, and the load cases herd, scale, observe
+    /// and observe-crash; STORE:CASE runs a case on that store only (e.g.
+    /// graceful,etcd:crash). Default: graceful and crash.
     #[arg(long, value_name = "LIST")]
     pub(crate) cases: Option<String>,
     /// Write the markdown report here, and an SVG plot per case beside it

@@ -30,6 +30,16 @@ pub(crate) const ETCDCTL_ELECT_TTL: Duration = Duration::from_secs(60);
 /// The Curator participant's session timeout (fixed in its source).
 pub(crate) const CURATOR_SESSION: Duration = Duration::from_secs(2);
 
+/// The settle time of the `preferred` case's candidates (`regent run
+/// --settle`): short, so that a run is quick; the hand-over itself does
+/// not depend on it.
+pub(crate) const PREFERRED_SETTLE: Duration = Duration::from_secs(1);
+
+/// How long `regent handover` waits for the new term in the `requested`
+/// case (`--timeout`): well past the leader's renew interval and a
+/// graceful stop.
+pub(crate) const REQUEST_TIMEOUT: Duration = Duration::from_secs(20);
+
 /// regent's ttl on `store`: the native tool's where it has one.
 pub(crate) fn regent_ttl(store: StoreKind) -> Duration {
     match store {
@@ -55,15 +65,32 @@ pub(crate) enum Case {
     Graceful,
     /// SIGKILL of the tool process alone: the lease must expire.
     Crash,
+    /// No signal: a candidate of higher priority starts (`regent run
+    /// --priority N+1 --settle 1s` beside the leader's `--priority N`), and
+    /// the leader hands its term to it once it has seen it for the settle
+    /// time (issue 30). regent alone: the engines' tools have no
+    /// priorities.
+    Preferred,
+    /// No signal: `regent handover --to FOLLOWER` asks the leader to hand
+    /// its term to the follower (issue 30). regent alone: the engines'
+    /// tools cannot be asked.
+    Requested,
 }
 
 impl Case {
-    pub(crate) const ALL: [Self; 2] = [Self::Graceful, Self::Crash];
+    pub(crate) const ALL: [Self; 4] = [
+        Self::Graceful,
+        Self::Crash,
+        Self::Preferred,
+        Self::Requested,
+    ];
 
     pub(crate) fn name(self) -> &'static str {
         match self {
             Self::Graceful => "graceful",
             Self::Crash => "crash",
+            Self::Preferred => "preferred",
+            Self::Requested => "requested",
         }
     }
 
@@ -71,6 +98,12 @@ impl Case {
         match self {
             Self::Graceful => "graceful stop of the leader (SIGTERM, or SIGINT for etcdctl elect)",
             Self::Crash => "kill -9 of the leading process",
+            Self::Preferred => {
+                "hand-over to a candidate of higher priority (old command's SIGTERM to the new start)"
+            }
+            Self::Requested => {
+                "hand-over on request, regent handover --to (old command's SIGTERM to the new start)"
+            }
         }
     }
 
@@ -78,8 +111,16 @@ impl Case {
         match s {
             "graceful" => Some(Self::Graceful),
             "crash" => Some(Self::Crash),
+            "preferred" => Some(Self::Preferred),
+            "requested" => Some(Self::Requested),
             _ => None,
         }
+    }
+
+    /// Whether the leader hands its term over by itself (no signal to
+    /// it): the hand-over cases of issue 30, regent's alone.
+    pub(crate) fn is_hand_over(self) -> bool {
+        matches!(self, Self::Preferred | Self::Requested)
     }
 
     /// The tools that run this case on `store`, regent first.
@@ -94,6 +135,8 @@ impl Case {
                 | StoreKind::Azblob,
                 _,
             ) => &[],
+            // The engines' tools have neither priorities nor requests.
+            (_, Self::Preferred | Self::Requested) => &[],
             (StoreKind::Etcd, Self::Graceful) => &[Tool::EtcdctlElect],
             (StoreKind::Etcd, Self::Crash) => &[Tool::EtcdctlLock],
             (StoreKind::Consul | StoreKind::ConsulCluster, Self::Graceful) => &[
@@ -222,12 +265,14 @@ impl Tool {
 
     /// The signal that stops the leading tool process in `case`: each
     /// tool's own graceful stop. `etcdctl elect` resigns on SIGINT only
-    /// (SIGTERM kills it, leaving its session to expire).
-    pub(crate) fn signal(self, case: Case) -> Signal {
+    /// (SIGTERM kills it, leaving its session to expire). None in the
+    /// hand-over cases: the leader stops its command by itself.
+    pub(crate) fn signal(self, case: Case) -> Option<Signal> {
         match (case, self) {
-            (Case::Crash, _) => Signal::KILL,
-            (Case::Graceful, Self::EtcdctlElect) => Signal::INT,
-            (Case::Graceful, _) => Signal::TERM,
+            (Case::Crash, _) => Some(Signal::KILL),
+            (Case::Graceful, Self::EtcdctlElect) => Some(Signal::INT),
+            (Case::Graceful, _) => Some(Signal::TERM),
+            (Case::Preferred | Case::Requested, _) => None,
         }
     }
 
@@ -248,6 +293,11 @@ impl Tool {
         let margin = Duration::from_secs(20);
         match (case, self) {
             (Case::Graceful, _) => margin,
+            // The new candidate's start, the settle time, the leader's
+            // next look (a renew interval), the hand-over.
+            (Case::Preferred, _) => PREFERRED_SETTLE + self.ttl() + margin,
+            // The leader answers at its next look.
+            (Case::Requested, _) => self.ttl() + margin,
             (Case::Crash, Self::ConsulLock { .. }) => {
                 2 * CONSUL_LOCK_TTL + CONSUL_LOCK_DELAY + CONSUL_LOCK_RETRY + margin
             }
@@ -321,6 +371,8 @@ mod tests {
     #[test]
     fn names_parse_back() {
         assert!(Case::ALL.iter().all(|c| Case::parse(c.name()) == Some(*c)));
+        let names: Vec<&str> = Case::ALL.iter().map(|c| c.name()).collect();
+        assert_eq!(names, ["graceful", "crash", "preferred", "requested"]);
         assert!(
             LoadCase::ALL
                 .iter()

@@ -57,6 +57,19 @@
 //!   for both tools (Consul: `consul lock`'s fixed session TTL, 15 s); also
 //!   reported, whether the old command was left running, and whether it
 //!   outlived its tool process.
+//! * **preferred** and **requested** (issue 30; only when named in
+//!   `--cases`; `regent run` alone on every store, as no engine's tool has
+//!   priorities or takes a hand-over request): nothing is signalled. In
+//!   `preferred` the leader runs with `--priority N` and each run starts a
+//!   candidate with `--priority N+1 --settle 1s`, which the leader hands
+//!   its term to once it has seen it for the settle time; in `requested`
+//!   a leader and a follower run, and `regent handover --to FOLLOWER
+//!   --json` asks the leader to hand over. The time runs from the old
+//!   command's SIGTERM (its `stop` line in the task log) to the new
+//!   command's `start` line; the time from what set it off (the preferred
+//!   candidate's spawn; `regent handover`'s start, to its answer and to the
+//!   new start) is reported beside it, and the report sets regent's
+//!   graceful stop, counted both ways, beside them per store.
 //!
 //! regent's ttl is the native tool's where that has one (etcd's and
 //! ZooKeeper's 2 s, Consul's 15 s), else 2 s. `consul` is a dev agent all
@@ -102,7 +115,8 @@
 //!
 //! The engines are started by regent-testkit on free ports of `127.0.0.1`
 //! (`engines.rs`), each tool keeps a leader and a follower on an election
-//! of its own, and the tools take turns run by run. A run (`series.rs`)
+//! of its own, and the tools take turns run by run (a store's `graceful`,
+//! `preferred` and `requested` series all together). A run (`series.rs`)
 //! waits until the follower stands in line, then 0.3 s plus a random part
 //! of the holder's renewal interval; reads CLOCK_MONOTONIC and signals the
 //! leading tool process; waits for the follower to lead (its command logs

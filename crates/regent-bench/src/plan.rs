@@ -22,6 +22,8 @@ pub(crate) struct Block {
 
 /// Everything a bench will run, in order: stores in the order given (or
 /// [`StoreKind::DEFAULT`]), each store's cases in [`Case::ALL`]'s order.
+/// Without `--cases`, graceful and crash; `preferred` and `requested`
+/// (regent's hand-overs, issue 30) only when named.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Plan {
     pub(crate) stores: Vec<StoreKind>,
@@ -202,7 +204,7 @@ fn runs_of(case: Case, runs: Option<usize>, short: bool) -> usize {
     match (runs, short, case) {
         (Some(n), _, _) => n,
         (None, false, _) => FULL_RUNS,
-        (None, true, Case::Graceful) => SHORT_RUNS,
+        (None, true, Case::Graceful | Case::Preferred | Case::Requested) => SHORT_RUNS,
         (None, true, Case::Crash) => SHORT_CRASH_RUNS,
     }
 }
@@ -334,6 +336,57 @@ mod tests {
         assert_eq!(only.loads, [(StoreKind::Etcd, LoadCase::Scale)]);
     }
 
+    /// regent's hand-overs (issue 30) run only when named, regent alone on
+    /// every store, beside graceful on the same stores for comparison.
+    #[test]
+    fn the_hand_over_cases_run_when_named_regent_alone() {
+        let plan = Plan::resolve(None, None, None, false, all_installed).unwrap();
+        assert!(!plan.blocks.iter().any(|b| b.case.is_hand_over()));
+        let plan = Plan::resolve(
+            Some("sqlite,postgres,etcd,zookeeper"),
+            Some("graceful,preferred,requested"),
+            Some(30),
+            false,
+            all_installed,
+        )
+        .unwrap();
+        let got: Vec<(StoreKind, Case, usize)> = plan
+            .blocks
+            .iter()
+            .map(|b| (b.store, b.case, b.runs))
+            .collect();
+        let mut want = Vec::new();
+        for store in [
+            StoreKind::Sqlite,
+            StoreKind::Postgres,
+            StoreKind::Etcd,
+            StoreKind::ZooKeeper,
+        ] {
+            for case in [Case::Graceful, Case::Preferred, Case::Requested] {
+                want.push((store, case, 30));
+            }
+        }
+        assert_eq!(got, want);
+        for b in plan.blocks.iter().filter(|b| b.case.is_hand_over()) {
+            let tools = b.case.tools(b.store);
+            assert_eq!(tools.len(), 1, "{b:?}");
+            assert!(matches!(tools[0], Tool::Regent { .. }), "{b:?}");
+            assert_eq!(tools[0].signal(b.case), None);
+        }
+        // Graceful keeps etcdctl elect and the Curator latch beside regent.
+        assert_eq!(plan.total_runs(), 30 * (4 * 3 + 2));
+        let short =
+            Plan::resolve(Some("etcd"), Some("requested"), None, true, all_installed).unwrap();
+        assert_eq!(
+            short.blocks,
+            [Block {
+                store: StoreKind::Etcd,
+                case: Case::Requested,
+                runs: SHORT_RUNS
+            }]
+        );
+    }
+
     #[test]
     fn unknown_names_are_usage_errors() {
         for (stores, cases) in [
@@ -357,15 +410,21 @@ mod tests {
                     continue;
                 }
                 assert!(matches!(tools[0], Tool::Regent { .. }));
-                // SQLite and PostgreSQL have no election tool of their own.
-                assert_eq!(
-                    tools.len() == 1,
-                    matches!(
+                // SQLite and PostgreSQL have no election tool of their own,
+                // and no engine's tool has priorities or hand-over requests.
+                let regent_alone = case.is_hand_over()
+                    || matches!(
                         store,
                         StoreKind::Sqlite | StoreKind::Postgres | StoreKind::PgBouncer
-                    ),
-                    "{store}"
+                    );
+                assert_eq!(
+                    tools.iter().all(|t| matches!(t, Tool::Regent { .. })),
+                    regent_alone,
+                    "{store} {case}"
                 );
+                if store != StoreKind::ConsulCluster {
+                    assert_eq!(tools.len() == 1, regent_alone, "{store} {case}");
+                }
             }
         }
         assert_eq!(

@@ -11,7 +11,7 @@ use crate::case::{Case, Tool};
 use crate::error::BenchError;
 use crate::load::report as load_report;
 use crate::load::result::LoadResult;
-use crate::series::{SeriesResult, signal_name};
+use crate::series::{RunResult, SeriesResult, signal_name};
 use crate::stats::Summary;
 use crate::store::StoreKind;
 use crate::svg;
@@ -241,9 +241,16 @@ pub(crate) fn write_markdown(
          its command's first instruction for `regent run`, `etcdctl lock` and `consul \
          lock` (the command logs CLOCK_MONOTONIC as it starts), the line a tool prints \
          as it leads for `etcdctl elect` (its proposal) and the Curator participant \
-         (`isLeader`), as the bench reads it. p50 and p99 are nearest-rank percentiles. \
-         \"Old command left running\": runs in which the old leader's command, or a \
-         process of its process group, was alive 0.5 s after the next leader's start.\n\n",
+         (`isLeader`), as the bench reads it. In the hand-over cases (`preferred`, \
+         `requested`: regent alone; no engine's tool has priorities or takes a request) \
+         nothing is signalled: the time runs from the old command's SIGTERM, the `stop` \
+         line it logs with CLOCK_MONOTONIC as the signal reaches it, to the next leader's \
+         command's `start` line; the time from what set the hand-over off is given \
+         below each. p50 and p99 are nearest-rank percentiles. \"Old command left \
+         running\": runs in which the old leader's command, or a process of its process \
+         group, was alive 0.5 s after the next leader's start, or in which the old \
+         command logged its stop only after the next leader's command had logged its \
+         start.\n\n",
         );
     }
 
@@ -271,12 +278,14 @@ pub(crate) fn write_markdown(
         );
         md.push_str(case_text(case));
         md.push('\n');
-        md.push_str(&sigterm_notes(&rows));
+        md.push_str(&trigger_notes(case, &rows));
+        md.push_str(&sigterm_notes(case, &rows));
         if case == Case::Crash {
             md.push_str(&release_notes(&rows));
         }
         md.push_str(&outlived_notes(&rows));
     }
+    md.push_str(&compared(results));
     md.push_str(&session_notes(results));
 
     md.push_str(&load_report::markdown(loads));
@@ -297,17 +306,99 @@ pub(crate) fn write_markdown(
     Ok(written)
 }
 
+/// p50 / p99 / max of `samples`, in ms, for a table's cells.
+fn cells(samples: &[Duration]) -> String {
+    match Summary::of(samples) {
+        Some(t) => format!("{} | {} | {} | {}", t.n, ms(t.p50), ms(t.p99), ms(t.max)),
+        None => "0 | – | – | –".to_owned(),
+    }
+}
+
+/// One of a run's times, by name: a column of [`trigger_notes`].
+type Time = (&'static str, fn(&RunResult) -> Option<Duration>);
+
+/// For the hand-over cases: the time from what set the hand-over off to
+/// the new leader's start (and, `requested`, to `regent handover`'s
+/// answer), a table of its own beside the main one.
+fn trigger_notes(case: Case, rows: &[&SeriesResult]) -> String {
+    let columns: &[Time] = match case {
+        Case::Preferred => &[(
+            "the preferred candidate's start to its command's start",
+            |r| r.from_trigger,
+        )],
+        Case::Requested => &[
+            ("`regent handover`'s start to its answer", |r| r.request),
+            (
+                "`regent handover`'s start to the new command's start",
+                |r| r.from_trigger,
+            ),
+        ],
+        Case::Graceful | Case::Crash => return String::new(),
+    };
+    let mut s = String::from(
+        "| store | tool | time | runs | p50 ms | p99 ms | max ms |\n|---|---|---|---:|---:|---:|---:|\n",
+    );
+    for r in rows {
+        for (what, time) in columns {
+            let _ = writeln!(
+                s,
+                "| {} | {} | {what} | {} |",
+                r.store,
+                r.tool.name(),
+                cells(&r.samples_of(time))
+            );
+        }
+    }
+    s.push('\n');
+    if case == Case::Requested {
+        for r in rows {
+            let answered = r
+                .runs
+                .iter()
+                .filter(|run| run.answered == Some(true))
+                .count();
+            let _ = writeln!(
+                s,
+                "- {}: the new leader confirmed the request (`\"answered\": true`) in \
+                 {answered} of {} runs",
+                label_among(rows, r),
+                r.runs.len()
+            );
+        }
+        s.push('\n');
+    }
+    s
+}
+
 /// For the tools that run a command: when the old command got its
-/// SIGTERM, counted from the signal to the tool (p50), and how often.
-fn sigterm_notes(rows: &[&SeriesResult]) -> String {
+/// SIGTERM, counted from the signal to the tool (the hand-over cases:
+/// from what set it off) (p50), and how often; after a signal, also the
+/// time from that SIGTERM to the next start, as the hand-over cases count.
+fn sigterm_notes(case: Case, rows: &[&SeriesResult]) -> String {
     let mut s = String::new();
+    let after = match case {
+        Case::Graceful | Case::Crash => "the signal",
+        Case::Preferred => "the preferred candidate's start",
+        Case::Requested => "`regent handover`'s start",
+    };
     for r in rows.iter().filter(|r| r.tool.runs_command()) {
         let told: Vec<Duration> = r.runs.iter().filter_map(|run| run.old_stop).collect();
+        let from_stop = Summary::of(&r.samples_of(|run| run.from_stop))
+            .filter(|_| !case.is_hand_over())
+            .map(|f| {
+                format!(
+                    "; from it to the next start p50 {} ms, p99 {} ms, max {} ms",
+                    ms(f.p50),
+                    ms(f.p99),
+                    ms(f.max)
+                )
+            })
+            .unwrap_or_default();
         let _ = match Summary::of(&told) {
             Some(t) => writeln!(
                 s,
-                "- {}: the old command had its SIGTERM {} ms after the signal (p50; \
-                 {} of {} runs)",
+                "- {}: the old command had its SIGTERM {} ms after {after} (p50; \
+                 {} of {} runs){from_stop}",
                 label_among(rows, r),
                 ms(t.p50),
                 t.n,
@@ -390,6 +481,58 @@ fn outlived_notes(rows: &[&SeriesResult]) -> String {
     s
 }
 
+/// regent's hand-overs side by side, per store, when the bench ran a
+/// hand-over case beside `graceful`: the graceful stop counted from the
+/// signal and from the old command's SIGTERM, and the hand-overs (from the
+/// old command's SIGTERM).
+fn compared(results: &[SeriesResult]) -> String {
+    let regent = |r: &&SeriesResult| matches!(r.tool, Tool::Regent { .. });
+    if !results.iter().filter(regent).any(|r| r.case.is_hand_over()) {
+        return String::new();
+    }
+    let mut s = String::from(
+        "### regent's hand-overs side by side\n\n\
+         p50 / p99 in ms, regent run only. \"From its SIGTERM\": from the old command's \
+         SIGTERM (its `stop` line) to the next command's `start` line, the count of the \
+         hand-over cases; the graceful stop's own count, from the signal to `regent run`, \
+         adds the signal's way through regent and its supervisor to the command.\n\n\
+         | store | ttl | graceful, from the signal | graceful, from its SIGTERM | \
+         preferred, from its SIGTERM | requested, from its SIGTERM |\n\
+         |---|---|---:|---:|---:|---:|\n",
+    );
+    let pair = |samples: Vec<Duration>| match Summary::of(&samples) {
+        Some(t) => format!("{} / {}", ms(t.p50), ms(t.p99)),
+        None => "–".to_owned(),
+    };
+    let mut seen: Vec<(StoreKind, Tool)> = Vec::new();
+    for r in results.iter().filter(regent) {
+        if seen.contains(&(r.store, r.tool)) {
+            continue;
+        }
+        seen.push((r.store, r.tool));
+        let of = |case: Case| {
+            results
+                .iter()
+                .find(|o| o.store == r.store && o.tool == r.tool && o.case == case)
+        };
+        let cell = |case: Case, time: fn(&RunResult) -> Option<Duration>| {
+            of(case).map_or_else(|| "–".to_owned(), |o| pair(o.samples_of(time)))
+        };
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {} | {} |",
+            r.store,
+            r.tool.ttl_note(),
+            cell(Case::Graceful, |run| Some(run.handover)),
+            cell(Case::Graceful, |run| run.from_stop),
+            cell(Case::Preferred, |run| run.from_stop),
+            cell(Case::Requested, |run| run.from_stop),
+        );
+    }
+    s.push('\n');
+    s
+}
+
 /// On Consul, the lock holders' sessions as Consul held them.
 fn session_notes(results: &[SeriesResult]) -> String {
     let mut s = String::new();
@@ -466,6 +609,8 @@ fn case_heading(case: Case) -> &'static str {
     match case {
         Case::Graceful => "Graceful stop",
         Case::Crash => "Crash (kill -9)",
+        Case::Preferred => "Hand-over to a candidate of higher priority (preferred)",
+        Case::Requested => "Hand-over on request (requested)",
     }
 }
 
@@ -497,6 +642,38 @@ fn case_text(case: Case) -> &'static str {
              lease expires by its ttl). `etcdctl lock` runs its command as a plain \
              child, which runs on.\n"
         }
+        Case::Preferred => {
+            "regent run alone (the engines' tools have no priorities). The leader runs \
+             with `--priority N`; each run starts a candidate with `--priority N+1 --settle \
+             1s` (every candidate has that settle time). The leader reads the candidates \
+             after each renewal (every ttl/5, 400 ms); once it has seen the new one there \
+             for the settle time it hands its term over: it stops its command as on a \
+             graceful stop (SIGTERM, then waits for its whole process tree to be gone) and \
+             gives the lease to that candidate alone (`release_to`), which starts its \
+             command. **The time measured** runs from the old command's SIGTERM (its \
+             `stop` line) to the new command's start (its `start` line): the part of the \
+             hand-over that a graceful stop also has. The table below gives the whole, \
+             from the new candidate's spawn (its process start, its connection and \
+             enrollment, the settle time rounded up to the leader's next look, the \
+             hand-over). The old leader, a follower now, is then stopped (SIGTERM), and \
+             the new leader is the next run's.\n"
+        }
+        Case::Requested => {
+            "regent run alone (the engines' tools take no request). A leader and a \
+             follower, without priorities; each run starts `regent handover --store URL \
+             --election NAME --to FOLLOWER --json --timeout 20s`. The leader reads the \
+             request after its next renewal (every ttl/5, 400 ms), stops its command as \
+             on a graceful stop and gives the lease to the follower alone (`release_to`); \
+             `regent handover` returns once the new term has begun (and, unless it timed \
+             out waiting, the new leader has confirmed the request). **The time \
+             measured** runs from the old command's SIGTERM (its `stop` line) to the new \
+             command's start (its `start` line). The table below gives the time from \
+             `regent handover`'s start (its process start, its connection, the request \
+             record, the leader's next look, the hand-over) to its answer on standard \
+             output (stamped as the bench read it; it exits right after) and to the new \
+             command's start. The old leader, a follower now, is then stopped (SIGTERM) \
+             and replaced by a new follower.\n"
+        }
     }
 }
 
@@ -513,7 +690,9 @@ directory). PostgreSQL, like SQLite, has no election tool of its own: \
 regent runs alone there. For each store and case, each \
 tool keeps two candidates running on an election of its own, a leader and a \
 follower, and the tools take turns run by run (the order reversed every \
-other round), so that a drift of the machine affects them alike. A run:
+other round; a store's graceful and hand-over cases, `preferred` and \
+`requested`, take turns together), so that a drift of the machine affects \
+them alike. A run:
 
 1. waits until the follower stands in line: regent's has logged `following`, \
 etcdctl's key exists beside the leader's, `consul lock`'s session exists, the \
@@ -528,6 +707,15 @@ looks again;
 6. kills whatever is left of the old leader and starts a new follower in its \
 place (on the Consul cluster, on the old leader's agent): the new leader is \
 the next run's victim.
+
+The hand-over cases (`preferred`, `requested`; regent alone) differ in steps \
+3 and 5: instead of signalling the leader, step 3 starts a candidate of \
+higher priority (`preferred`: there is no follower before it) or `regent \
+handover --to FOLLOWER` (`requested`); the time measured runs from the old \
+command's `stop` line to the new command's `start` line, both on \
+CLOCK_MONOTONIC; and in step 5 the old leader, which follows now, is stopped \
+with SIGTERM before the second look. In `preferred` no follower is started in \
+step 6: the next run starts the next candidate of higher priority.
 
 Every process runs in a process group of its own and is killed by PID and \
 process group when the bench ends, on an error or Ctrl-C alike; nothing is \
@@ -556,19 +744,150 @@ pub(crate) fn to_json(facts: &Facts, results: &[SeriesResult]) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::series::RunResult;
 
     fn run(ms: u64) -> RunResult {
         RunResult {
             old_leader: "a".into(),
             new_leader: "b".into(),
             handover: Duration::from_millis(ms),
+            from_stop: None,
+            stopped_late: None,
+            from_trigger: None,
+            request: None,
+            answered: None,
             left_running: None,
             left_at_end: None,
             got_sigterm: None,
             old_stop: None,
             old_tool_exit: "exit status: 0".into(),
         }
+    }
+
+    fn series(case: Case, runs: Vec<RunResult>) -> SeriesResult {
+        SeriesResult {
+            store: StoreKind::Sqlite,
+            case,
+            tool: Tool::Regent {
+                ttl: Duration::from_secs(2),
+            },
+            runs,
+            voided: Vec::new(),
+            stopped: None,
+            session: None,
+        }
+    }
+
+    fn facts() -> Facts {
+        Facts {
+            command: "--stores sqlite --cases graceful,preferred,requested".into(),
+            date: "2026-11-29 09:00 UTC".into(),
+            machine: Vec::new(),
+            engines: Vec::new(),
+            took: Duration::from_secs(60),
+        }
+    }
+
+    /// The hand-over cases get rows in the one table, a table of the time
+    /// from what set them off, and a comparison with the graceful stop
+    /// counted from the old command's SIGTERM; an old command that logged
+    /// its stop only after the new start counts as left running.
+    #[test]
+    fn hand_over_cases_are_reported_beside_the_graceful_stop() {
+        let graceful: Vec<RunResult> = [10, 12]
+            .into_iter()
+            .map(|t| RunResult {
+                from_stop: Some(Duration::from_millis(t - 1)),
+                stopped_late: Some(false),
+                old_stop: Some(Duration::from_millis(1)),
+                ..run(t)
+            })
+            .collect();
+        let hand_over = |t: u64, late: bool| RunResult {
+            from_stop: (!late).then(|| Duration::from_millis(t)),
+            stopped_late: Some(late),
+            from_trigger: Some(Duration::from_millis(1500)),
+            request: Some(Duration::from_millis(300)),
+            answered: Some(true),
+            old_stop: Some(Duration::from_millis(1400)),
+            left_running: Some(Vec::new()),
+            ..run(t)
+        };
+        let results = [
+            series(Case::Graceful, graceful),
+            series(
+                Case::Preferred,
+                vec![hand_over(8, false), hand_over(9, false)],
+            ),
+            series(
+                Case::Requested,
+                vec![hand_over(7, false), hand_over(0, true)],
+            ),
+        ];
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("handover.md");
+        let written = write_markdown(&out, &facts(), &results, &[]).unwrap();
+        let md = std::fs::read_to_string(&out).unwrap();
+        for case in ["preferred", "requested"] {
+            assert!(
+                written
+                    .iter()
+                    .any(|p| p.ends_with(format!("handover/{case}.svg"))),
+                "{written:?}"
+            );
+        }
+        assert!(
+            md.contains(
+                "| sqlite | preferred | regent run | --ttl 2s | none: priority N+1 starts, settle 1s | 2 | 8.00 | 9.00 | 9.00 | 0 of 2 |"
+            ),
+            "{md}"
+        );
+        assert!(
+            md.contains(
+                "| sqlite | requested | regent run | --ttl 2s | none: regent handover --to | 2 |"
+            ),
+            "{md}"
+        );
+        assert!(
+            md.contains("| 1 of 2 |"),
+            "the late stop is left running: {md}"
+        );
+        assert!(
+            md.contains(
+                "| sqlite | regent run | the preferred candidate's start to its command's start | 2 | 1500 | 1500 | 1500 |"
+            ),
+            "{md}"
+        );
+        assert!(
+            md.contains("| sqlite | regent run | `regent handover`'s start to its answer | 2 | 300 | 300 | 300 |"),
+            "{md}"
+        );
+        assert!(md.contains("in 2 of 2 runs"), "{md}");
+        assert!(md.contains("### regent's hand-overs side by side"), "{md}");
+        assert!(
+            md.contains(
+                "| sqlite | --ttl 2s | 10.0 / 12.0 | 9.00 / 11.0 | 8.00 / 9.00 | 7.00 / 7.00 |"
+            ),
+            "{md}"
+        );
+        assert!(md.contains("from it to the next start p50 9.00 ms"), "{md}");
+        let json = to_json(&facts(), &results);
+        assert_eq!(
+            json["series"][1]["signal"],
+            "none: priority N+1 starts, settle 1s"
+        );
+        assert_eq!(
+            json["series"][2]["samples"][1]["old_command_stopped_after_new_start"],
+            true
+        );
+        assert_eq!(
+            json["series"][2]["samples"][0]["request_to_answer_ms"],
+            300.0
+        );
+        // Without a hand-over case, no comparison.
+        let out = dir.path().join("graceful.md");
+        write_markdown(&out, &facts(), &results[..1], &[]).unwrap();
+        let md = std::fs::read_to_string(&out).unwrap();
+        assert!(!md.contains("side by side"), "{md}");
     }
 
     /// A native tool's series that failed keeps its runs in the table and

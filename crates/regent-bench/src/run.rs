@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::args::BenchArgs;
+use crate::case::Case;
 use crate::console::{note, say};
 use crate::engines::RunningStore;
 use crate::error::{BenchError, EXIT_SUCCESS};
@@ -106,8 +107,8 @@ fn bench(args: &BenchArgs) -> Result<(), BenchError> {
         let versions = running.versions();
         progress_note(format!("{store}: {}", versions.join("; ")));
         engine_facts.push((store, versions));
-        for block in blocks {
-            let block_results = run_block(&running, block, &regent, dir.path(), &progress)?;
+        for group in groups(&blocks) {
+            let block_results = run_blocks(&running, &group, &regent, dir.path(), &progress)?;
             for r in &block_results {
                 if let Some(s) = r.summary() {
                     progress_note(format!(
@@ -187,44 +188,68 @@ fn bench(args: &BenchArgs) -> Result<(), BenchError> {
     Ok(())
 }
 
-/// One (store, case): every tool's series started, then run after run,
-/// the tools taking turns (in reverse order every other round).
-fn run_block(
+/// A store's blocks, grouped into those whose series take turns: each
+/// block alone, except that the hand-over cases (`preferred`,
+/// `requested`) and `graceful` run together, so that a drift of the
+/// machine affects the hand-overs and the graceful stop they are compared
+/// with alike.
+fn groups<'b>(blocks: &[&'b Block]) -> Vec<Vec<&'b Block>> {
+    if !blocks.iter().any(|b| b.case.is_hand_over()) {
+        return blocks.iter().map(|b| vec![*b]).collect();
+    }
+    let (together, apart): (Vec<&Block>, Vec<&Block>) = blocks
+        .iter()
+        .partition(|b| b.case == Case::Graceful || b.case.is_hand_over());
+    std::iter::once(together)
+        .chain(apart.into_iter().map(|b| vec![b]))
+        .collect()
+}
+
+/// One or more (store, case) blocks: every tool's series started, then run
+/// after run, the series taking turns (in reverse order every other
+/// round), each until its block's runs are done.
+fn run_blocks(
     store: &RunningStore,
-    block: &Block,
+    blocks: &[&Block],
     regent: &Path,
     dir: &Path,
     progress: &ProgressBar,
 ) -> Result<Vec<SeriesResult>, BenchError> {
     let mut series = Vec::new();
-    for tool in block.case.tools(block.store) {
-        progress.set_message(format!(
-            "{} {}: starting {}",
-            block.store,
-            block.case,
-            tool.name()
-        ));
-        let mut s = Series::new(store, tool, block.case, regent, dir)?;
-        match s.start() {
-            Ok(()) => {}
-            Err(BenchError::Failed(why)) if s.may_stop_alone() => stop_alone(&mut s, why, 0),
-            Err(e) => return Err(e),
+    for block in blocks {
+        for tool in block.case.tools(block.store) {
+            progress.set_message(format!(
+                "{} {}: starting {}",
+                block.store,
+                block.case,
+                tool.name()
+            ));
+            let mut s = Series::new(store, tool, block.case, regent, dir)?;
+            match s.start() {
+                Ok(()) => {}
+                Err(BenchError::Failed(why)) if s.may_stop_alone() => stop_alone(&mut s, why, 0),
+                Err(e) => return Err(e),
+            }
+            series.push((s, block.runs));
         }
-        series.push(s);
     }
-    for round in 0..block.runs {
+    let rounds = blocks.iter().map(|b| b.runs).max().unwrap_or(0);
+    for round in 0..rounds {
         let mut order: Vec<usize> = (0..series.len()).collect();
         if round % 2 == 1 {
             order.reverse();
         }
         for i in order {
-            let s = &mut series[i];
+            let (s, runs) = &mut series[i];
+            if round >= *runs {
+                continue;
+            }
             if s.stopped.is_some() {
                 progress.inc(1);
                 continue;
             }
             let tag = s.tag().to_owned();
-            progress.set_message(format!("{tag}: run {}/{}", round + 1, block.runs));
+            progress.set_message(format!("{tag}: run {}/{runs}", round + 1));
             let may_stop_alone = s.may_stop_alone();
             match s.run_once() {
                 Ok(r) => tracing::debug!(
@@ -241,7 +266,7 @@ fn run_block(
             progress.inc(1);
         }
     }
-    Ok(series.into_iter().map(Series::finish).collect())
+    Ok(series.into_iter().map(|(s, _)| s.finish()).collect())
 }
 
 /// Ends `s` (an engine's own tool) after `done` runs: the report says why.
@@ -336,6 +361,35 @@ fn shell_word(word: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The hand-over cases take turns with graceful on the same store; the
+    /// crash, and every case of a bench without them, runs alone.
+    #[test]
+    fn hand_overs_take_turns_with_the_graceful_stop() {
+        let plan = Plan::resolve(
+            Some("etcd"),
+            Some("graceful,crash,preferred,requested"),
+            Some(3),
+            false,
+            |_| Ok(()),
+        )
+        .unwrap();
+        let blocks: Vec<&Block> = plan.blocks.iter().collect();
+        let cases: Vec<Vec<Case>> = groups(&blocks)
+            .iter()
+            .map(|g| g.iter().map(|b| b.case).collect())
+            .collect();
+        assert_eq!(
+            cases,
+            [
+                vec![Case::Graceful, Case::Preferred, Case::Requested],
+                vec![Case::Crash]
+            ]
+        );
+        let plan = Plan::resolve(Some("etcd"), None, Some(3), false, |_| Ok(())).unwrap();
+        let blocks: Vec<&Block> = plan.blocks.iter().collect();
+        assert_eq!(groups(&blocks).len(), 2);
+    }
 
     #[test]
     fn shell_words() {

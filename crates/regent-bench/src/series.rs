@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 
 use regent_proc::mono_ns;
 
-use crate::case::{Case, Tool};
+use crate::case::{Case, PREFERRED_SETTLE, REQUEST_TIMEOUT, Tool};
 use crate::child_log::{CommandProcess, read_log};
 use crate::engines::RunningStore;
 use crate::error::BenchError;
@@ -45,8 +45,31 @@ const CURATOR_LEADS: &str = "EVENT isLeader";
 pub(crate) struct RunResult {
     pub(crate) old_leader: String,
     pub(crate) new_leader: String,
-    /// Signal to the new leader's start (its command's, or its line).
+    /// Signal to the new leader's start (its command's, or its line); in
+    /// the hand-over cases (no signal), the old command's SIGTERM, as it
+    /// logged it, to the new command's start (zero if the old command
+    /// logged its stop only after that start: see `stopped_late`).
     pub(crate) handover: Duration,
+    /// The old command's SIGTERM (its `stop` line) to the new command's
+    /// start (its `start` line), when the stop came first: in the
+    /// hand-over cases the same as `handover`; after a signal, the
+    /// hand-over less the signal's way to the command.
+    pub(crate) from_stop: Option<Duration>,
+    /// Whether the old command logged its stop only after the new command
+    /// had logged its start: the two ran side by side. `None` without a
+    /// command, or without a stop line.
+    pub(crate) stopped_late: Option<bool>,
+    /// The hand-over cases: what set it off to the new leader's start —
+    /// the preferred candidate's spawn (`preferred`: its start-up, the
+    /// settle time, the leader's next look, the hand-over), or the start of
+    /// `regent handover` (`requested`).
+    pub(crate) from_trigger: Option<Duration>,
+    /// `requested`: the start of `regent handover` to its answer (its JSON
+    /// line, stamped as the bench read it; the command exits right after).
+    pub(crate) request: Option<Duration>,
+    /// `requested`: whether the new leader confirmed the request
+    /// (`"answered"` in `regent handover --json`).
+    pub(crate) answered: Option<bool>,
     /// Processes of the old leader's command alive 0.5 s after the new
     /// start; `None` for tools that run no command.
     pub(crate) left_running: Option<Vec<i32>>,
@@ -97,14 +120,27 @@ impl SeriesResult {
     }
 
     /// Runs whose old command still ran after the new leader started, if
-    /// the tool runs a command.
+    /// the tool runs a command: alive 0.5 s after the new start, or its
+    /// stop logged only after the new command's start.
     pub(crate) fn left_running(&self) -> Option<usize> {
         self.tool.runs_command().then(|| {
             self.runs
                 .iter()
-                .filter(|r| r.left_running.as_ref().is_some_and(|p| !p.is_empty()))
+                .filter(|r| {
+                    r.left_running.as_ref().is_some_and(|p| !p.is_empty())
+                        || r.stopped_late == Some(true)
+                })
                 .count()
         })
+    }
+
+    /// The samples of one of a run's optional times (`from_stop`,
+    /// `from_trigger`, `request`), for the runs that have it.
+    pub(crate) fn samples_of(
+        &self,
+        time: impl Fn(&RunResult) -> Option<Duration>,
+    ) -> Vec<Duration> {
+        self.runs.iter().filter_map(time).collect()
     }
 
     /// Runs whose old command still ran once its tool process had exited,
@@ -145,18 +181,26 @@ impl SeriesResult {
                 "old_command_alive_after_tool_exit": r.left_at_end,
                 "old_command_got_sigterm": r.got_sigterm,
                 "old_command_sigterm_ms": r.old_stop.map(ms),
+                "old_command_sigterm_to_new_start_ms": r.from_stop.map(ms),
+                "old_command_stopped_after_new_start": r.stopped_late,
+                "trigger_to_new_start_ms": r.from_trigger.map(ms),
+                "request_to_answer_ms": r.request.map(ms),
+                "request_answered": r.answered,
                 "old_tool_exit": r.old_tool_exit,
             })).collect::<Vec<_>>(),
         })
     }
 }
 
-/// The signal's name, for the report.
+/// The signal's name, for the report; in the hand-over cases, what sets
+/// the hand-over off instead.
 pub(crate) fn signal_name(tool: Tool, case: Case) -> &'static str {
-    match tool.signal(case) {
-        rustix::process::Signal::KILL => "SIGKILL",
-        rustix::process::Signal::INT => "SIGINT",
-        _ => "SIGTERM",
+    match (tool.signal(case), case) {
+        (Some(rustix::process::Signal::KILL), _) => "SIGKILL",
+        (Some(rustix::process::Signal::INT), _) => "SIGINT",
+        (Some(_), _) => "SIGTERM",
+        (None, Case::Preferred) => "none: priority N+1 starts, settle 1s",
+        (None, _) => "none: regent handover --to",
     }
 }
 
@@ -179,6 +223,10 @@ pub(crate) struct Series<'a> {
     /// The command of each leader seen, by candidate name.
     commands: Vec<(String, CommandProcess)>,
     started: usize,
+    /// `requested`: the run's `regent handover`, while it runs, and how
+    /// many were started.
+    request: Option<ToolProcess>,
+    requests: usize,
     runs: Vec<RunResult>,
     voided: Vec<String>,
     /// Why the series stopped early, if it did (see `SeriesResult`).
@@ -210,6 +258,8 @@ impl<'a> Series<'a> {
             leader: 0,
             commands: Vec::new(),
             started: 0,
+            request: None,
+            requests: 0,
             runs: Vec::new(),
             voided: Vec::new(),
             stopped: None,
@@ -235,7 +285,8 @@ impl<'a> Series<'a> {
         format!("bench-{}", self.tag)
     }
 
-    /// Starts the first leader and the first follower.
+    /// Starts the first leader and the first follower (`preferred`: the
+    /// leader alone; each run starts the candidate preferred to it).
     pub(crate) fn start(&mut self) -> Result<(), BenchError> {
         let first = self.spawn(0)?;
         self.wait_leader_start(
@@ -252,6 +303,9 @@ impl<'a> Series<'a> {
                 .consul_holder_session(&self.consul_key())
                 .unwrap_or_else(|e| json!({ "error": format!("{e:?}") }));
             self.session = Some(session);
+        }
+        if self.case == Case::Preferred {
+            return Ok(());
         }
         self.spawn_follower(1)
     }
@@ -319,13 +373,16 @@ impl<'a> Series<'a> {
         self.commands.push(start);
         self.leader = slot;
         self.slots[1 - slot] = None;
+        if self.case == Case::Preferred {
+            // The leader alone: the next run starts the preferred one.
+            return Ok(());
+        }
         self.spawn_follower(1 - slot)
     }
 
     fn try_run_once(&mut self) -> Result<Outcome, BenchError> {
         let (old, new) = (self.leader, 1 - self.leader);
         let old_name = self.slot(old)?.name.clone();
-        let new_name = self.slot(new)?.name.clone();
         let old_pid = self.slot(old)?.pid;
         // The latest: a candidate may lead twice after a voided run.
         let old_command = self
@@ -345,18 +402,37 @@ impl<'a> Series<'a> {
                 c.pid
             )));
         }
-        let signalled_at = mono_ns();
-        self.slot(old)?.signal(self.tool.signal(self.case));
-        let started_at = self.wait_leader_start(
-            new,
-            self.tool.handover_bound(self.case),
-            &format!(
-                "{new_name} to lead after {} to {old_name}",
-                signal_name(self.tool, self.case)
-            ),
-        )?;
-        let handover = Duration::from_nanos(started_at.saturating_sub(signalled_at));
+        let triggered_at = mono_ns();
+        let (new_name, what) = match self.tool.signal(self.case) {
+            Some(signal) => {
+                self.slot(old)?.signal(signal);
+                let new_name = self.slot(new)?.name.clone();
+                let what = format!(
+                    "{new_name} to lead after {} to {old_name}",
+                    signal_name(self.tool, self.case)
+                );
+                (new_name, what)
+            }
+            None if self.case == Case::Preferred => {
+                // Its start is the trigger: the candidate of higher
+                // priority appears.
+                let new_name = self.spawn(new)?;
+                let what = format!(
+                    "{old_name} to hand over to {new_name}, which started with a higher \
+                     priority (settle {PREFERRED_SETTLE:?})"
+                );
+                (new_name, what)
+            }
+            None => {
+                let new_name = self.slot(new)?.name.clone();
+                self.request_hand_over(old, &new_name)?;
+                let what = format!("{new_name} to lead after regent handover --to {new_name}");
+                (new_name, what)
+            }
+        };
+        let started_at = self.wait_leader_start(new, self.tool.handover_bound(self.case), &what)?;
         self.leader = new;
+        let (request, answered) = self.request_answer(&new_name, triggered_at)?;
 
         pause(Duration::from_nanos(
             (started_at + AFTER_START.as_nanos() as u64).saturating_sub(mono_ns()),
@@ -365,6 +441,11 @@ impl<'a> Series<'a> {
         let exit_within = match self.case {
             Case::Graceful => EXIT_TIMEOUT,
             Case::Crash => Duration::from_secs(5),
+            // The old leader follows now: stop it as a follower.
+            Case::Preferred | Case::Requested => {
+                self.slot(old)?.signal(rustix::process::Signal::TERM);
+                EXIT_TIMEOUT
+            }
         };
         let old_tool_exit = describe_exit(self.slot_mut(old)?.wait_exit(exit_within)?);
         let left_at_end = old_command.as_ref().map(|c| c.alive_processes(old_pid));
@@ -374,24 +455,118 @@ impl<'a> Series<'a> {
                 .find(|e| e.event == "stop" && e.pid == c.pid)
         });
         let got_sigterm = old_command.as_ref().map(|_| stop.is_some());
-        let old_stop = stop.map(|e| Duration::from_nanos(e.mono_ns.saturating_sub(signalled_at)));
+        let stop_ns = stop.as_ref().map(|e| e.mono_ns);
+        let old_stop = stop_ns.map(|at| Duration::from_nanos(at.saturating_sub(triggered_at)));
+        let stopped_late = stop_ns.map(|at| at > started_at);
+        let from_stop = stop_ns
+            .filter(|at| *at <= started_at)
+            .map(|at| Duration::from_nanos(started_at - at));
+        let (handover, from_trigger) = if self.case.is_hand_over() {
+            let Some(at) = stop_ns else {
+                return Err(BenchError::Failed(format!(
+                    "{old_name}'s command logged no stop (SIGTERM) by the time its tool process \
+                     ended, though {new_name} leads"
+                )));
+            };
+            (
+                Duration::from_nanos(started_at.saturating_sub(at)),
+                Some(Duration::from_nanos(
+                    started_at.saturating_sub(triggered_at),
+                )),
+            )
+        } else {
+            (
+                Duration::from_nanos(started_at.saturating_sub(triggered_at)),
+                None,
+            )
+        };
 
         // Clear the field for the next run: nothing of the old leader stays.
         if let Some(c) = &old_command {
             c.kill();
         }
         self.slots[old] = None;
-        self.spawn_follower(old)?;
+        if self.case != Case::Preferred {
+            self.spawn_follower(old)?;
+        }
         Ok(Outcome::Measured(RunResult {
             old_leader: old_name,
             new_leader: new_name,
             handover,
+            from_stop,
+            stopped_late,
+            from_trigger,
+            request,
+            answered,
             left_running,
             left_at_end,
             got_sigterm,
             old_stop,
             old_tool_exit,
         }))
+    }
+
+    /// `requested`: starts `regent handover --to NEW --json` on the
+    /// series' election, through the old leader's store address.
+    fn request_hand_over(&mut self, old: usize, new_name: &str) -> Result<(), BenchError> {
+        self.requests += 1;
+        let name = format!("{}-handover-{}", self.tag, self.requests);
+        let mut c = Command::new(self.regent);
+        c.args(["handover", "--store"])
+            .arg(self.store.regent_url(self.tool.agents(), old))
+            .args(self.store.regent_flags())
+            .args(["--election", &self.election(), "--to", new_name, "--json"])
+            .arg("--timeout")
+            .arg(format!("{}ms", REQUEST_TIMEOUT.as_millis()));
+        let process = ToolProcess::spawn(&name, &mut c, &self.dir, Stdout::Lines, false)?;
+        self.request = Some(process);
+        Ok(())
+    }
+
+    /// `requested`: waits for the run's `regent handover` to exit, checks
+    /// that it handed over to `new_name`, and returns the time from
+    /// `asked_at` to its answer and whether the new leader confirmed it.
+    /// `(None, None)` in the other cases.
+    fn request_answer(
+        &mut self,
+        new_name: &str,
+        asked_at: u64,
+    ) -> Result<(Option<Duration>, Option<bool>), BenchError> {
+        let Some(process) = self.request.as_mut() else {
+            return Ok((None, None));
+        };
+        let status = process.wait_exit(REQUEST_TIMEOUT + Duration::from_secs(10))?;
+        if !status.is_some_and(|s| s.success()) {
+            return Err(BenchError::Failed(format!(
+                "regent handover --to {new_name}: {}",
+                describe_exit(status)
+            )));
+        }
+        // The reader thread may hold the last line a moment longer.
+        let line = wait_for(
+            Duration::from_secs(5),
+            Duration::from_millis(2),
+            "regent handover's answer on its standard output",
+            || {
+                Ok(process
+                    .lines()
+                    .into_iter()
+                    .find(|l| l.text.starts_with('{')))
+            },
+        )?;
+        let answer: Value = serde_json::from_str(&line.text).map_err(|e| {
+            BenchError::Failed(format!("regent handover printed {:?}: {e}", line.text))
+        })?;
+        if answer["to"]["id"] != new_name {
+            return Err(BenchError::Failed(format!(
+                "regent handover --to {new_name} answered {answer}"
+            )));
+        }
+        self.request = None;
+        Ok((
+            Some(Duration::from_nanos(line.at_ns.saturating_sub(asked_at))),
+            answer["answered"].as_bool(),
+        ))
     }
 
     /// Stops both candidates and every command left; the result.
@@ -410,6 +585,7 @@ impl<'a> Series<'a> {
 
     /// Stops both candidates (SIGTERM, up to 5 s each).
     pub(crate) fn halt(&mut self) {
+        self.request = None;
         for p in self.slots.iter().flatten() {
             p.signal(rustix::process::Signal::TERM);
         }
@@ -484,8 +660,15 @@ impl<'a> Series<'a> {
                     .args(self.store.regent_flags())
                     .args(["--election", &self.election(), "--id", name])
                     .arg("--ttl")
-                    .arg(format!("{}ms", ttl.as_millis()))
-                    .arg("--")
+                    .arg(format!("{}ms", ttl.as_millis()));
+                if self.case == Case::Preferred {
+                    // Each candidate started outranks every one before it.
+                    c.arg("--priority")
+                        .arg(number.to_string())
+                        .arg("--settle")
+                        .arg(format!("{}ms", PREFERRED_SETTLE.as_millis()));
+                }
+                c.arg("--")
                     .args(demo_task)
                     // "following" is logged at debug.
                     .env("REGENT_LOG", "info,regent_core::candidate=debug");
@@ -672,7 +855,7 @@ impl<'a> Series<'a> {
             mono_ns(),
             std::fs::read_to_string(&self.log).unwrap_or_default()
         );
-        for p in self.slots.iter().flatten() {
+        for p in self.slots.iter().flatten().chain(&self.request) {
             let stderr = p.stderr();
             let tail: Vec<&str> = stderr.lines().rev().take(20).collect();
             let _ = writeln!(s, "--- {} (pid {}) stderr, last lines", p.name, p.pid);
@@ -696,6 +879,7 @@ impl Drop for Series<'_> {
         // The candidates' trees first, then any command that outlived its
         // candidate.
         self.slots = [None, None];
+        self.request = None;
         for (_, c) in &self.commands {
             c.kill();
         }

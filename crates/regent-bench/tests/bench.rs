@@ -548,3 +548,67 @@ fn observe_on_sqlite_and_memory_names_the_next_leader_with_its_candidate() {
         assert!(lags[lags.len() / 2] < 50.0, "{store}: {lags:?}");
     }
 }
+
+/// Issue 30's hand-overs on SQLite, beside the graceful stop: a leader
+/// handing its term to a candidate of higher priority once it has seen it
+/// for the settle time (1 s), and to the follower `regent handover --to`
+/// names; regent alone, the old command stopped before the new one
+/// started, the hand-over timed from the old command's SIGTERM, the whole
+/// from what set it off.
+#[test]
+fn short_hand_overs_on_sqlite_are_timed_from_the_old_commands_sigterm() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("handover.md");
+    let json = dir.path().join("handover.json");
+    let report = run_ok(
+        &[
+            "--stores",
+            "sqlite",
+            "--cases",
+            "graceful,preferred,requested",
+            "--runs",
+            "2",
+        ],
+        &out,
+        &json,
+    );
+    let rows = table_rows(&report);
+    for case in ["graceful", "preferred", "requested"] {
+        let row = rows
+            .iter()
+            .find(|r| r[0] == "sqlite" && r[1] == case)
+            .unwrap_or_else(|| panic!("no row for {case}:\n{report}"));
+        assert_eq!(row[2], "regent run", "{row:?}");
+        assert_eq!(number(&row[5]), 2.0, "{row:?}");
+        let (p50, p99, max) = (number(&row[6]), number(&row[7]), number(&row[8]));
+        assert!(0.0 < p50 && p50 <= p99 && p99 <= max, "{row:?}");
+        // A hand-over is a graceful stop and a release: well under the
+        // settle time and the ttl.
+        assert!(max < 1000.0, "{row:?}");
+        assert_eq!(row[9], "0 of 2", "{row:?}");
+    }
+    assert!(
+        report.contains("### regent's hand-overs side by side"),
+        "{report}"
+    );
+    let samples: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let series = samples["series"].as_array().expect("series");
+    assert_eq!(series.len(), 3);
+    for s in series {
+        for run in s["samples"].as_array().unwrap() {
+            assert_eq!(run["old_command_got_sigterm"], true, "{run}");
+            assert_eq!(run["old_command_stopped_after_new_start"], false, "{run}");
+            let whole = run["trigger_to_new_start_ms"].as_f64();
+            match s["case"].as_str().unwrap() {
+                // The new candidate's start, the settle time, the next look.
+                "preferred" => assert!(whole.unwrap() > 1000.0, "{run}"),
+                "requested" => {
+                    assert!(whole.unwrap() > 0.0, "{run}");
+                    assert!(run["request_to_answer_ms"].as_f64().unwrap() > 0.0, "{run}");
+                    assert!(run["request_answered"].is_boolean(), "{run}");
+                }
+                _ => assert!(whole.is_none(), "{run}"),
+            }
+        }
+    }
+}

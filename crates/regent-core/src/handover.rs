@@ -31,6 +31,12 @@
 //!   not preempted by priorities: an operator's choice stands until that
 //!   leader's term ends.
 //!
+//! A candidate takes part in both once it has a priority, or when built
+//! with [`hand_overs(true)`](crate::CandidateBuilder::hand_overs) (the
+//! CLI's `regent run` always does); otherwise it neither enrolls nor
+//! looks, and costs the store nothing for them: a process leading many
+//! elections adds no read per election.
+//!
 //! # Safety
 //!
 //! A hand-over is a graceful stop followed by a release that names a

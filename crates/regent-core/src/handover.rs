@@ -286,7 +286,9 @@ pub enum HandOverError {
     },
     /// The leader did not act on the request in time; the request was
     /// withdrawn (a leader that acts on it still does so safely).
-    #[error("leader '{leader}' of election '{election}' did not answer within {waited:?}")]
+    #[error(
+        "leader '{leader}' of election '{election}' did not answer within {waited:?} (a leader answers at its next renewal if it takes part in hand-overs: regent run does; a library candidate does with a priority or hand_overs(true))"
+    )]
     NotAnswered {
         /// The election.
         election: ElectionName,

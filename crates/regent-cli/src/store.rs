@@ -484,12 +484,14 @@ mod tests {
         feature = "etcd",
         feature = "consul",
         feature = "azblob",
-        feature = "zookeeper"
+        feature = "zookeeper",
+        feature = "redis"
     ))]
     const WORDING: &str = r"
 nothing |  |  | --store 'nothing' has no scheme; expected one of {forms}
 mongo://x |  |  | --store has unknown scheme 'mongo'; supported: {forms}
-redis://h:6379 |  |  | --store scheme 'redis' is not supported by this build yet; supported: {forms}
+redis://u:hunter2@h:6379 |  |  | --store 'redis://***@h:6379' carries a password: give it in REGENT_REDIS_PASSWORD or a password file (--redis-password-file), never on the command line
+redis+sentinel://a:1/ |  |  | --store 'redis+sentinel://a:1/' names no master: redis+sentinel://HOST[:PORT][,…]/MASTER[/DB]
 sqlite:/x.db | etcd-user=u |  | --etcd-user applies only to etcd stores (--store etcd://… or etcds://…), not to sqlite:/x.db
 sqlite:/x.db | nope-x=u |  | --nope-x is not a store option
 sqlite: |  |  | --store 'sqlite:' needs a file path, e.g. sqlite:/var/lib/app/regent.db

@@ -111,20 +111,25 @@ fn unknown_store_scheme() {
     );
 }
 
+/// A Redis URL with a password is a usage error that hides it and says
+/// where the password goes.
 #[test]
-fn planned_but_unsupported_scheme() {
+fn a_redis_password_in_the_url_is_a_usage_error_and_stays_hidden() {
+    let args = [
+        "run",
+        "--store",
+        "redis://app:hunter2@127.0.0.1:6379",
+        "--election",
+        "e",
+        "--",
+        "true",
+    ];
     usage_error(
-        &[
-            "run",
-            "--store",
-            "redis://127.0.0.1:6379",
-            "--election",
-            "e",
-            "--",
-            "true",
-        ],
-        &["--store", "'redis' is not supported by this build"],
+        &args,
+        &["--store", "carries a password", "REGENT_REDIS_PASSWORD"],
     );
+    let out = run_bounded(&args, Duration::from_secs(10));
+    assert!(!out.stderr.contains("hunter2"), "{}", out.stderr);
 }
 
 /// Malformed Consul URLs and TLS files on a plain consul:// URL are usage

@@ -274,6 +274,14 @@ pub use regent_peer as peer;
 #[doc(inline)]
 pub use regent_postgres as postgres;
 
+/// The Redis store (feature `redis`): one key per election, timed by the
+/// server, with fencing tokens that outgrow a restart without persistence
+/// and a Sentinel failover; one server, or a primary followed through its
+/// Sentinels.
+#[cfg(feature = "redis")]
+#[doc(inline)]
+pub use regent_redis as redis;
+
 /// Metrics, health and the timeline of terms (feature `monitor`): a
 /// [`Monitor`](monitor::Monitor) follows an election, counts the store's
 /// requests ([`StoreCalls`](monitor::StoreCalls)), answers health checks

@@ -41,6 +41,8 @@ static KINDS: &[&StoreKind] = &[
     &regent_zookeeper::KIND,
     #[cfg(feature = "postgres")]
     &regent_postgres::KIND,
+    #[cfg(feature = "redis")]
+    &regent_redis::KIND,
 ];
 
 /// A store regent has or plans, by URL scheme.
@@ -68,7 +70,10 @@ const CATALOG: &[Known] = &[
     known("consuls", "consul", Some("consul")),
     known("azblob", "azblob", Some("azblob")),
     known("zk", "zookeeper", Some("zookeeper")),
-    known("redis", "redis", None),
+    known("redis", "redis", Some("redis")),
+    known("rediss", "redis", Some("redis")),
+    known("redis+sentinel", "redis", Some("redis")),
+    known("redis-sentinel", "redis", Some("redis")),
     known("postgres", "postgres", Some("postgres")),
     known("postgresql", "postgres", Some("postgres")),
 ];
@@ -311,15 +316,24 @@ mod tests {
     fn other_schemes() {
         let e = parse_store_url("mongo://x").unwrap_err();
         assert!(e.contains("unknown scheme 'mongo'"), "{e}");
-        let e = parse_store_url("redis://h:6379").unwrap_err();
-        assert!(e.contains("not supported by this build"), "{e}");
+        #[cfg(not(feature = "redis"))]
+        {
+            let e = parse_store_url("redis://h:6379").unwrap_err();
+            assert!(
+                e.contains("feature"),
+                "a store left out names its feature: {e}"
+            );
+        }
         assert!(
             parse_store_url("nothing")
                 .unwrap_err()
                 .contains("no scheme")
         );
-        let e = parse_store_url("REDIS://h:6379").unwrap_err();
-        assert!(e.contains("not supported by this build"), "{e}");
+        #[cfg(feature = "redis")]
+        assert!(
+            parse_store_url("REDIS://h:6379").is_ok(),
+            "schemes are matched without regard to case"
+        );
         let e = parse_store_url("Mongo://h").unwrap_err();
         assert!(e.contains("unknown scheme 'Mongo'"), "{e}");
         assert_eq!(parse_store_url("SQLite:/x.db"), Ok("sqlite:/x.db".into()));
@@ -622,7 +636,7 @@ mod tests {
         // Without etcd and Consul, no case reads a file.
         let _ = (junk, gone);
         // The facade's own errors too.
-        for url in ["nothing", "mongo://x", "redis://h"] {
+        for url in ["nothing", "mongo://x"] {
             let message = kind_of(url).unwrap_err().to_string();
             assert!(!speaks_cli(&message), "{url}: {message}");
         }

@@ -294,6 +294,48 @@ impl Metadata {
         Ok(Self(map))
     }
 
+    /// The metadata as a JSON object of strings, the form the stores that
+    /// keep it as text write it in.
+    ///
+    /// ```
+    /// use regent_core::Metadata;
+    ///
+    /// let m = Metadata::from_pairs([("addr", "10.0.0.5:8080")])?;
+    /// assert_eq!(m.to_json(), r#"{"addr":"10.0.0.5:8080"}"#);
+    /// assert_eq!(Metadata::from_json(&m.to_json())?, m);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn to_json(&self) -> String {
+        let map: serde_json::Map<String, serde_json::Value> = self
+            .iter()
+            .map(|(k, v)| (k.to_owned(), serde_json::Value::String(v.to_owned())))
+            .collect();
+        serde_json::Value::Object(map).to_string()
+    }
+
+    /// Reads what [`to_json`](Self::to_json) wrote.
+    ///
+    /// # Errors
+    ///
+    /// A message naming what is wrong (not JSON, not an object, a value
+    /// that is not a string, too large), for the store's "corrupt record"
+    /// error.
+    pub fn from_json(json: &str) -> Result<Self, String> {
+        let value: serde_json::Value =
+            serde_json::from_str(json).map_err(|e| format!("metadata is not JSON ({e})"))?;
+        let serde_json::Value::Object(map) = value else {
+            return Err(format!("metadata {json:?} is not a JSON object"));
+        };
+        let mut pairs = Vec::with_capacity(map.len());
+        for (k, v) in map {
+            match v {
+                serde_json::Value::String(s) => pairs.push((k, s)),
+                other => return Err(format!("metadata value of {k:?} is {other}, not a string")),
+            }
+        }
+        Self::from_pairs(pairs).map_err(|e| format!("metadata is too large ({e})"))
+    }
+
     /// The value under `key`.
     pub fn get(&self, key: &str) -> Option<&str> {
         self.0.get(key).map(String::as_str)

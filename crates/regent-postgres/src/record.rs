@@ -19,37 +19,12 @@ pub(crate) fn leader(
         .filter(|t| *t > 0)
         .map(FencingToken::new)
         .ok_or_else(|| bad(format!("token {token} is not a fencing token")))?;
-    let metadata = parse_metadata(metadata).map_err(bad)?;
+    let metadata = Metadata::from_json(metadata).map_err(bad)?;
     Ok(LeaderInfo {
         holder,
         token,
         metadata,
     })
-}
-
-pub(crate) fn parse_metadata(json: &str) -> Result<Metadata, String> {
-    let value: serde_json::Value =
-        serde_json::from_str(json).map_err(|e| format!("metadata is not JSON ({e})"))?;
-    let serde_json::Value::Object(map) = value else {
-        return Err(format!("metadata {json:?} is not a JSON object"));
-    };
-    let mut pairs = Vec::with_capacity(map.len());
-    for (k, v) in map {
-        match v {
-            serde_json::Value::String(s) => pairs.push((k, s)),
-            other => return Err(format!("metadata value of {k:?} is {other}, not a string")),
-        }
-    }
-    Metadata::from_pairs(pairs).map_err(|e| format!("metadata is too large ({e})"))
-}
-
-/// Metadata as the row keeps it: a JSON object of strings.
-pub(crate) fn metadata_json(m: &Metadata) -> String {
-    let map: serde_json::Map<String, serde_json::Value> = m
-        .iter()
-        .map(|(k, v)| (k.to_owned(), serde_json::Value::String(v.to_owned())))
-        .collect();
-    serde_json::Value::Object(map).to_string()
 }
 
 #[cfg(test)]
@@ -80,7 +55,7 @@ mod tests {
     #[test]
     fn a_row_of_ours_reads_back() {
         let m = Metadata::from_pairs([("addr", "10.0.0.1:80")]).unwrap();
-        let l = leader(&what, "a-1", 7, &metadata_json(&m)).unwrap();
+        let l = leader(&what, "a-1", 7, &m.to_json()).unwrap();
         assert_eq!(l.holder.as_str(), "a-1");
         assert_eq!(l.token.get(), 7);
         assert_eq!(l.metadata, m);

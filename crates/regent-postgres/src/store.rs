@@ -13,7 +13,7 @@ use tokio_postgres::{Client, Row};
 use tokio_postgres_rustls::MakeRustlsConnect;
 
 use crate::error::classify;
-use crate::record::{leader, metadata_json};
+use crate::record::leader;
 use crate::sql::Tables;
 use crate::tls::Tls;
 use crate::watch::{ListenAt, Listener, Source, watch};
@@ -500,7 +500,7 @@ impl LeaseStore for PostgresStore {
             ));
         }
         let ttl = ttl_ms(req.ttl);
-        let metadata = metadata_json(&req.metadata);
+        let metadata = req.metadata.to_json();
         let rows = self
             .query(
                 what,
@@ -564,7 +564,7 @@ impl LeaseStore for PostgresStore {
         lease: &Lease,
         metadata: &Metadata,
     ) -> Result<Renewal, StoreError> {
-        let json = metadata_json(metadata);
+        let json = metadata.to_json();
         self.own(
             &self.inner.sql.update_metadata,
             "update the metadata of",
@@ -603,7 +603,7 @@ impl LeaseStore for PostgresStore {
     async fn enroll(&self, req: &AcquireRequest) -> Result<(), StoreError> {
         let what = || self.what("enroll in", &req.election);
         let ttl = ttl_ms(req.ttl);
-        let metadata = metadata_json(&req.metadata);
+        let metadata = req.metadata.to_json();
         self.query(
             what,
             &self.inner.sql.enroll,
@@ -654,7 +654,7 @@ impl LeaseStore for PostgresStore {
                     what()
                 ))
             })?;
-            let metadata = crate::record::parse_metadata(&metadata).map_err(|why| {
+            let metadata = Metadata::from_json(&metadata).map_err(|why| {
                 StoreError::corrupt(format!("{}: roster row of '{holder}': {why}", what()))
             })?;
             list.push(Candidacy::new(holder, metadata));

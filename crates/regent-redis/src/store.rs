@@ -15,7 +15,7 @@ use regent_core::{
 };
 
 use crate::error::{classify, reconnect};
-use crate::record::{Reply, leader, metadata_json, parse_metadata, parse_token};
+use crate::record::{Reply, leader, parse_token};
 use crate::scripts::{Keys, Scripts};
 
 /// The shortest ttl the store grants. Redis times a key to the
@@ -597,7 +597,7 @@ impl LeaseStore for RedisStore {
         }
         let keys = self.keys(election);
         let ttl = ttl_ms(req.ttl);
-        let metadata = metadata_json(&req.metadata);
+        let metadata = req.metadata.to_json();
         let value = self
             .eval(
                 &what,
@@ -691,7 +691,7 @@ impl LeaseStore for RedisStore {
         metadata: &Metadata,
     ) -> Result<Renewal, StoreError> {
         let keys = self.keys(&lease.election);
-        let json = metadata_json(metadata);
+        let json = metadata.to_json();
         self.own(
             &self.inner.scripts.update_metadata,
             "update the metadata of",
@@ -735,7 +735,7 @@ impl LeaseStore for RedisStore {
         let what = || self.what("enroll in", &req.election);
         let keys = self.keys(&req.election);
         let ttl = ttl_ms(req.ttl);
-        let metadata = metadata_json(&req.metadata);
+        let metadata = req.metadata.to_json();
         self.eval(
             &what,
             &self.inner.scripts.enroll,
@@ -789,9 +789,10 @@ impl LeaseStore for RedisStore {
                     what()
                 ))
             })?;
-            let metadata = parse_metadata(pair[1].as_deref().unwrap_or("{}")).map_err(|why| {
-                StoreError::corrupt(format!("{}: roster entry of '{holder}': {why}", what()))
-            })?;
+            let metadata =
+                Metadata::from_json(pair[1].as_deref().unwrap_or("{}")).map_err(|why| {
+                    StoreError::corrupt(format!("{}: roster entry of '{holder}': {why}", what()))
+                })?;
             list.push(Candidacy::new(holder, metadata));
         }
         list.sort_by(|a, b| a.holder.cmp(&b.holder));

@@ -203,7 +203,7 @@ fn validate(site: &Site, election: &ElectionName, raw: [Value; 7]) -> Result<Lea
         v => return Err(bad(format!("boot_id is {v:?}, not a boot id"))),
     };
     let metadata = match metadata {
-        Value::Text(m) => parse_metadata(&m).map_err(bad)?,
+        Value::Text(m) => Metadata::from_json(&m).map_err(bad)?,
         v => return Err(bad(format!("metadata is {}, not text", type_name(&v)))),
     };
     Ok(LeaseRow {
@@ -214,30 +214,6 @@ fn validate(site: &Site, election: &ElectionName, raw: [Value; 7]) -> Result<Lea
         boot_id,
         metadata,
     })
-}
-
-pub(crate) fn parse_metadata(json: &str) -> Result<Metadata, String> {
-    let value: serde_json::Value =
-        serde_json::from_str(json).map_err(|e| format!("metadata is not JSON ({e})"))?;
-    let serde_json::Value::Object(map) = value else {
-        return Err(format!("metadata {json:?} is not a JSON object"));
-    };
-    let mut pairs = Vec::with_capacity(map.len());
-    for (k, v) in map {
-        match v {
-            serde_json::Value::String(s) => pairs.push((k, s)),
-            other => return Err(format!("metadata value of {k:?} is {other}, not a string")),
-        }
-    }
-    Metadata::from_pairs(pairs).map_err(|e| format!("metadata is too large ({e})"))
-}
-
-pub(crate) fn metadata_json(m: &Metadata) -> String {
-    let map: serde_json::Map<String, serde_json::Value> = m
-        .iter()
-        .map(|(k, v)| (k.to_owned(), serde_json::Value::String(v.to_owned())))
-        .collect();
-    serde_json::Value::Object(map).to_string()
 }
 
 /// Whether `row` holds the election at `now`. A row from another boot is
@@ -515,7 +491,7 @@ pub(crate) fn acquire(
             expires_at_ns,
             ttl_ms,
             site.boot_id.as_str(),
-            metadata_json(&req.metadata),
+            req.metadata.to_json(),
         ))
     })
     .map_err(err)?;
@@ -585,7 +561,7 @@ pub(crate) fn update_metadata(
         return Ok(Renewal::Lost);
     };
     conn.prepare_cached("UPDATE regent_lease SET metadata = ?2 WHERE election = ?1 AND token = ?3")
-        .and_then(|mut stmt| stmt.execute((election.as_str(), metadata_json(metadata), row.token)))
+        .and_then(|mut stmt| stmt.execute((election.as_str(), metadata.to_json(), row.token)))
         .map_err(err)?;
     Ok(Renewal::Renewed)
 }
@@ -699,8 +675,8 @@ mod tests {
     #[test]
     fn metadata_round_trips_through_json() {
         let m = Metadata::from_pairs([("addr", "10.0.0.1:80"), ("q\"uote", "é\n")]).unwrap();
-        assert_eq!(parse_metadata(&metadata_json(&m)).unwrap(), m);
-        assert_eq!(parse_metadata("{}").unwrap(), Metadata::new());
+        assert_eq!(Metadata::from_json(&m.to_json()).unwrap(), m);
+        assert_eq!(Metadata::from_json("{}").unwrap(), Metadata::new());
     }
 
     #[test]
@@ -714,7 +690,7 @@ mod tests {
             "{\"a\":{}}",
             "{",
         ] {
-            assert!(parse_metadata(bad).is_err(), "{bad:?}");
+            assert!(Metadata::from_json(bad).is_err(), "{bad:?}");
         }
     }
 }

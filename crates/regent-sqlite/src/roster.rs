@@ -10,7 +10,7 @@ use rusqlite::Connection;
 use rusqlite::types::Value;
 
 use crate::clock::monotonic_now_ns;
-use crate::db::{Site, metadata_json, parse_metadata};
+use crate::db::Site;
 use crate::error::db_error;
 
 /// Garbage in the roster's tables: regent did not write it.
@@ -45,7 +45,7 @@ pub(crate) fn enroll(
             holder.as_str(),
             expires_at_ns,
             site.boot_id.as_str(),
-            metadata_json(metadata),
+            metadata.to_json(),
         ))
     })
     .map_err(|e| db_error(site.context("enroll in", election), e))?;
@@ -118,7 +118,7 @@ pub(crate) fn candidates(
                 format!("a roster row's holder is not valid: {e}"),
             )
         })?;
-        let metadata = parse_metadata(&metadata)
+        let metadata = regent_core::Metadata::from_json(&metadata)
             .map_err(|why| garbage(site, election, format!("roster row of '{holder}': {why}")))?;
         list.push(Candidacy::new(holder, metadata));
     }

@@ -418,6 +418,77 @@ fn kill(child: &mut Child) {
     let _ = child.wait();
 }
 
+/// Runs `command`, an engine's own client run once (`psql`, `redis-cli`),
+/// to its end within `timeout`, its output caught in files (a pipe left
+/// unread could stall it), and returns its standard output. `step` names
+/// the command in errors, `instance` the engine; `spawn_error` makes the
+/// error for a client that cannot run.
+///
+/// # Errors
+///
+/// [`EngineError::Setup`] with what the client printed when it fails;
+/// [`EngineError::Io`] of kind [`io::ErrorKind::TimedOut`] when it has
+/// not finished after `timeout` (it is killed then); `spawn_error`'s.
+pub(crate) fn run_client(
+    mut command: Command,
+    step: String,
+    timeout: Duration,
+    instance: &str,
+    spawn_error: impl FnOnce(io::Error) -> EngineError,
+) -> Result<String, EngineError> {
+    use std::io::{Read as _, Seek as _};
+    let capture = |file: Option<&fs::File>| {
+        match file {
+            Some(f) => f.try_clone(),
+            None => tempfile::tempfile(),
+        }
+        .map_err(|source| EngineError::Io {
+            action: "create a file for a client's output",
+            source,
+        })
+    };
+    let (mut out, mut err) = (capture(None)?, capture(None)?);
+    command
+        .stdout(Stdio::from(capture(Some(&out))?))
+        .stderr(Stdio::from(capture(Some(&err))?));
+    let mut child = command.spawn().map_err(spawn_error)?;
+    drop(command);
+    let deadline = Instant::now() + timeout;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) if Instant::now() < deadline => thread::sleep(POLL),
+            Ok(None) | Err(_) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(EngineError::Io {
+                    action: "get a client's answer in time",
+                    source: io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        format!("{instance}: no answer to `{step}` within {timeout:?}"),
+                    ),
+                });
+            }
+        }
+    };
+    let read = |file: &mut fs::File| {
+        let mut text = String::new();
+        let _ = file.rewind();
+        let _ = file.read_to_string(&mut text);
+        text
+    };
+    let (stdout, stderr) = (read(&mut out), read(&mut err));
+    if !status.success() {
+        return Err(EngineError::Setup {
+            instance: instance.to_owned(),
+            step,
+            status,
+            output: format!("{stdout}{stderr}"),
+        });
+    }
+    Ok(stdout)
+}
+
 /// The last `lines` lines of the log at `path`, or a note why there are none.
 pub(crate) fn log_tail(path: &Path, lines: usize) -> String {
     match fs::read(path) {

@@ -24,6 +24,11 @@ Stores and their tools (regent run is on every row):
   pgbouncer       only when named; graceful, crash: regent only, through
                   PgBouncer in transaction mode, its watches listening
                   straight to the server (--postgres-listen-url)
+  redis           graceful, crash: regent only (one server, no persistence;
+                  Redis has no election tool of its own); no load case
+  redis-sentinel  only when named; graceful, crash: regent only, through
+                  three Sentinels to a primary with a replica
+                  (redis+sentinel://S1,S2,S3/mymaster); no load case
   consul-cluster  only when named: three servers, a client agent per
                   candidate; regent at --ttl 15s and 10s beside consul lock
                   (its crash left out of --short)
@@ -53,8 +58,9 @@ Load cases, only when named in --cases (regent alone):
   observe-crash  the same when the leader stops renewing and releasing
 The engines come from scripts/install-engines and run on free ports of
 127.0.0.1 (etcd: one member; Consul: a dev agent; ZooKeeper: standalone;
-PostgreSQL: one server, as the user postgres when run as root; Azurite:
-its Blob service).
+PostgreSQL: one server, as the user postgres when run as root; Redis: one
+server, or a primary, a replica and three Sentinels; Azurite: its Blob
+service).
 The candidates run the `regent` binary beside this one (--regent PATH, or
 REGENT_BIN, to name another): scripts/bench builds both in release mode.
 
@@ -66,6 +72,7 @@ Examples:
   scripts/bench --stores sqlite,postgres,etcd,zookeeper \\
       --cases graceful,preferred,requested --runs 30 --out /tmp/handover.md
   scripts/bench --stores postgres,pgbouncer --out /tmp/postgres.md
+  scripts/bench --stores redis,redis-sentinel --out /tmp/redis.md
   scripts/bench --stores sqlite,etcd,zookeeper --cases herd,scale --out docs/load.md
   scripts/bench --stores sqlite,etcd,consul,zookeeper,azblob,postgres,memory \\
       --cases observe --runs 30 --out /tmp/observer.md
@@ -125,9 +132,9 @@ pub(crate) struct BenchArgs {
     #[arg(long)]
     pub(crate) short: bool,
     /// The stores, comma-separated: sqlite, etcd, consul, zookeeper,
-    /// postgres, pgbouncer, consul-cluster, memory, azblob (default: sqlite and
-    /// every one of etcd, consul, zookeeper and postgres whose engine is
-    /// installed).
+    /// postgres, pgbouncer, redis, redis-sentinel, consul-cluster, memory,
+    /// azblob (default: sqlite and every one of etcd, consul, zookeeper,
+    /// postgres and redis whose engine is installed).
     #[arg(long, value_name = "LIST")]
     pub(crate) stores: Option<String>,
     /// The cases, comma-separated: graceful, crash, regent's hand-overs

@@ -49,6 +49,8 @@ pub(crate) fn regent_ttl(store: StoreKind) -> Duration {
         | StoreKind::ZooKeeper
         | StoreKind::Postgres
         | StoreKind::PgBouncer
+        | StoreKind::Redis
+        | StoreKind::RedisSentinel
         | StoreKind::Memory => TTL,
         // A blob lease lasts 15 s at least (load cases only).
         StoreKind::Azblob => regent::azblob::MIN_TTL,
@@ -131,6 +133,8 @@ impl Case {
                 StoreKind::Sqlite
                 | StoreKind::Postgres
                 | StoreKind::PgBouncer
+                | StoreKind::Redis
+                | StoreKind::RedisSentinel
                 | StoreKind::Memory
                 | StoreKind::Azblob,
                 _,
@@ -347,10 +351,14 @@ impl LoadCase {
         }
     }
 
-    /// Whether it runs on `store`: the crowds not on Azure Blob, whose
-    /// leases last 15 s at least (the crowds' ttl is 10 s) and whose
-    /// watches read a blob each per second.
+    /// Whether it runs on `store`: none on Redis (the bench opens no
+    /// Redis store in its own process: `regent run` alone); the crowds not
+    /// on Azure Blob, whose leases last 15 s at least (the crowds' ttl is
+    /// 10 s) and whose watches read a blob each per second.
     pub(crate) fn runs_on(self, store: StoreKind) -> bool {
+        if store.is_redis() {
+            return false;
+        }
         match self {
             Self::Herd | Self::Scale => store != StoreKind::Azblob,
             Self::Observe | Self::ObserveCrash => true,

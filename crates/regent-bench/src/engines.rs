@@ -3,16 +3,18 @@
 //! member, one Consul dev agent, a Consul cluster (three servers, four
 //! client agents), one standalone ZooKeeper server (with the Curator
 //! participant compiled for it), one PostgreSQL server (alone, or behind
-//! PgBouncer in transaction pooling mode), Azurite (Azure Blob), or
-//! nothing (the memory store);
+//! PgBouncer in transaction pooling mode), one Redis server (no
+//! persistence), a Redis primary and replica behind three Sentinels,
+//! Azurite (Azure Blob), or nothing (the memory store);
 //! how the tools reach them; and what the report says of them.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
 
+use regent_testkit::engines::redis::{DOWN_AFTER, QUORUM};
 use regent_testkit::engines::{
     Azurite, Consul, ConsulCluster, Engine as _, EngineError, Etcd, LatchParticipant, Postgres,
-    PostgresBehindPgBouncer, ZooKeeper,
+    PostgresBehindPgBouncer, Redis, RedisSentinels, ZooKeeper,
 };
 use serde_json::Value;
 use tempfile::TempDir;
@@ -39,6 +41,10 @@ pub(crate) enum RunningStore {
     Postgres(Postgres),
     /// The server, and PgBouncer in front of it in transaction mode.
     PgBouncer(PostgresBehindPgBouncer),
+    /// One server, the kit's defaults (no persistence).
+    Redis(Redis),
+    /// A primary, its replica and three Sentinels.
+    RedisSentinel(RedisSentinels),
     Memory,
     Azblob(Azurite),
 }
@@ -92,6 +98,10 @@ impl RunningStore {
             StoreKind::PgBouncer => {
                 Self::PgBouncer(PostgresBehindPgBouncer::start().map_err(engine_error)?)
             }
+            StoreKind::Redis => Self::Redis(Redis::start().map_err(engine_error)?),
+            StoreKind::RedisSentinel => {
+                Self::RedisSentinel(RedisSentinels::start().map_err(engine_error)?)
+            }
             StoreKind::Memory => Self::Memory,
             StoreKind::Azblob => Self::Azblob(Azurite::start().map_err(engine_error)?),
         })
@@ -107,6 +117,8 @@ impl RunningStore {
             Self::ZooKeeper { .. } => StoreKind::ZooKeeper,
             Self::Postgres(_) => StoreKind::Postgres,
             Self::PgBouncer(_) => StoreKind::PgBouncer,
+            Self::Redis(_) => StoreKind::Redis,
+            Self::RedisSentinel(_) => StoreKind::RedisSentinel,
             Self::Memory => StoreKind::Memory,
             Self::Azblob(_) => StoreKind::Azblob,
         }
@@ -115,7 +127,8 @@ impl RunningStore {
     /// The `--store` URL regent takes (ZooKeeper: under the chroot
     /// `/regent-bench`; the Consul cluster: its first client agent;
     /// PgBouncer: the pooler's, with [`RunningStore::listen_url`] beside
-    /// it; Azure Blob: the container, with
+    /// it; Redis behind Sentinels: `redis+sentinel://S1,S2,S3/mymaster`;
+    /// Azure Blob: the container, with
     /// [`RunningStore::azblob_endpoint`] beside it; the memory store has
     /// none that another process could use).
     pub(crate) fn store_url(&self) -> String {
@@ -127,6 +140,8 @@ impl RunningStore {
             Self::ZooKeeper { server, .. } => format!("zk://{}/regent-bench", server.address()),
             Self::Postgres(e) => e.store_url(),
             Self::PgBouncer(e) => e.store_url(),
+            Self::Redis(e) => e.store_url(),
+            Self::RedisSentinel(e) => e.store_url(),
             Self::Memory => "memory:".to_owned(),
             Self::Azblob(e) => e.store_url(),
         }
@@ -342,6 +357,22 @@ impl RunningStore {
                     ),
                 ]
             }
+            Self::Redis(server) => vec![
+                redis_version(server),
+                "one server, the test kit's settings (no persistence: save \"\", \
+                 appendonly no); regent's watches SUBSCRIBE on it"
+                    .to_owned(),
+            ],
+            Self::RedisSentinel(group) => vec![
+                redis_version(group.primary()),
+                format!(
+                    "a primary and its replica (no persistence), watched by three \
+                     Sentinels (quorum {QUORUM}, down-after {} ms); regent reaches the \
+                     primary through them ({})",
+                    DOWN_AFTER.as_millis(),
+                    group.store_url()
+                ),
+            ],
             Self::ZooKeeper {
                 server,
                 participant,
@@ -383,6 +414,17 @@ fn postgres_version(server: &Postgres) -> String {
             .trim()
             .to_owned(),
         Err(e) => format!("PostgreSQL: {e}"),
+    }
+}
+
+/// `Redis 7.0.15`: the server's `redis_version` (`INFO server`).
+fn redis_version(server: &Redis) -> String {
+    match server.cli(&["INFO", "server"]) {
+        Ok(info) => info
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("redis_version:"))
+            .map_or_else(|| "Redis: ?".to_owned(), |v| format!("Redis {v}")),
+        Err(e) => format!("Redis: {e}"),
     }
 }
 

@@ -47,6 +47,8 @@
 //! | zookeeper | `regent run`, Curator `LeaderLatch` | `regent run`, Curator `LeaderLatch` |
 //! | postgres | `regent run` | `regent run` |
 //! | pgbouncer | `regent run` | `regent run` |
+//! | redis | `regent run` | `regent run` |
+//! | redis-sentinel | `regent run` | `regent run` |
 //! | consul-cluster | `regent run` at 15 s and 10 s, `consul lock` (and with `exec CMD`) | `regent run` at 15 s and 10 s, `consul lock` |
 //!
 //! * **graceful**: the leading process gets its own graceful signal
@@ -79,7 +81,11 @@
 //! server and `pgbouncer` (only when named) the same behind PgBouncer in
 //! transaction pooling mode, regent's watches listening straight to the
 //! server (`--postgres-listen-url`); PostgreSQL has no election tool of
-//! its own, so regent runs alone there, as on SQLite. A new hand-over case is a
+//! its own, so regent runs alone there, as on SQLite. `redis` is one Redis
+//! server (no persistence) and `redis-sentinel` (only when named) a primary
+//! and its replica behind three Sentinels, regent reaching the primary
+//! through them (`redis+sentinel://S1,S2,S3/mymaster`); regent runs alone
+//! there too, and no load case runs on them. A new hand-over case is a
 //! variant of `Case`, its tools, and how a run stops the leader
 //! (`series.rs`).
 //!

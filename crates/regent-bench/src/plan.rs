@@ -165,7 +165,8 @@ impl Plan {
         if blocks.is_empty() && loads.is_empty() {
             return Err(BenchError::Usage(format!(
                 "nothing to run: the memory and azblob stores have only the load cases ({}; \
-                 azblob only observe and observe-crash)",
+                 azblob only observe and observe-crash), and redis and redis-sentinel none \
+                 of them",
                 names(LoadCase::ALL.iter().map(|c| c.name()))
             )));
         }
@@ -242,7 +243,7 @@ mod tests {
 
         let plan = Plan::resolve(None, None, None, false, all_installed).unwrap();
         assert_eq!(plan.stores, StoreKind::DEFAULT.to_vec());
-        assert_eq!(plan.blocks.len(), 10);
+        assert_eq!(plan.blocks.len(), 12);
     }
 
     #[test]
@@ -390,7 +391,7 @@ mod tests {
     #[test]
     fn unknown_names_are_usage_errors() {
         for (stores, cases) in [
-            (Some("sqlite,redis"), None),
+            (Some("sqlite,mongodb"), None),
             (None, Some("graceful,stampede")),
             (Some("sqlite"), Some("etcd:crash")),
             (Some(""), None),
@@ -415,7 +416,11 @@ mod tests {
                 let regent_alone = case.is_hand_over()
                     || matches!(
                         store,
-                        StoreKind::Sqlite | StoreKind::Postgres | StoreKind::PgBouncer
+                        StoreKind::Sqlite
+                            | StoreKind::Postgres
+                            | StoreKind::PgBouncer
+                            | StoreKind::Redis
+                            | StoreKind::RedisSentinel
                     );
                 assert_eq!(
                     tools.iter().all(|t| matches!(t, Tool::Regent { .. })),
@@ -484,6 +489,59 @@ mod tests {
             }
         }
         assert_eq!(StoreKind::parse("postgresql"), Some(StoreKind::Postgres));
+    }
+
+    /// Redis is benched by default (where installed), behind Sentinels
+    /// only when named; both run regent alone at the crash case's ttl, in
+    /// both cases, the crash in `--short` too, and no load case.
+    #[test]
+    fn redis_runs_regent_alone_and_redis_sentinel_only_when_named() {
+        let plan = Plan::resolve(None, None, None, true, all_installed).unwrap();
+        assert!(plan.stores.contains(&StoreKind::Redis));
+        assert!(!plan.stores.contains(&StoreKind::RedisSentinel));
+        let plan = Plan::resolve(None, None, None, true, only_sqlite).unwrap();
+        assert!(!plan.stores.contains(&StoreKind::Redis));
+        let plan = Plan::resolve(
+            Some("redis,redis-sentinel"),
+            Some("graceful,crash,herd,observe"),
+            None,
+            true,
+            all_installed,
+        )
+        .unwrap();
+        let got: Vec<(StoreKind, Case, usize)> = plan
+            .blocks
+            .iter()
+            .map(|b| (b.store, b.case, b.runs))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (StoreKind::Redis, Case::Graceful, SHORT_RUNS),
+                (StoreKind::Redis, Case::Crash, SHORT_CRASH_RUNS),
+                (StoreKind::RedisSentinel, Case::Graceful, SHORT_RUNS),
+                (StoreKind::RedisSentinel, Case::Crash, SHORT_CRASH_RUNS),
+            ]
+        );
+        assert!(plan.loads.is_empty());
+        for store in [StoreKind::Redis, StoreKind::RedisSentinel] {
+            for case in Case::ALL {
+                assert_eq!(
+                    case.tools(store),
+                    [Tool::Regent {
+                        ttl: crate::case::TTL
+                    }]
+                );
+            }
+        }
+        let err =
+            Plan::resolve(Some("redis"), Some("scale"), None, true, all_installed).unwrap_err();
+        assert!(matches!(err, BenchError::Usage(_)), "{err:?}");
+        let err = Plan::resolve(Some("sqlite,redis"), None, None, true, only_sqlite).unwrap_err();
+        let BenchError::Usage(message) = err else {
+            panic!("{err:?}")
+        };
+        assert!(message.contains("--stores redis"), "{message}");
     }
 
     #[test]

@@ -624,9 +624,11 @@ fn case_text(case: Case) -> &'static str {
              The command exits at once on SIGTERM, so what is timed is the tool's own \
              work: regent stops the command and waits for its whole process tree to be \
              gone, then releases; the follower's watch (etcd, ZooKeeper), blocking query \
-             (Consul), wake-up file (SQLite, besides its poll every 100 ms) or `LISTEN` \
+             (Consul), wake-up file (SQLite, besides its poll every 100 ms), `LISTEN` \
              (PostgreSQL, woken by the release's `NOTIFY`; behind PgBouncer, on a \
-             connection straight to the server; besides its poll every 500 ms) tells it, \
+             connection straight to the server; besides its poll every 500 ms) or \
+             `SUBSCRIBE` (Redis, woken by the release's `PUBLISH`; besides its poll every \
+             500 ms) tells it, \
              and it starts its command through its supervisor. `etcdctl elect` and the Curator participant run no \
              command: they only print.\n"
         }
@@ -685,9 +687,10 @@ Consul: a dev agent, one server in memory, which is enough for the graceful \
 case; the Consul cluster: three servers and a client agent per candidate, \
 as one is deployed; ZooKeeper: one standalone server, tickTime 100 ms; \
 PostgreSQL: one server (fsync off), and for `pgbouncer` PgBouncer in \
-transaction pooling mode in front of it; SQLite: a file in a temporary \
-directory). PostgreSQL, like SQLite, has no election tool of its own: \
-regent runs alone there. For each store and case, each \
+transaction pooling mode in front of it; Redis: one server without \
+persistence, and for `redis-sentinel` a primary and its replica behind three \
+Sentinels; SQLite: a file in a temporary directory). PostgreSQL and Redis, \
+like SQLite, have no election tool of their own: regent runs alone there. For each store and case, each \
 tool keeps two candidates running on an election of its own, a leader and a \
 follower, and the tools take turns run by run (the order reversed every \
 other round; a store's graceful and hand-over cases, `preferred` and \

@@ -5,6 +5,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use regent_testkit::engines::postgres::{BINDIR_VAR, DEFAULT_BINDIR, PGBOUNCER_VAR};
+use regent_testkit::engines::redis::{CLI_VAR, SENTINEL_VAR, SERVER_VAR};
 
 /// A store the bench can start, with its engine's own tool where one
 /// exists.
@@ -27,6 +28,13 @@ pub(crate) enum StoreKind {
     /// the store's docs tell users of such a pooler. No native tool. Only
     /// when named.
     PgBouncer,
+    /// One Redis server (no persistence), reached directly; no native tool
+    /// (Redis has no election tool of its own).
+    Redis,
+    /// A Redis primary and its replica watched by three Sentinels, reached
+    /// through them (`redis+sentinel://S1,S2,S3/mymaster`). No native tool.
+    /// Only when named.
+    RedisSentinel,
     /// A Consul cluster as one is deployed: three servers and a client
     /// agent per candidate (regent's on agents 0 and 1, `consul lock`'s on
     /// 2 and 3); regent at `consul lock`'s session TTL and at its own
@@ -45,13 +53,15 @@ pub(crate) enum StoreKind {
 
 impl StoreKind {
     /// Every store, in the order a bench runs them.
-    pub(crate) const ALL: [Self; 9] = [
+    pub(crate) const ALL: [Self; 11] = [
         Self::Sqlite,
         Self::Etcd,
         Self::Consul,
         Self::ZooKeeper,
         Self::Postgres,
         Self::PgBouncer,
+        Self::Redis,
+        Self::RedisSentinel,
         Self::ConsulCluster,
         Self::Memory,
         Self::Azblob,
@@ -59,12 +69,13 @@ impl StoreKind {
 
     /// The stores benched when `--stores` is not given (those whose engine
     /// is installed; SQLite always).
-    pub(crate) const DEFAULT: [Self; 5] = [
+    pub(crate) const DEFAULT: [Self; 6] = [
         Self::Sqlite,
         Self::Etcd,
         Self::Consul,
         Self::ZooKeeper,
         Self::Postgres,
+        Self::Redis,
     ];
 
     /// Its name in `--stores`, `--cases STORE:CASE` and the report.
@@ -76,6 +87,8 @@ impl StoreKind {
             Self::ZooKeeper => "zookeeper",
             Self::Postgres => "postgres",
             Self::PgBouncer => "pgbouncer",
+            Self::Redis => "redis",
+            Self::RedisSentinel => "redis-sentinel",
             Self::ConsulCluster => "consul-cluster",
             Self::Memory => "memory",
             Self::Azblob => "azblob",
@@ -91,6 +104,8 @@ impl StoreKind {
             "zookeeper" | "zk" => Some(Self::ZooKeeper),
             "postgres" | "postgresql" => Some(Self::Postgres),
             "pgbouncer" => Some(Self::PgBouncer),
+            "redis" => Some(Self::Redis),
+            "redis-sentinel" | "sentinel" => Some(Self::RedisSentinel),
             "consul-cluster" => Some(Self::ConsulCluster),
             "memory" => Some(Self::Memory),
             "azblob" => Some(Self::Azblob),
@@ -108,6 +123,13 @@ impl StoreKind {
     /// PgBouncer).
     pub(crate) fn is_postgres(self) -> bool {
         matches!(self, Self::Postgres | Self::PgBouncer)
+    }
+
+    /// Whether it is Redis (one server, or a primary behind Sentinels):
+    /// the load cases do not run on it (the bench opens no Redis store in
+    /// its own process).
+    pub(crate) fn is_redis(self) -> bool {
+        matches!(self, Self::Redis | Self::RedisSentinel)
     }
 
     /// Whether only the load cases run on it: no process but the bench's
@@ -137,6 +159,12 @@ impl StoreKind {
             Self::Consul | Self::ConsulCluster => &[("consul", "REGENT_CONSUL_BIN")],
             Self::ZooKeeper => &[("java", "REGENT_JAVA_BIN"), ("javac", "")],
             Self::Azblob => &[("azurite-blob", "REGENT_AZURITE_BIN")],
+            Self::Redis => &[("redis-server", SERVER_VAR), ("redis-cli", CLI_VAR)],
+            Self::RedisSentinel => &[
+                ("redis-server", SERVER_VAR),
+                ("redis-cli", CLI_VAR),
+                ("redis-sentinel", SENTINEL_VAR),
+            ],
         };
         for (program, var) in programs {
             find_program(program, var)?;

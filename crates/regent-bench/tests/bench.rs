@@ -263,10 +263,27 @@ fn postgres_without_its_programs_is_a_usage_error_naming_the_install_script() {
     assert!(stderr.contains("scripts/install-engines"), "{stderr}");
 }
 
+/// A `redis-server` named by `REGENT_REDIS_SERVER_BIN` that is not
+/// there: a usage error naming the variable and the install script, before
+/// any engine starts.
+#[test]
+fn redis_without_its_server_is_a_usage_error_naming_the_install_script() {
+    let empty = tempfile::tempdir().unwrap();
+    let run = harness()
+        .args(["--short", "--stores", "sqlite,redis"])
+        .env("REGENT_REDIS_SERVER_BIN", empty.path().join("redis-server"))
+        .output()
+        .expect("run regent-bench");
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("REGENT_REDIS_SERVER_BIN"), "{stderr}");
+    assert!(stderr.contains("scripts/install-engines"), "{stderr}");
+}
+
 #[test]
 fn usage_errors_exit_2() {
     for args in [
-        &["--stores", "redis"][..],
+        &["--stores", "mongodb"][..],
         &["--cases", "stampede"],
         &["--runs", "0"],
         &["--out", "report.txt"],

@@ -257,9 +257,13 @@ pub enum SafetyClass {
     /// Replicated by consensus (etcd, Consul, ZooKeeper, Azure Blob):
     /// survives the loss of a minority of servers.
     Consensus,
-    /// One durable node (SQLite, PostgreSQL; the planned Redis with AOF
-    /// would be too): a single point of failure, but never two leaders
-    /// while it lives.
+    /// One node decides (SQLite, PostgreSQL, Redis): a single point of
+    /// failure, but never two leaders while it lives, its terms as
+    /// durable as its persistence. With asynchronous replicas (a
+    /// PostgreSQL standby, Redis replicas behind Sentinel) a promotion
+    /// can lose the last writes and with them a term: two leaders can then
+    /// overlap, and only the fencing token (which outgrows the promotion
+    /// on both) protects the resource.
     SingleNode,
     /// Process memory only: for tests.
     Ephemeral,

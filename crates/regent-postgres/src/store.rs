@@ -384,10 +384,30 @@ impl PostgresStore {
         params: &[(&(dyn ToSql + Sync), Type)],
     ) -> Result<Vec<Row>, StoreError> {
         let client = self.client().await?;
-        client
-            .query_typed(sql, params)
-            .await
-            .map_err(|e| classify(what(), e))
+        match client.query_typed(sql, params).await {
+            Ok(rows) => Ok(rows),
+            Err(e) => {
+                if connection_ended(&e) {
+                    self.forget(&client);
+                }
+                Err(classify(what(), e))
+            }
+        }
+    }
+
+    /// Drops `client` from the cache, if it is still the one there: the
+    /// next call connects again rather than finding out, a call later,
+    /// that the connection is gone (the client says it is closed only
+    /// once its connection task has read the end).
+    fn forget(&self, client: &Arc<Client>) {
+        let mut cached = self
+            .inner
+            .client
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if cached.as_ref().is_some_and(|c| Arc::ptr_eq(c, client)) {
+            *cached = None;
+        }
     }
 
     async fn create_tables(&self, client: &Client) -> Result<(), StoreError> {
@@ -461,6 +481,25 @@ fn column<'a, T: tokio_postgres::types::FromSql<'a>>(
         ))
         .with_source(e)
     })
+}
+
+/// Whether `e` ended the connection it came on: it is closed, or the
+/// server said so (a FATAL or PANIC message: the backend was terminated,
+/// the server is shutting down), or it is not the server's answer at all
+/// (I/O). A statement's own error (severity ERROR) leaves the connection
+/// as it was.
+fn connection_ended(e: &tokio_postgres::Error) -> bool {
+    use tokio_postgres::error::Severity;
+    if e.is_closed() {
+        return true;
+    }
+    match e.as_db_error() {
+        Some(db) => matches!(
+            db.parsed_severity(),
+            Some(Severity::Fatal | Severity::Panic)
+        ),
+        None => true,
+    }
 }
 
 /// A ttl in whole milliseconds, rounded up: never less than asked.

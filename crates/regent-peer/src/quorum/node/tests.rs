@@ -89,6 +89,11 @@ fn asks(out: &[Output<Message<lowest_id::Message>>]) -> Vec<(u64, AskId)> {
         .collect()
 }
 
+/// No grant, typed: `[]` alone leaves the element type to inference,
+/// which another crate's `PartialEq<_> for u64` (serde_json's, in the
+/// dependency graph) makes ambiguous.
+const NONE: [u64; 0] = [];
+
 fn grants(out: &[Output<Message<lowest_id::Message>>]) -> Vec<u64> {
     out.iter()
         .filter_map(|o| match o {
@@ -279,25 +284,25 @@ fn a_member_promises_one_node_for_a_lease_from_the_ask() {
     let t0 = Instant::now();
     let mut m = node(2, None, t0);
     // Just started: grants nobody for a lease.
-    assert_eq!(grants(&m.handle(t0, ask(1, 0))), []);
+    assert_eq!(grants(&m.handle(t0, ask(1, 0))), NONE);
     let t = t0 + 400 * MS;
     assert_eq!(grants(&m.handle(t, ask(1, 1))), [1]);
     // Promised to node 1: node 3 is refused, node 1 renews.
-    assert_eq!(grants(&m.handle(t + 100 * MS, ask(3, 0))), []);
+    assert_eq!(grants(&m.handle(t + 100 * MS, ask(3, 0))), NONE);
     let renewed = t + 300 * MS;
     assert_eq!(grants(&m.handle(renewed, ask(1, 2))), [1]);
-    assert_eq!(grants(&m.handle(t + 401 * MS, ask(3, 1))), []);
+    assert_eq!(grants(&m.handle(t + 401 * MS, ask(3, 1))), NONE);
     assert_eq!(
         grants(&m.handle(renewed + 400 * MS - Duration::from_nanos(1), ask(3, 2))),
-        []
+        NONE
     );
     // The promise ran out: node 3 may have it (this ask, and the one
     // deferred a nanosecond ago), and then node 1 may not.
     assert_eq!(grants(&m.handle(renewed + 400 * MS, ask(3, 3))), [3, 3]);
-    assert_eq!(grants(&m.handle(renewed + 401 * MS, ask(1, 3))), []);
+    assert_eq!(grants(&m.handle(renewed + 401 * MS, ask(1, 3))), NONE);
     // Non-members and itself are never granted.
-    assert_eq!(grants(&m.handle(renewed + 900 * MS, ask(9, 0))), []);
-    assert_eq!(grants(&m.handle(renewed + 900 * MS, ask(2, 0))), []);
+    assert_eq!(grants(&m.handle(renewed + 900 * MS, ask(9, 0))), NONE);
+    assert_eq!(grants(&m.handle(renewed + 900 * MS, ask(2, 0))), NONE);
 }
 
 /// Regression (found by `regent torture --peer ring --quorum`): a
@@ -325,13 +330,13 @@ fn a_restarted_node_is_not_granted_until_the_promise_to_its_previous_life_runs_o
             },
         )
     };
-    assert_eq!(grants(&m.handle(t + 100 * MS, restarted(0))), []);
-    assert_eq!(grants(&m.handle(t + 399 * MS, restarted(1))), []);
+    assert_eq!(grants(&m.handle(t + 100 * MS, restarted(0))), NONE);
+    assert_eq!(grants(&m.handle(t + 399 * MS, restarted(1))), NONE);
     // The promise to the first life ran out: the ask deferred a
     // millisecond ago is granted, then the first life is refused.
     assert_eq!(grants(&m.handle(t + 400 * MS, Input::Tick)), [1]);
     assert_eq!(grants(&m.handle(t + 401 * MS, restarted(2))), [1]);
-    assert_eq!(grants(&m.handle(t + 402 * MS, ask(1, 1))), []);
+    assert_eq!(grants(&m.handle(t + 402 * MS, ask(1, 1))), NONE);
 }
 
 #[test]
@@ -340,10 +345,10 @@ fn a_goodbye_from_the_node_promised_ends_the_promise() {
     let mut m = node(2, None, t0);
     let t = t0 + 400 * MS;
     assert_eq!(grants(&m.handle(t, ask(1, 0))), [1]);
-    assert_eq!(grants(&m.handle(t + 10 * MS, ask(3, 0))), []);
+    assert_eq!(grants(&m.handle(t + 10 * MS, ask(3, 0))), NONE);
     // A GOODBYE from another node changes nothing.
     let _ = m.handle(t + 20 * MS, Input::Left { from: NodeId(3) });
-    assert_eq!(grants(&m.handle(t + 30 * MS, ask(3, 1))), []);
+    assert_eq!(grants(&m.handle(t + 30 * MS, ask(3, 1))), NONE);
     // Node 1 left: no need to wait its lease out; the ask deferred
     // meanwhile is granted at once.
     let out = m.handle(t + 40 * MS, Input::Left { from: NodeId(1) });
@@ -357,7 +362,7 @@ fn a_refused_ask_is_granted_the_moment_the_promise_runs_out() {
     let mut m = node(2, None, t0);
     let t = t0 + 400 * MS;
     assert_eq!(grants(&m.handle(t, ask(1, 0))), [1]);
-    assert_eq!(grants(&m.handle(t + 350 * MS, ask(3, 0))), []);
+    assert_eq!(grants(&m.handle(t + 350 * MS, ask(3, 0))), NONE);
     assert_eq!(m.next_deadline(), t + 400 * MS, "wakes when it may grant");
     let out = m.handle(t + 400 * MS, Input::Tick);
     assert_eq!(
@@ -375,13 +380,13 @@ fn a_refused_ask_is_granted_the_moment_the_promise_runs_out() {
         }]
     );
     // Now promised to node 3.
-    assert_eq!(grants(&m.handle(t + 500 * MS, ask(1, 1))), []);
+    assert_eq!(grants(&m.handle(t + 500 * MS, ask(1, 1))), NONE);
     // A deferred ask older than a heartbeat interval is dropped: its
     // asker has asked again since, or stopped.
     let mut m = node(2, None, t0);
     let _ = m.handle(t, ask(1, 0));
     let _ = m.handle(t + 200 * MS, ask(3, 0));
-    assert_eq!(grants(&m.handle(t + 400 * MS, Input::Tick)), []);
+    assert_eq!(grants(&m.handle(t + 400 * MS, Input::Tick)), NONE);
 }
 
 #[test]

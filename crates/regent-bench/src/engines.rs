@@ -44,7 +44,7 @@ pub(crate) enum RunningStore {
     /// One server, the kit's defaults (no persistence).
     Redis(Redis),
     /// A primary, its replica and three Sentinels.
-    RedisSentinel(RedisSentinels),
+    RedisSentinel(Box<RedisSentinels>),
     Memory,
     Azblob(Azurite),
 }
@@ -100,7 +100,7 @@ impl RunningStore {
             }
             StoreKind::Redis => Self::Redis(Redis::start().map_err(engine_error)?),
             StoreKind::RedisSentinel => {
-                Self::RedisSentinel(RedisSentinels::start().map_err(engine_error)?)
+                Self::RedisSentinel(Box::new(RedisSentinels::start().map_err(engine_error)?))
             }
             StoreKind::Memory => Self::Memory,
             StoreKind::Azblob => Self::Azblob(Azurite::start().map_err(engine_error)?),

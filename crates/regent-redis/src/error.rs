@@ -30,8 +30,8 @@ pub(crate) fn reconnect(e: &RedisError) -> bool {
 }
 
 fn kind_of(e: &RedisError) -> (ErrorKind, &'static str) {
-    if let Some(found) = tls_failure(e) {
-        return found;
+    if let Some(failure) = TlsFailure::of(e) {
+        return failure.kind_and_words();
     }
     if e.kind() == Kind::Server(Server::ReadOnly) || e.code() == Some("READONLY") {
         // A failover in progress, or a URL that names a replica.
@@ -104,42 +104,100 @@ fn kind_of(e: &RedisError) -> (ErrorKind, &'static str) {
 }
 
 /// A TLS handshake that no retry mends: the server's certificate did not
-/// pass the check (`Config`), or the server refused ours (`Auth`). One cut
-/// short by the network is neither and stays `Unavailable`.
-///
-/// The client keeps an I/O error behind an `Arc`, whose chain skips the
-/// `rustls::Error` inside: the error's words are what is left to read
-/// (rustls's own: "invalid peer certificate", "received fatal alert").
-fn tls_failure(e: &RedisError) -> Option<(ErrorKind, &'static str)> {
-    let refused = || {
-        (
-            ErrorKind::Auth,
-            ": the server refused the TLS handshake (does it want a client certificate?)",
-        )
-    };
-    let unchecked = || {
-        (
-            ErrorKind::Config,
-            ": the server's TLS certificate did not pass the check (the CA certificate, \
-             --redis-cacert, or the host name in the URL)",
-        )
-    };
-    if let Some(tls) = regent_core::find_cause::<rustls::Error>(e) {
-        return Some(match tls {
-            rustls::Error::AlertReceived(_) => refused(),
-            _ => unchecked(),
-        });
+/// pass the check (`Config`), or the server refused ours, or its absence
+/// (`Auth`). One cut short by the network is none of these and stays
+/// `Unavailable`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum TlsFailure {
+    /// The server's certificate did not pass the check: not signed by a
+    /// CA the client trusts, or not for the URL's host.
+    ServerCertificate,
+    /// The server wants a client certificate and got none (TLS 1.3's
+    /// `certificate_required` alert).
+    NoClientCertificate,
+    /// The server refused the client certificate presented (one of a CA
+    /// it does not trust, expired, or not for clients).
+    ClientCertificateRefused,
+    /// The server refused the handshake with another alert: under TLS 1.2
+    /// a missing client certificate is `handshake_failure`.
+    Refused,
+}
+
+impl TlsFailure {
+    /// What `e` says about the handshake, if it failed for good.
+    ///
+    /// The client keeps an I/O error behind an `Arc`, whose chain skips
+    /// the `rustls::Error` inside: the error's words are what is left to
+    /// read then (rustls's own: "invalid peer certificate", "received
+    /// fatal alert: CertificateRequired").
+    pub(crate) fn of(e: &RedisError) -> Option<Self> {
+        if let Some(tls) = regent_core::find_cause::<rustls::Error>(e) {
+            return Some(match tls {
+                rustls::Error::AlertReceived(alert) => Self::of_alert(&format!("{alert:?}")),
+                _ => Self::ServerCertificate,
+            });
+        }
+        if !e.is_io_error() {
+            return None;
+        }
+        let text = e.to_string();
+        if let Some((_, alert)) = text.split_once("received fatal alert: ") {
+            Some(Self::of_alert(alert))
+        } else if text.contains("invalid peer certificate") || text.contains("InvalidCertificate") {
+            Some(Self::ServerCertificate)
+        } else {
+            None
+        }
     }
-    if !e.is_io_error() {
-        return None;
+
+    /// What a store error (with its cause) says about the handshake.
+    pub(crate) fn of_store_error(e: &StoreError) -> Option<Self> {
+        regent_core::find_cause::<RedisError>(e).and_then(Self::of)
     }
-    let text = e.to_string();
-    if text.contains("received fatal alert") {
-        Some(refused())
-    } else if text.contains("invalid peer certificate") || text.contains("InvalidCertificate") {
-        Some(unchecked())
-    } else {
-        None
+
+    /// The server's alert, by the name rustls gives it
+    /// (`CertificateRequired`), at the start of `alert`.
+    fn of_alert(alert: &str) -> Self {
+        let name: String = alert
+            .chars()
+            .take_while(char::is_ascii_alphanumeric)
+            .collect();
+        match name.as_str() {
+            "CertificateRequired" => Self::NoClientCertificate,
+            "BadCertificate"
+            | "UnsupportedCertificate"
+            | "CertificateRevoked"
+            | "CertificateExpired"
+            | "CertificateUnknown"
+            | "UnknownCA"
+            | "AccessDenied" => Self::ClientCertificateRefused,
+            _ => Self::Refused,
+        }
+    }
+
+    fn kind_and_words(self) -> (ErrorKind, &'static str) {
+        match self {
+            Self::ServerCertificate => (
+                ErrorKind::Config,
+                ": the server's TLS certificate did not pass the check (the CA certificate, \
+                 --redis-cacert, or the host name in the URL)",
+            ),
+            Self::NoClientCertificate => (
+                ErrorKind::Auth,
+                ": the server wants a client certificate (tls-auth-clients): give one with \
+                 --redis-cert and --redis-key",
+            ),
+            Self::ClientCertificateRefused => (
+                ErrorKind::Auth,
+                ": the server refused the client certificate (--redis-cert): it must \
+                 trust the CA that signed it (its tls-ca-cert-file)",
+            ),
+            Self::Refused => (
+                ErrorKind::Auth,
+                ": the server refused the TLS handshake (does it want a client certificate? \
+                 --redis-cert and --redis-key)",
+            ),
+        }
     }
 }
 
@@ -175,10 +233,58 @@ mod tests {
         )
         .into();
         assert_eq!(kind_of(&tls).0, ErrorKind::Config);
-        let alert: RedisError = std::io::Error::other(rustls::Error::AlertReceived(
-            rustls::AlertDescription::CertificateRequired,
-        ))
-        .into();
-        assert_eq!(kind_of(&alert).0, ErrorKind::Auth);
+        let alert = |description| -> RedisError {
+            std::io::Error::other(rustls::Error::AlertReceived(description)).into()
+        };
+        for (description, failure) in [
+            (
+                rustls::AlertDescription::CertificateRequired,
+                TlsFailure::NoClientCertificate,
+            ),
+            (
+                rustls::AlertDescription::UnknownCA,
+                TlsFailure::ClientCertificateRefused,
+            ),
+            (
+                rustls::AlertDescription::HandshakeFailure,
+                TlsFailure::Refused,
+            ),
+        ] {
+            let e = alert(description);
+            assert_eq!(TlsFailure::of(&e), Some(failure), "{description:?}");
+            assert_eq!(kind_of(&e).0, ErrorKind::Auth, "{description:?}");
+            assert!(
+                kind_of(&e).1.contains("client certificate"),
+                "{description:?}"
+            );
+        }
+    }
+
+    /// The words alone, as the client leaves them when it keeps the I/O
+    /// error behind an `Arc`.
+    #[test]
+    fn tls_failures_are_told_apart_by_their_words() {
+        let said = |text: &str| -> RedisError { std::io::Error::other(text.to_owned()).into() };
+        for (text, failure) in [
+            (
+                "received fatal alert: CertificateRequired",
+                Some(TlsFailure::NoClientCertificate),
+            ),
+            (
+                "received fatal alert: UnknownCA",
+                Some(TlsFailure::ClientCertificateRefused),
+            ),
+            (
+                "received fatal alert: DecodeError",
+                Some(TlsFailure::Refused),
+            ),
+            (
+                "invalid peer certificate: UnknownIssuer",
+                Some(TlsFailure::ServerCertificate),
+            ),
+            ("connection reset by peer", None),
+        ] {
+            assert_eq!(TlsFailure::of(&said(text)), failure, "{text}");
+        }
     }
 }

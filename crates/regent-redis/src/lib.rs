@@ -112,6 +112,35 @@
 //! monitors is `Config`. Watches subscribe on the master the store talks
 //! to and subscribe again after a failover.
 //!
+//! # TLS
+//!
+//! `rediss://HOST[:PORT][/DB]` speaks TLS to one Redis (its `tls-port`)
+//! through the `redis` crate's rustls (ring as its crypto provider), as
+//! redis-cli's `--tls` does. The store checks the server's certificate
+//! against the CA certificate of the option `cacert` (`--redis-cacert`),
+//! else against the system's trusted roots, and checks that it names the
+//! URL's host (an IP address in the URL must be among the certificate's
+//! IP addresses). A server with `tls-auth-clients yes`, Redis's default
+//! for a TLS port, wants a client certificate as well: `cert` and `key`
+//! (`--redis-cert`, `--redis-key`), given together, present one. The
+//! three are PEM files (redis-cli's `--cacert`, `--cert` and `--key`),
+//! read and checked for a `CERTIFICATE` block or a private key when the
+//! URL is parsed, and refused with `redis://` and `redis+sentinel://`
+//! (no TLS to Sentinels). In code, [`redis::Client::build_with_tls`]
+//! takes the same PEMs and [`RedisStore::builder`] the client.
+//!
+//! A TLS 1.3 server checks the client's certificate after the client has
+//! finished its handshake: its refusal comes at the client's first read,
+//! while the store connects ([`RedisStoreBuilder::build`], or the first
+//! call of a [lazy](RedisStoreBuilder::lazy) store). None of these is
+//! transient:
+//!
+//! | what | kind | the message names |
+//! |---|---|---|
+//! | the server's certificate signed by no CA the store trusts, or for another host | [`Config`](regent_core::ErrorKind::Config) | `--redis-cacert` and the URL's host |
+//! | no client certificate, and the server wants one | [`Auth`](regent_core::ErrorKind::Auth) | `--redis-cert` and `--redis-key` |
+//! | a client certificate the server does not trust | [`Auth`](regent_core::ErrorKind::Auth) | `--redis-cert` and the server's `tls-ca-cert-file` |
+//!
 //! # Wake-ups
 //!
 //! The scripts `PUBLISH` on the election's channel (`regent:{E}:changed`)

@@ -15,6 +15,7 @@ use regent_core::target::{
 };
 use regent_core::{BoxStore, ErrorKind, StoreError};
 
+use crate::error::TlsFailure;
 use crate::store::{DEFAULT_CALL_TIMEOUT, DEFAULT_PREFIX, RedisStore, RedisStoreBuilder};
 
 /// Redis's port, by default.
@@ -48,6 +49,14 @@ pub const DEFAULT_SENTINEL_PORT: u16 = 26379;
 /// variable). The Sentinels' own password (`requirepass` in
 /// `sentinel.conf`) is `REGENT_REDIS_SENTINEL_PASSWORD`.
 ///
+/// `rediss://` verifies the server's certificate against the CA of
+/// `cacert` (else the system's trusted roots) and the URL's host, and
+/// presents the client certificate of `cert` with its private key `key`,
+/// given together, when the server asks for one (`tls-auth-clients yes`,
+/// Redis's default for a TLS port), as `redis-cli --tls --cacert --cert
+/// --key` do. The three are PEM files, read and checked when the URL is
+/// parsed, and only for `rediss://`.
+///
 /// | option | kind | flag / variable |
 /// |---|---|---|
 /// | `user` | text | `--redis-user` / `REGENT_REDIS_USER` |
@@ -55,6 +64,8 @@ pub const DEFAULT_SENTINEL_PORT: u16 = 26379;
 /// | `password-file` | path | `--redis-password-file` / `REGENT_REDIS_PASSWORD_FILE` |
 /// | `sentinel-password` | secret | `REGENT_REDIS_SENTINEL_PASSWORD` only |
 /// | `cacert` | path | `--redis-cacert` / `REGENT_REDIS_CACERT` |
+/// | `cert` | path | `--redis-cert` / `REGENT_REDIS_CERT` |
+/// | `key` | path | `--redis-key` / `REGENT_REDIS_KEY` |
 /// | `prefix` | text | `--redis-prefix` / `REGENT_REDIS_PREFIX` |
 /// | `wait-replicas` | text | `--redis-wait-replicas` / `REGENT_REDIS_WAIT_REPLICAS` |
 pub static KIND: StoreKind = StoreKind {
@@ -100,6 +111,19 @@ pub static KIND: StoreKind = StoreKind {
                    (default: the system's trusted roots)",
         },
         StoreOption {
+            name: "cert",
+            kind: OptionKind::Path,
+            value_name: "FILE",
+            help: "Client certificate (PEM) for rediss:// when the server asks for one \
+                   (tls-auth-clients yes, Redis's default); with --redis-key",
+        },
+        StoreOption {
+            name: "key",
+            kind: OptionKind::Path,
+            value_name: "FILE",
+            help: "Private key (PEM) of --redis-cert",
+        },
+        StoreOption {
             name: "prefix",
             kind: OptionKind::Text,
             value_name: "PREFIX",
@@ -122,14 +146,21 @@ pub static KIND: StoreKind = StoreKind {
     parse,
 };
 
-/// A password: `Debug` shows `***`.
+/// A password or a private key: `Debug` shows `***`.
 #[derive(Clone, PartialEq, Eq)]
-struct Secret(String);
+struct Secret<T = String>(T);
 
-impl fmt::Debug for Secret {
+impl<T> fmt::Debug for Secret<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("***")
     }
+}
+
+/// A client certificate and its private key, both PEM.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Identity {
+    cert: Vec<u8>,
+    key: Secret<Vec<u8>>,
 }
 
 /// Where the store finds its server.
@@ -153,6 +184,7 @@ pub struct RedisTarget {
     password: Option<Secret>,
     sentinel_password: Option<Secret>,
     cacert: Option<Vec<u8>>,
+    identity: Option<Identity>,
     prefix: String,
     wait_replicas: u32,
 }
@@ -421,19 +453,7 @@ pub(crate) fn parse_target(
         }
         Some(v) => Some(Secret(v.text()?.to_owned())),
     };
-    let cacert = match options.get("cacert") {
-        None => None,
-        Some(v) if !matches!(place, Where::Direct { tls: true, .. }) => {
-            return Err(TargetError::bad_value(
-                v,
-                "is for rediss:// URLs (TLS); this one speaks none",
-            ));
-        }
-        Some(v) => {
-            let path = PathBuf::from(&v.value);
-            Some(std::fs::read(&path).map_err(|e| TargetError::unreadable(v, &path, e))?)
-        }
-    };
+    let (cacert, identity) = tls_files(options, matches!(place, Where::Direct { tls: true, .. }))?;
     let prefix = match options.get("prefix") {
         None => DEFAULT_PREFIX.to_owned(),
         Some(v) => {
@@ -461,9 +481,117 @@ pub(crate) fn parse_target(
         password,
         sentinel_password,
         cacert,
+        identity,
         prefix,
         wait_replicas,
     })
+}
+
+/// The PEM files of `cacert`, and of `cert` with `key`: only for a URL
+/// that speaks TLS, the certificate and its key together, each file
+/// holding what its option takes.
+fn tls_files(
+    options: &Options,
+    tls: bool,
+) -> Result<(Option<Vec<u8>>, Option<Identity>), TargetError> {
+    let [cacert, cert, key] = ["cacert", "cert", "key"].map(|name| options.get(name));
+    if !tls && let Some(v) = [cacert, cert, key].into_iter().flatten().next() {
+        return Err(TargetError::bad_value(
+            v,
+            "is for rediss:// URLs (TLS); this one speaks none",
+        ));
+    }
+    let identity = match (cert, key) {
+        (None, None) => None,
+        (Some(c), Some(k)) => Some(Identity {
+            cert: read_pem(c, Pem::Certificate)?,
+            key: Secret(read_pem(k, Pem::PrivateKey)?),
+        }),
+        (Some(c), None) => {
+            return Err(TargetError::missing(
+                c,
+                &["key"],
+                Detail::new("needs its private key: ").option("key", Mention::EitherWayWithValue),
+            ));
+        }
+        (None, Some(k)) => {
+            return Err(TargetError::missing(
+                k,
+                &["cert"],
+                Detail::new("needs its certificate: ").option("cert", Mention::EitherWayWithValue),
+            ));
+        }
+    };
+    let cacert = cacert.map(|v| read_pem(v, Pem::Certificate)).transpose()?;
+    Ok((cacert, identity))
+}
+
+/// What a PEM file must hold for the option that names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Pem {
+    /// `cacert`, `cert`: a `CERTIFICATE` block.
+    Certificate,
+    /// `key`: a private key block (`PRIVATE KEY`, `RSA PRIVATE KEY`,
+    /// `EC PRIVATE KEY`).
+    PrivateKey,
+}
+
+impl Pem {
+    fn takes(self, label: &str) -> bool {
+        match self {
+            Self::Certificate => label == "CERTIFICATE",
+            Self::PrivateKey => label.ends_with("PRIVATE KEY"),
+        }
+    }
+}
+
+/// The file `value` names, checked to hold a block of `want`: a file that
+/// is no PEM, or the certificate and the key swapped, is an error naming
+/// the option now, not a failed handshake later.
+fn read_pem(value: &OptionValue, want: Pem) -> Result<Vec<u8>, TargetError> {
+    let path = PathBuf::from(&value.value);
+    let bytes = std::fs::read(&path).map_err(|e| TargetError::unreadable(value, &path, e))?;
+    let text = String::from_utf8_lossy(&bytes);
+    let labels: Vec<&str> = text
+        .lines()
+        .filter_map(|line| line.trim().strip_prefix("-----BEGIN "))
+        .filter_map(|rest| rest.strip_suffix("-----"))
+        .collect();
+    if labels.is_empty() {
+        return Err(TargetError::bad_file(
+            value,
+            &path,
+            ": not a PEM file (no '-----BEGIN' line)",
+        ));
+    }
+    if labels.iter().any(|l| want.takes(l)) {
+        return Ok(bytes);
+    }
+    let found = labels
+        .iter()
+        .map(|l| printable(l))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let (block, other, is_it) = match want {
+        Pem::Certificate => ("CERTIFICATE", "key", "the key"),
+        Pem::PrivateKey => ("PRIVATE KEY", "cert", "the certificate"),
+    };
+    let detail = Detail::new(format!(": holds no {block} block, only {found}"));
+    // `cert` holding a key, or `key` a certificate: most likely the two
+    // files were swapped.
+    let other_kind = match want {
+        Pem::Certificate => Pem::PrivateKey,
+        Pem::PrivateKey => Pem::Certificate,
+    };
+    let detail = if value.option != "cacert" && labels.iter().any(|l| other_kind.takes(l)) {
+        detail
+            .text(format!(" (is it {is_it}? "))
+            .option(other, Mention::LikeTheSubject)
+            .text(" takes that)")
+    } else {
+        detail
+    };
+    Err(TargetError::bad_file(value, &path, detail))
 }
 
 /// The password: `password-file` given by flag (or by a program), else
@@ -537,15 +665,19 @@ impl RedisTarget {
                     .into_connection_info()
                     .map_err(config)?
                     .set_redis_settings(self.login());
-                let client = match &self.cacert {
-                    Some(pem) => Client::build_with_tls(
+                let client = if self.cacert.is_some() || self.identity.is_some() {
+                    Client::build_with_tls(
                         info,
                         redis::TlsCertificates {
-                            client_tls: None,
-                            root_cert: Some(pem.clone()),
+                            client_tls: self.identity.as_ref().map(|id| redis::ClientTlsConfig {
+                                client_cert: id.cert.clone(),
+                                client_key: id.key.0.clone(),
+                            }),
+                            root_cert: self.cacert.clone(),
                         },
-                    ),
-                    None => Client::open(info),
+                    )
+                } else {
+                    Client::open(info)
                 }
                 .map_err(config)?;
                 RedisStore::builder(client)
@@ -598,7 +730,13 @@ impl Target for RedisTarget {
         })
     }
 
+    /// The password, when a server refused the user and none was given;
+    /// nothing for a refused TLS handshake, whose error names the options
+    /// itself.
     fn hint(&self, error: &StoreError) -> Option<String> {
+        if TlsFailure::of_store_error(error).is_some() {
+            return None;
+        }
         match error.kind() {
             ErrorKind::Auth if self.password.is_none() => Some(
                 "no password was given: set REGENT_REDIS_PASSWORD, or pass \

@@ -161,10 +161,17 @@ fn options_that_contradict_are_refused() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("contains ':'") && !e.contains("pw"), "{e}");
-    let e = parse_with("redis://h", &options(&[("cacert", "/x.pem")]))
-        .unwrap_err()
-        .to_string();
-    assert!(e.contains("rediss://"), "{e}");
+    for url in ["redis://h", "redis+sentinel://s1/m"] {
+        for option in ["cacert", "cert", "key"] {
+            let e = parse_with(url, &options(&[(option, "/x.pem")]))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains(&format!("option `{option}`")) && e.contains("rediss://"),
+                "{url} {option}: {e}"
+            );
+        }
+    }
     let e = parse_with("redis://h", &options(&[("sentinel-password", "x")]))
         .unwrap_err()
         .to_string();
@@ -199,9 +206,154 @@ fn options_are_read() {
 #[test]
 fn flags_and_variables_follow_the_convention() {
     let flag = |n: &str| KIND.option(n).unwrap().flag_name(&KIND);
+    let env = |n: &str| KIND.option(n).unwrap().env_name(&KIND);
     assert_eq!(flag("password-file"), "redis-password-file");
+    assert_eq!(env("password"), "REGENT_REDIS_PASSWORD");
+    // As redis-cli names them: --cacert, --cert, --key.
+    for (option, flag_name, variable) in [
+        ("cacert", "redis-cacert", "REGENT_REDIS_CACERT"),
+        ("cert", "redis-cert", "REGENT_REDIS_CERT"),
+        ("key", "redis-key", "REGENT_REDIS_KEY"),
+    ] {
+        assert_eq!(KIND.option(option).unwrap().kind, OptionKind::Path);
+        assert_eq!(flag(option), flag_name);
+        assert_eq!(env(option), variable);
+    }
+}
+
+/// The test kit's PKI, in a directory of the test's own.
+fn pki() -> (tempfile::TempDir, regent_testkit::pki::TlsFiles) {
+    let dir = tempfile::tempdir().unwrap();
+    let files = regent_testkit::pki::TlsFiles::generate(&dir.path().join("tls")).unwrap();
+    (dir, files)
+}
+
+fn path(p: &std::path::Path) -> &str {
+    p.to_str().unwrap()
+}
+
+#[test]
+fn tls_files_are_read_for_rediss_and_make_a_tls_client() {
+    let (_dir, files) = pki();
+    let all = options(&[
+        ("cacert", path(files.ca_cert())),
+        ("cert", path(files.client_cert())),
+        ("key", path(files.client_key())),
+    ]);
+    let t = parse_with("rediss://127.0.0.1:6380", &all).unwrap();
     assert_eq!(
-        KIND.option("password").unwrap().env_name(&KIND),
-        "REGENT_REDIS_PASSWORD"
+        t.cacert.as_deref(),
+        Some(std::fs::read(files.ca_cert()).unwrap().as_slice())
+    );
+    let identity = t.identity.as_ref().expect("a client certificate");
+    assert_eq!(identity.cert, std::fs::read(files.client_cert()).unwrap());
+    // The key never shows.
+    assert!(!format!("{t:?}").contains("PRIVATE"), "{t:?}");
+    assert!(!format!("{identity:?}").contains("PRIVATE"), "{identity:?}");
+    t.builder().expect("a TLS client with a client certificate");
+
+    // A client certificate alone: the system's trusted roots verify the
+    // server.
+    let t = parse_with(
+        "rediss://127.0.0.1:6380",
+        &options(&[
+            ("cert", path(files.client_cert())),
+            ("key", path(files.client_key())),
+        ]),
+    )
+    .unwrap();
+    assert!(t.cacert.is_none() && t.identity.is_some());
+    t.builder().expect("a TLS client with the system's roots");
+}
+
+#[test]
+fn a_client_certificate_needs_its_key_and_the_key_its_certificate() {
+    let (_dir, files) = pki();
+    for (given, value, missing) in [
+        ("cert", files.client_cert(), "key"),
+        ("key", files.client_key(), "cert"),
+    ] {
+        let e = parse_with("rediss://h", &options(&[(given, path(value))])).unwrap_err();
+        assert!(
+            matches!(&e, TargetError::Missing { missing: m, .. } if m == &[missing]),
+            "{given}: {e:?}"
+        );
+        assert_eq!(e.options(), [given, missing], "{e}");
+        assert!(
+            e.to_string().contains(&format!("option `{missing}`")),
+            "{e}"
+        );
+    }
+}
+
+#[test]
+fn tls_files_that_hold_the_wrong_thing_are_refused_naming_the_option() {
+    let (dir, files) = pki();
+    let junk = dir.path().join("junk.pem");
+    std::fs::write(&junk, "not a certificate\n").unwrap();
+    let gone = dir.path().join("gone.pem");
+    let (cert, key) = (path(files.client_cert()), path(files.client_key()));
+
+    // Swapped: each names the other option.
+    let e = parse_with("rediss://h", &options(&[("cert", key), ("key", cert)]))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("option `cert`") && e.contains("no CERTIFICATE block") && e.contains("`key`"),
+        "{e}"
+    );
+    let e = parse_with("rediss://h", &options(&[("cert", cert), ("key", cert)]))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("option `key`") && e.contains("no PRIVATE KEY block") && e.contains("`cert`"),
+        "{e}"
+    );
+    // A key as the CA: refused, without the advice meant for a swap.
+    let e = parse_with("rediss://h", &options(&[("cacert", key)]))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("option `cacert`") && e.contains("no CERTIFICATE block") && !e.contains("is it"),
+        "{e}"
+    );
+
+    for option in ["cacert", "cert", "key"] {
+        let with = |file: &str| {
+            let mut given = vec![("cert", cert), ("key", key)];
+            given.retain(|(name, _)| *name != option);
+            given.push((option, file));
+            parse_with("rediss://h", &options(&given)).unwrap_err()
+        };
+        let e = with(path(&junk));
+        assert!(
+            matches!(&e, TargetError::BadValue { path: Some(_), .. })
+                && e.to_string().contains("not a PEM file"),
+            "{option}: {e}"
+        );
+        let e = with(path(&gone));
+        assert!(matches!(e, TargetError::Unreadable { .. }), "{option}: {e}");
+        assert_eq!(e.options(), [option], "{e}");
+    }
+}
+
+/// A refused TLS handshake names its own options; the advice about a
+/// missing password is for a refused user alone.
+#[test]
+fn a_refused_handshake_gets_no_password_hint() {
+    let t = ok("rediss://h");
+    let refused: redis::RedisError = std::io::Error::other(rustls::Error::AlertReceived(
+        rustls::AlertDescription::CertificateRequired,
+    ))
+    .into();
+    let e = crate::error::classify("connect".into(), refused);
+    assert_eq!(e.kind(), ErrorKind::Auth, "{e}");
+    assert_eq!(t.hint(&e), None);
+    let wrong_password = redis::make_extension_error("WRONGPASS".into(), Some("x".into()));
+    let e = crate::error::classify("connect".into(), wrong_password);
+    assert_eq!(e.kind(), ErrorKind::Auth, "{e}");
+    assert!(
+        t.hint(&e)
+            .is_some_and(|h| h.contains("REGENT_REDIS_PASSWORD"))
     );
 }

@@ -33,7 +33,7 @@
 //! | Consul 1.8 | [`consul::Consul`] (a dev agent; secured (TLS, ACLs) by [`consul::Consul::builder`]), [`consul::ConsulCluster`] (three servers and client agents), [`consul::SharedConsul`] (a key prefix on one dev agent per test process) | `consul` (`REGENT_CONSUL_BIN`) |
 //! | Azurite 3.35 (Azure Blob Storage) | [`azurite::Azurite`] (the Blob service, data on disk), [`azurite::SharedAzurite`] (a container on one Azurite per test process); its clients find it by [`Engine::client_env`] | `azurite-blob` (`REGENT_AZURITE_BIN`) |
 //! | PostgreSQL 15, PgBouncer 1.18 | [`postgres::Postgres`] (a server; its faults hit the postmaster and every child), [`postgres::PgBouncer`] (in front of one, transaction pooling), [`postgres::PostgresBehindPgBouncer`] (the two as one engine), [`postgres::PostgresPair`] (a primary with a streaming standby to promote); run as the user `postgres` when the tests run as root | `initdb`, `postgres`, `pg_ctl`, `pg_basebackup`, `psql` from `/usr/lib/postgresql/15/bin` (`REGENT_POSTGRES_BINDIR`), `pgbouncer` (`REGENT_PGBOUNCER_BIN`) |
-//! | Redis 7.0, Redis Sentinel 7.0 | [`redis::Redis`] (a server; persistence and an ACL user by [`redis::Redis::builder`]), [`redis::RedisSentinels`] (a primary, a replica and three Sentinels; its faults hit the current primary, [`redis::RedisSentinels::fail_over`] promotes the replica); `Redis` is in [`for_every_engine!`](crate::for_every_engine), one server per test | `redis-server` (`REGENT_REDIS_SERVER_BIN`), `redis-cli` (`REGENT_REDIS_CLI_BIN`), `redis-sentinel` (`REGENT_REDIS_SENTINEL_BIN`) |
+//! | Redis 7.0, Redis Sentinel 7.0 | [`redis::Redis`] (a server; persistence, an ACL user and a TLS port by [`redis::Redis::builder`]), [`redis::RedisSentinels`] (a primary, a replica and three Sentinels; its faults hit the current primary, [`redis::RedisSentinels::fail_over`] promotes the replica); `Redis` is in [`for_every_engine!`](crate::for_every_engine), one server per test | `redis-server` (`REGENT_REDIS_SERVER_BIN`), `redis-cli` (`REGENT_REDIS_CLI_BIN`), `redis-sentinel` (`REGENT_REDIS_SENTINEL_BIN`) |
 //! | ZooKeeper 3.8 | [`zookeeper::ZooKeeper`] (a standalone server, `tickTime` 100 ms; other settings by [`zookeeper::ZooKeeper::builder`]), [`zookeeper::ZooKeeperEnsemble`] (three servers), [`zookeeper::SharedZooKeeper`] (a chroot on one server per test process); Curator's client jars by [`zookeeper::curator_classpath`], a compiled `LeaderLatch` participant by [`zookeeper::LatchParticipant`] | `java` (`REGENT_JAVA_BIN`) with Debian's jars (`REGENT_ZOOKEEPER_CLASSPATH`; Curator's `REGENT_CURATOR_CLASSPATH`) |
 //!
 //! # Adding an engine
@@ -76,7 +76,7 @@ pub use error::EngineError;
 pub use etcd::{Etcd, EtcdBuilder, EtcdCluster, EtcdTls, EtcdTlsFiles};
 pub use http::Response as HttpResponse;
 pub use postgres::{PgBouncer, Postgres, PostgresBehindPgBouncer, PostgresPair};
-pub use redis::{Redis, RedisBuilder, RedisPersistence, RedisSentinels};
+pub use redis::{Redis, RedisBuilder, RedisPersistence, RedisSentinels, RedisTls, RedisTlsFiles};
 pub use sqlite::Sqlite;
 pub use timeouts::{START_TIMEOUT, STOP_TIMEOUT};
 pub use zookeeper::{

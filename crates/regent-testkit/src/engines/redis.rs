@@ -25,6 +25,8 @@
 //! | `notify-keyspace-events` | `KEA` | keyspace notifications, off by default |
 //! | `repl-diskless-sync-delay` | `0` | a new replica syncs at once, not after 5 s |
 //! | `requirepass`, `user` | a random password; `NAME on >PASSWORD ~* &* +@all` | only with [`RedisBuilder::user`]: every client must log in |
+//! | `tls-port`, `tls-cert-file`, `tls-key-file`, `tls-ca-cert-file` | a second free port; `DIR/tls/server.pem`, `server-key.pem`, `ca.pem` | only with [`RedisBuilder::tls`]: see [TLS](#tls) |
+//! | `tls-auth-clients` | `no` ([`RedisTls::Server`]) or `yes` ([`RedisTls::ClientCert`]) | whether TLS clients must present a certificate of the test CA |
 //!
 //! The file is the server's: [`Redis::restart`] starts it again on the same
 //! file, port and data directory, so a Sentinel's `CONFIG REWRITE` is kept.
@@ -35,6 +37,23 @@
 //! SIGKILL after [`STOP_TIMEOUT`](super::STOP_TIMEOUT)). [`Redis::cli`]
 //! runs a command through `redis-cli`, bounded in time ([`CLI_TIMEOUT`]).
 //! Measured on two cores: a server answers about 0.01 s after launch.
+//!
+//! # TLS
+//!
+//! [`RedisBuilder::tls`] makes the kit's test PKI ([`crate::pki`]: a test
+//! CA, a server certificate for `127.0.0.1` and `localhost`, a client
+//! certificate, and an unrelated second CA with a client certificate of its
+//! own for negative tests) in `DIR/tls` ([`Redis::tls_files`]), and has the
+//! server listen with TLS on a second free port ([`Redis::tls_port`]) as
+//! well as on the plain one. Clients under test take
+//! [`Redis::tls_store_url`], `rediss://127.0.0.1:TLS_PORT`, and trust the
+//! test CA; with [`RedisTls::ClientCert`] (`tls-auth-clients yes`, Redis's
+//! default) they must also present the client certificate, with
+//! [`RedisTls::Server`] (`tls-auth-clients no`) they need not. The plain
+//! port is the kit's own: readiness and health checks ([`Redis::is_healthy`])
+//! and [`Redis::cli`] use it, and [`Redis::store_url`] names it. Both ports
+//! are picked again when either was taken meanwhile, and kept across
+//! [`Redis::restart`].
 //!
 //! # A primary, a replica and three Sentinels
 //!
@@ -74,7 +93,7 @@
 //! ```no_run
 //! use std::time::Duration;
 //!
-//! use regent_testkit::engines::{Engine, Redis, RedisPersistence, RedisSentinels};
+//! use regent_testkit::engines::{Engine, Redis, RedisPersistence, RedisSentinels, RedisTls};
 //!
 //! let mut redis = Redis::builder()
 //!     .persistence(RedisPersistence::AppendAlways)
@@ -85,6 +104,13 @@
 //! redis.kill();
 //! redis.restart()?;
 //! assert_eq!(redis.cli(&["GET", "greeting"])?, "hello");
+//!
+//! let tls = Redis::builder().tls(RedisTls::ClientCert).start()?;
+//! let url = tls.tls_store_url().expect("a TLS port");
+//! assert!(url.starts_with("rediss://127.0.0.1:"));
+//! let files = tls.tls_files().expect("a TLS server");
+//! let (ca, cert, key) = (files.ca_cert(), files.client_cert(), files.client_key());
+//! # let _ = (ca, cert, key);
 //!
 //! let mut group = RedisSentinels::start()?;
 //! let replica = group.replica().addr();
@@ -106,7 +132,7 @@ mod server;
 
 pub use cli::CLI_TIMEOUT;
 pub use sentinels::RedisSentinels;
-pub use server::{Redis, RedisBuilder, RedisPersistence};
+pub use server::{Redis, RedisBuilder, RedisPersistence, RedisTls, RedisTlsFiles};
 
 /// The variable naming the `redis-server` to run instead of the one on
 /// `PATH`.

@@ -13,6 +13,7 @@ use super::super::error::EngineError;
 use super::super::process::{self, EngineProcess, Program};
 use super::super::timeouts::START_TIMEOUT;
 use super::{ENV_PREFIX, SERVER_VAR, cli, resp};
+use crate::pki::TlsFiles;
 
 /// Bound on each readiness or health question (asked again and again while
 /// a server starts, so short).
@@ -20,6 +21,29 @@ pub(super) const REQUEST_TIMEOUT: Duration = Duration::from_millis(500);
 
 /// The configuration file in the server's directory.
 const CONF: &str = "redis.conf";
+
+/// The directory of the test PKI, in the server's directory.
+const TLS_DIR: &str = "tls";
+
+/// The certificates and keys of a server with TLS, from
+/// [`Redis::tls_files`]: the kit's generic test PKI, with Redis's
+/// `tls-ca-cert-file` the test CA and `tls-cert-file`/`tls-key-file` the
+/// server's certificate and key (valid for `127.0.0.1` and `localhost`).
+pub type RedisTlsFiles = TlsFiles;
+
+/// TLS on a second port of a server started with [`RedisBuilder::tls`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RedisTls {
+    /// The server presents a certificate signed by the test CA
+    /// (`tls-cert-file`, `tls-key-file`); clients need not present one
+    /// (`tls-auth-clients no`).
+    Server,
+    /// As [`RedisTls::Server`], and every client of the TLS port must
+    /// present a certificate signed by the test CA (`tls-auth-clients
+    /// yes`, Redis's own default).
+    ClientCert,
+}
 
 /// What a server keeps on disk, and so what survives a restart.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -42,6 +66,7 @@ pub enum RedisPersistence {
 pub struct RedisBuilder {
     persistence: RedisPersistence,
     user: Option<(String, String)>,
+    tls: Option<RedisTls>,
     /// The primary's port, for a replica of a
     /// [`RedisSentinels`](super::RedisSentinels) group.
     replica_of: Option<u16>,
@@ -67,13 +92,25 @@ impl RedisBuilder {
         self
     }
 
+    /// Listens with TLS as well, on a second port of its own
+    /// ([`Redis::tls_port`]), with certificates the kit makes in the
+    /// server's directory ([`Redis::tls_files`]); `tls` says whether the
+    /// TLS port requires client certificates. The plain port stays: the
+    /// kit's readiness and health checks and [`Redis::cli`] use it.
+    /// Default: no TLS port.
+    pub fn tls(mut self, tls: RedisTls) -> Self {
+        self.tls = Some(tls);
+        self
+    }
+
     pub(super) fn replica_of(mut self, primary_port: u16) -> Self {
         self.replica_of = Some(primary_port);
         self
     }
 
-    /// Starts the server on a free port of `127.0.0.1`, in a new
-    /// temporary directory, and waits until it answers `PING`.
+    /// Starts the server on a free port of `127.0.0.1` (two with
+    /// [`RedisBuilder::tls`]), in a new temporary directory, and waits
+    /// until it answers `PING`.
     ///
     /// # Errors
     ///
@@ -82,7 +119,8 @@ impl RedisBuilder {
     /// when `redis-server` is missing; [`EngineError::Exited`] or
     /// [`EngineError::NotReady`], quoting its log, when it did not answer
     /// within [`START_TIMEOUT`]; [`EngineError::Io`] when its directory or
-    /// configuration could not be written.
+    /// configuration could not be written; [`EngineError::Pki`] when the
+    /// certificates could not be made.
     pub fn start(self) -> Result<Redis, EngineError> {
         let process = EngineProcess::new(program())?;
         fs::create_dir(process.data_dir()).map_err(|source| EngineError::Io {
@@ -90,14 +128,29 @@ impl RedisBuilder {
             source,
         })?;
         let default_password = self.user.as_ref().map(|_| random_password());
+        let tls = match self.tls {
+            Some(mode) => Some(TlsListener {
+                mode,
+                port: 0,
+                files: RedisTlsFiles::generate(&process.dir().join(TLS_DIR))?,
+            }),
+            None => None,
+        };
         let mut redis = Redis {
             port: 0,
+            tls,
             settings: self,
             default_password,
             process,
         };
         process::retry_on_port_collision(|| {
-            redis.port = process::free_ports(1)?[0];
+            // Both ports new on every attempt: either may be the one taken
+            // (the server exits when it cannot bind one).
+            let ports = process::free_ports(1 + usize::from(redis.tls.is_some()))?;
+            redis.port = ports[0];
+            if let Some(tls) = &mut redis.tls {
+                tls.port = ports[1];
+            }
             redis.write_conf()?;
             redis.spawn()?;
             // On an error the server is stopped when `redis` drops.
@@ -118,12 +171,23 @@ fn program() -> Program {
 #[derive(Debug)]
 pub struct Redis {
     port: u16,
+    /// The TLS port and its certificates, with [`RedisBuilder::tls`].
+    tls: Option<TlsListener>,
     settings: RedisBuilder,
     /// The password of the user `default` when the builder added a user.
     default_password: Option<String>,
     /// The server, in a temporary directory holding `redis.conf`, `data/`
     /// and `redis.log`; stopped and removed on drop.
     process: EngineProcess,
+}
+
+/// The TLS port of a server with [`RedisBuilder::tls`].
+#[derive(Debug)]
+struct TlsListener {
+    mode: RedisTls,
+    port: u16,
+    /// In `DIR/tls`.
+    files: RedisTlsFiles,
 }
 
 impl Redis {
@@ -142,7 +206,7 @@ impl Redis {
         Self::builder().start()
     }
 
-    /// The port, on `127.0.0.1`.
+    /// The plain (RESP without TLS) port, on `127.0.0.1`.
     pub fn port(&self) -> u16 {
         self.port
     }
@@ -152,10 +216,46 @@ impl Redis {
         SocketAddr::from((Ipv4Addr::LOCALHOST, self.port))
     }
 
-    /// `redis://127.0.0.1:PORT`, without credentials even for a server
-    /// with a user ([`Redis::credentials`]).
+    /// `redis://127.0.0.1:PORT`, the plain port, without credentials even
+    /// for a server with a user ([`Redis::credentials`]); the TLS port's
+    /// URL is [`Redis::tls_store_url`].
     pub fn store_url(&self) -> String {
         format!("redis://{}", self.addr())
+    }
+
+    /// Whether the TLS port requires client certificates; `None` for a
+    /// server without [`RedisBuilder::tls`].
+    pub fn tls(&self) -> Option<RedisTls> {
+        self.tls.as_ref().map(|tls| tls.mode)
+    }
+
+    /// The TLS port (`tls-port`), on `127.0.0.1`, of a server with
+    /// [`RedisBuilder::tls`].
+    pub fn tls_port(&self) -> Option<u16> {
+        self.tls.as_ref().map(|tls| tls.port)
+    }
+
+    /// The TLS port's address, `127.0.0.1:PORT`, of a server with
+    /// [`RedisBuilder::tls`].
+    pub fn tls_addr(&self) -> Option<SocketAddr> {
+        self.tls_port()
+            .map(|port| SocketAddr::from((Ipv4Addr::LOCALHOST, port)))
+    }
+
+    /// `rediss://127.0.0.1:PORT`, the TLS port, of a server with
+    /// [`RedisBuilder::tls`]; without credentials, as
+    /// [`Redis::store_url`]. A client must trust the test CA
+    /// ([`TlsFiles::ca_cert`]) and, with [`RedisTls::ClientCert`], present
+    /// the client certificate ([`TlsFiles::client_cert`] and
+    /// [`TlsFiles::client_key`]).
+    pub fn tls_store_url(&self) -> Option<String> {
+        self.tls_addr().map(|addr| format!("rediss://{addr}"))
+    }
+
+    /// The certificates and keys of a server with [`RedisBuilder::tls`],
+    /// in its directory.
+    pub fn tls_files(&self) -> Option<&RedisTlsFiles> {
+        self.tls.as_ref().map(|tls| &tls.files)
     }
 
     /// The user and password [`RedisBuilder::user`] added, if any.
@@ -230,7 +330,7 @@ impl Redis {
         self.process.stop()
     }
 
-    /// Stops the server if it runs, starts it again on the same port,
+    /// Stops the server if it runs, starts it again on the same ports,
     /// directory and configuration file, and waits until it answers `PING`
     /// (after loading its append-only file, with
     /// [`RedisPersistence::AppendAlways`]).
@@ -280,6 +380,17 @@ impl Redis {
         set("repl-diskless-sync-delay 0");
         if let Some(primary) = self.settings.replica_of {
             set(&format!("replicaof 127.0.0.1 {primary}"));
+        }
+        if let Some(tls) = &self.tls {
+            let file = |path: &std::path::Path| quote(&path.to_string_lossy());
+            set(&format!("tls-port {}", tls.port));
+            set(&format!("tls-cert-file {}", file(tls.files.server_cert())));
+            set(&format!("tls-key-file {}", file(tls.files.server_key())));
+            set(&format!("tls-ca-cert-file {}", file(tls.files.ca_cert())));
+            set(match tls.mode {
+                RedisTls::Server => "tls-auth-clients no",
+                RedisTls::ClientCert => "tls-auth-clients yes",
+            });
         }
         if let (Some((user, password)), Some(default)) =
             (&self.settings.user, &self.default_password)
@@ -409,6 +520,73 @@ impl Engine for Redis {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `redis-cli --tls -e PING` on the TLS port, trusting the test CA and
+    /// presenting `identity` (a certificate and its key) if any.
+    fn ping_over_tls(
+        redis: &Redis,
+        identity: Option<(&std::path::Path, &std::path::Path)>,
+    ) -> Result<String, EngineError> {
+        let program = cli::program();
+        let mut command = program.command(ENV_PREFIX);
+        command
+            .args(["--tls", "-e", "-h", "127.0.0.1", "-p"])
+            .arg(redis.tls_port().expect("a TLS port").to_string())
+            .arg("--cacert")
+            .arg(redis.tls_files().expect("TLS files").ca_cert());
+        if let Some((cert, key)) = identity {
+            command.arg("--cert").arg(cert).arg("--key").arg(key);
+        }
+        command.arg("PING");
+        process::run_client(
+            command,
+            "redis-cli --tls PING".to_owned(),
+            cli::CLI_TIMEOUT,
+            &redis.instance(),
+            |source| program.spawn_error(source),
+        )
+        .map(|out| out.trim().to_owned())
+    }
+
+    #[test]
+    fn a_tls_server_keeps_its_plain_port_and_requires_client_certificates_if_asked() {
+        let mut redis = Redis::builder().tls(RedisTls::ClientCert).start().unwrap();
+        assert_eq!(redis.tls(), Some(RedisTls::ClientCert));
+        let port = redis.tls_port().unwrap();
+        assert_ne!(port, redis.port());
+        assert_eq!(
+            redis.tls_store_url().unwrap(),
+            format!("rediss://127.0.0.1:{port}")
+        );
+        let files = redis.tls_files().unwrap().clone();
+        assert!(files.ca_cert().starts_with(redis.process.dir()));
+        let trusted = Some((files.client_cert(), files.client_key()));
+        let untrusted = Some((files.other_client_cert(), files.other_client_key()));
+
+        assert!(redis.is_healthy());
+        assert_eq!(redis.cli(&["PING"]).unwrap(), "PONG");
+        assert_eq!(ping_over_tls(&redis, trusted).unwrap(), "PONG");
+        assert!(ping_over_tls(&redis, None).is_err());
+        assert!(ping_over_tls(&redis, untrusted).is_err());
+
+        // A restart keeps both ports and the certificates.
+        redis.restart().unwrap();
+        assert_eq!(redis.tls_port(), Some(port));
+        assert_eq!(ping_over_tls(&redis, trusted).unwrap(), "PONG");
+    }
+
+    #[test]
+    fn a_tls_server_without_client_certificates_lets_any_client_in() {
+        let redis = Redis::builder().tls(RedisTls::Server).start().unwrap();
+        assert_eq!(redis.tls(), Some(RedisTls::Server));
+        assert_eq!(ping_over_tls(&redis, None).unwrap(), "PONG");
+        let plain = Redis::start().unwrap();
+        assert_eq!(
+            (plain.tls(), plain.tls_port(), plain.tls_store_url()),
+            (None, None, None)
+        );
+        assert!(plain.tls_files().is_none());
+    }
 
     #[test]
     fn quoted_strings_escape_what_redis_conf_would_split_on() {

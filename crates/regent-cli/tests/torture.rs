@@ -505,6 +505,38 @@ mod torture_campaigns {
         campaign_with_store_faults(&sandbox, &store, &command);
     }
 
+    /// One `redis-server` started by torture (`--store-command`) with an
+    /// append-only file synced at every write (`appendfsync always`), the
+    /// setting under which a lease survives a kill: `store-stop`,
+    /// `store-kill` (restart on the same file), `store-cut` and
+    /// `store-delay`, beside every fault on the candidates. No violation.
+    /// (Without persistence a killed server forgets the term, and then only
+    /// the fence protects: the regent-redis tests show that tokens still
+    /// grow there.)
+    #[test]
+    fn campaign_with_store_faults_on_redis_started_by_torture() {
+        let sandbox = Sandbox::new();
+        let server = std::env::var(regent_testkit::engines::redis::SERVER_VAR)
+            .unwrap_or_else(|_| "redis-server".into());
+        let port = free_port();
+        let data = sandbox.path("redis-data");
+        std::fs::create_dir_all(&data).expect("the data dir");
+        let config = sandbox.path("redis.conf");
+        std::fs::write(
+            &config,
+            format!(
+                "port {port}\nbind 127.0.0.1\ndir {}\nsave \"\"\nappendonly yes\n\
+                 appendfsync always\nlogfile {}\n",
+                data.display(),
+                sandbox.path("redis.log").display()
+            ),
+        )
+        .expect("write redis.conf");
+        let command = format!("exec '{server}' '{}'", config.display());
+        let store = format!("redis://127.0.0.1:{port}");
+        campaign_with_store_faults(&sandbox, &store, &command);
+    }
+
     /// Candidates whose clocks run fast (2-10%) or slow (within the 1% drift
     /// regent allows for), through libfaketime (`scripts/install-engines`
     /// installs it), beside leaders killed and stopped: no violation.

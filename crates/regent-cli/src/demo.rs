@@ -405,12 +405,23 @@ fn leader_now(view: Option<&LeaderInfo>, newest: Option<(String, u64)>) -> Optio
 
 fn print_table(failovers: &[Failover]) {
     say!();
-    say!(
-        "{:<36} {:<18} {:<18} failure -> next task start",
-        "failure",
-        "old leader",
-        "new leader"
-    );
+    for line in table(failovers) {
+        say!("{line}");
+    }
+    say!();
+    say!("Tokens only grow: every new leader's token is above the one it replaced.");
+}
+
+/// The failovers' table, one line per row after the header, each column
+/// as wide as its widest cell: a token may be one digit (SQLite's first
+/// term) or sixteen (a store whose tokens follow its clock in µs).
+fn table(failovers: &[Failover]) -> Vec<String> {
+    let mut rows = vec![[
+        "failure".to_owned(),
+        "old leader".to_owned(),
+        "new leader".to_owned(),
+        "failure -> next task start".to_owned(),
+    ]];
     for f in failovers {
         let to =
             f.to.as_ref()
@@ -418,20 +429,64 @@ fn print_table(failovers: &[Failover]) {
         let took = f.took.map_or("did not happen".to_owned(), |d| {
             format!("{:.2}s", d.as_secs_f64())
         });
-        say!(
-            "{:<36} {:<18} {:<18} {took}",
-            f.cause,
+        rows.push([
+            f.cause.to_owned(),
             format!("{} ({})", f.from.0, f.from.1),
-            to
-        );
+            to,
+            took,
+        ]);
     }
-    say!();
-    say!("Tokens only grow: every new leader's token is above the one it replaced.");
+    let width = |c: usize| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0);
+    let widths = [width(0), width(1), width(2)];
+    rows.iter()
+        .map(|[cause, from, to, took]| {
+            format!(
+                "{cause:<w0$}  {from:<w1$}  {to:<w2$}  {took}",
+                w0 = widths[0],
+                w1 = widths[1],
+                w2 = widths[2]
+            )
+        })
+        .collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Tokens of sixteen digits (Redis's, PostgreSQL's, Azure Blob's) were
+    /// wider than the 18 columns the table gave a leader, and pushed the
+    /// rows out of line with the header.
+    #[test]
+    fn the_table_lines_up_with_long_and_short_tokens() {
+        let failovers = [
+            Failover {
+                cause: "kill -9 of the leader",
+                from: ("demo-3".into(), 1_795_944_980_226_164),
+                to: Some(("demo-4".into(), 1_795_944_981_792_336)),
+                took: Some(Duration::from_millis(10)),
+            },
+            Failover {
+                cause: "SIGSTOP of the leader past its ttl",
+                from: ("demo-4".into(), 7),
+                to: None,
+                took: None,
+            },
+        ];
+        let lines = table(&failovers);
+        assert_eq!(lines.len(), 3);
+        let column = |line: &str, text: &str| line.find(text).unwrap();
+        let new_leader = column(&lines[0], "new leader");
+        assert_eq!(column(&lines[1], "demo-4 (1795944981792336)"), new_leader);
+        assert_eq!(column(&lines[2], "none"), new_leader);
+        let took = column(&lines[0], "failure -> next task start");
+        assert_eq!(column(&lines[1], "0.01s"), took);
+        assert_eq!(column(&lines[2], "did not happen"), took);
+        assert_eq!(
+            column(&lines[2], "demo-4 (7)"),
+            column(&lines[0], "old leader")
+        );
+    }
 
     /// The task's log lines grew a PID field and "stop" lines; the demo
     /// must still read the starts, old format or new.

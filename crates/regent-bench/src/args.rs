@@ -25,10 +25,10 @@ Stores and their tools (regent run is on every row):
                   PgBouncer in transaction mode, its watches listening
                   straight to the server (--postgres-listen-url)
   redis           graceful, crash: regent only (one server, no persistence;
-                  Redis has no election tool of its own); no load case
+                  Redis has no election tool of its own)
   redis-sentinel  only when named; graceful, crash: regent only, through
                   three Sentinels to a primary with a replica
-                  (redis+sentinel://S1,S2,S3/mymaster); no load case
+                  (redis+sentinel://S1,S2,S3/mymaster)
   consul-cluster  only when named: three servers, a client agent per
                   candidate; regent at --ttl 15s and 10s beside consul lock
                   (its crash left out of --short)

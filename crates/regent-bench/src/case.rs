@@ -351,14 +351,10 @@ impl LoadCase {
         }
     }
 
-    /// Whether it runs on `store`: none on Redis (the bench opens no
-    /// Redis store in its own process: `regent run` alone); the crowds not
-    /// on Azure Blob, whose leases last 15 s at least (the crowds' ttl is
-    /// 10 s) and whose watches read a blob each per second.
+    /// Whether it runs on `store`: the crowds not on Azure Blob, whose
+    /// leases last 15 s at least (the crowds' ttl is 10 s) and whose
+    /// watches read a blob each per second.
     pub(crate) fn runs_on(self, store: StoreKind) -> bool {
-        if store.is_redis() {
-            return false;
-        }
         match self {
             Self::Herd | Self::Scale => store != StoreKind::Azblob,
             Self::Observe | Self::ObserveCrash => true,

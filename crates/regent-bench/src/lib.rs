@@ -85,7 +85,7 @@
 //! server (no persistence) and `redis-sentinel` (only when named) a primary
 //! and its replica behind three Sentinels, regent reaching the primary
 //! through them (`redis+sentinel://S1,S2,S3/mymaster`); regent runs alone
-//! there too, and no load case runs on them. A new hand-over case is a
+//! there too; the load cases open them by URL. A new hand-over case is a
 //! variant of `Case`, its tools, and how a run stops the leader
 //! (`series.rs`).
 //!

@@ -493,7 +493,8 @@ mod tests {
 
     /// Redis is benched by default (where installed), behind Sentinels
     /// only when named; both run regent alone at the crash case's ttl, in
-    /// both cases, the crash in `--short` too, and no load case.
+    /// both cases, the crash in `--short` too; the load cases named run on
+    /// both.
     #[test]
     fn redis_runs_regent_alone_and_redis_sentinel_only_when_named() {
         let plan = Plan::resolve(None, None, None, true, all_installed).unwrap();
@@ -523,7 +524,15 @@ mod tests {
                 (StoreKind::RedisSentinel, Case::Crash, SHORT_CRASH_RUNS),
             ]
         );
-        assert!(plan.loads.is_empty());
+        assert_eq!(
+            plan.loads,
+            [
+                (StoreKind::Redis, LoadCase::Herd),
+                (StoreKind::Redis, LoadCase::Observe),
+                (StoreKind::RedisSentinel, LoadCase::Herd),
+                (StoreKind::RedisSentinel, LoadCase::Observe),
+            ]
+        );
         for store in [StoreKind::Redis, StoreKind::RedisSentinel] {
             for case in Case::ALL {
                 assert_eq!(
@@ -534,9 +543,6 @@ mod tests {
                 );
             }
         }
-        let err =
-            Plan::resolve(Some("redis"), Some("scale"), None, true, all_installed).unwrap_err();
-        assert!(matches!(err, BenchError::Usage(_)), "{err:?}");
         let err = Plan::resolve(Some("sqlite,redis"), None, None, true, only_sqlite).unwrap_err();
         let BenchError::Usage(message) = err else {
             panic!("{err:?}")

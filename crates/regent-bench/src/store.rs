@@ -125,13 +125,6 @@ impl StoreKind {
         matches!(self, Self::Postgres | Self::PgBouncer)
     }
 
-    /// Whether it is Redis (one server, or a primary behind Sentinels):
-    /// the load cases do not run on it (the bench opens no Redis store in
-    /// its own process).
-    pub(crate) fn is_redis(self) -> bool {
-        matches!(self, Self::Redis | Self::RedisSentinel)
-    }
-
     /// Whether only the load cases run on it: no process but the bench's
     /// own can reach the memory store, and Azure Blob has no election tool
     /// to run beside regent.

@@ -117,14 +117,12 @@ impl StoreSpec {
                         .map_err(|e| failed(&e))?,
                 ))
             }
-            // No load case runs on Redis (`LoadCase::runs_on`).
-            StoreKind::Redis | StoreKind::RedisSentinel => {
-                return Err(BenchError::Usage(format!(
-                    "{}: the load cases do not run on {}",
-                    self.url, self.kind
-                )));
-            }
-            StoreKind::Etcd | StoreKind::ZooKeeper | StoreKind::Postgres | StoreKind::PgBouncer => {
+            StoreKind::Etcd
+            | StoreKind::ZooKeeper
+            | StoreKind::Postgres
+            | StoreKind::PgBouncer
+            | StoreKind::Redis
+            | StoreKind::RedisSentinel => {
                 let options: Vec<(&str, &str)> = self
                     .listen_url
                     .iter()

@@ -171,7 +171,7 @@
 //!
 //! | key | type | what |
 //! |---|---|---|
-//! | `regent:{E}:lease` | hash, expires | `holder`, `token`, `metadata` (JSON), `ttl_ms` |
+//! | `regent:{E}:lease` | hash, expires | `holder`, `token`, `metadata` (JSON), `ttl_ms`, `by` |
 //! | `regent:{E}:token` | string | the last token issued |
 //! | `regent:{E}:reserved` | string, expires | the successor of a hand-over |
 //! | `regent:{E}:roster`, `regent:{E}:roster-until` | hash, sorted set | the enrolled |

@@ -6,7 +6,7 @@
 //!
 //! | key | type | what |
 //! |---|---|---|
-//! | `regent:{E}:lease` | hash, expires (`PEXPIRE`) | `holder`, `token`, `metadata` (a JSON object of strings), `ttl_ms` |
+//! | `regent:{E}:lease` | hash, expires (`PEXPIRE`) | `holder`, `token`, `metadata` (a JSON object of strings), `ttl_ms`, `by` (the writing store's incarnation) |
 //! | `regent:{E}:token` | string, never expires | the last token issued |
 //! | `regent:{E}:reserved` | string, expires | the holder a hand-over reserved the lease for |
 //! | `regent:{E}:roster` | hash | holder → metadata of each enrolled candidate |
@@ -26,10 +26,22 @@
 
 use redis::Script;
 
-/// Takes the lease if it is free and not reserved for someone else.
+/// Takes the lease if it is free and not reserved for someone else, or
+/// if it holds a term this very store won for the caller but never handed
+/// over (same holder, same `by`, a token other than the one last handed
+/// out): one won by a request whose answer never came (a call timeout
+/// while the server was paused, a dropped future), which nobody leads
+/// with; the new term has a new token. Without that, the caller would
+/// follow itself until that term ran out: a ttl with nobody leading.
 ///
 /// KEYS: lease, counter, reserved. ARGV: holder, ttl_ms, metadata,
-/// channel. Answers `{'won', token}`, `{'held', holder, token, metadata}`,
+/// channel, by (the store's incarnation, random per
+/// [`RedisStore`](crate::RedisStore): a term another process wrote under
+/// the same holder id is never taken, for it may be an older incarnation
+/// still leading), the token of the term last handed to the caller (or
+/// empty: never taken, its holder may lead with it). Answers
+/// `{'won', token}` (and the replaced term's token when it took one of its
+/// own), `{'held', holder, token, metadata}`,
 /// `{'reserved', holder}`, `{'foreign', type}` (not a hash: another
 /// program's key) or `{'counter', value}` (the counter is not a number).
 ///
@@ -39,10 +51,14 @@ use redis::Script;
 const ACQUIRE: &str = r"
 redis.replicate_commands()
 local kind = redis.call('TYPE', KEYS[1])['ok']
+local replaced = nil
 if kind ~= 'none' then
   if kind ~= 'hash' then return {'foreign', kind} end
-  local r = redis.call('HMGET', KEYS[1], 'holder', 'token', 'metadata')
-  return {'held', r[1], r[2], r[3]}
+  local r = redis.call('HMGET', KEYS[1], 'holder', 'token', 'metadata', 'by')
+  if r[1] ~= ARGV[1] or r[4] ~= ARGV[5] or r[2] == ARGV[6] then
+    return {'held', r[1], r[2], r[3]}
+  end
+  replaced = r[2]
 end
 local reserved = redis.call('GET', KEYS[3])
 if reserved and reserved ~= ARGV[1] then return {'reserved', reserved} end
@@ -60,9 +76,11 @@ if n + 1 > token then token = n + 1 end
 local t = string.format('%.0f', token)
 redis.call('SET', KEYS[2], t)
 if reserved then redis.call('DEL', KEYS[3]) end
-redis.call('HSET', KEYS[1], 'holder', ARGV[1], 'token', t, 'metadata', ARGV[3], 'ttl_ms', ARGV[2])
+redis.call('DEL', KEYS[1])
+redis.call('HSET', KEYS[1], 'holder', ARGV[1], 'token', t, 'metadata', ARGV[3], 'ttl_ms', ARGV[2], 'by', ARGV[5])
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 redis.call('PUBLISH', ARGV[4], 'acquired')
+if replaced then return {'won', t, replaced} end
 return {'won', t}
 ";
 

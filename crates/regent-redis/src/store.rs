@@ -1,5 +1,6 @@
 //! [`RedisStore`]: the connection, and the store contract over it.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -9,9 +10,9 @@ use redis::sentinel::{Sentinel, SentinelNodeConnectionInfo};
 use redis::{AsyncConnectionConfig, Client, ConnectionInfo, Script, Value};
 use regent_core::store::SharedAttempt;
 use regent_core::{
-    Acquire, AcquireRequest, Candidacy, ElectionName, ErrorKind, ExpirySlack, HandOff, HolderId,
-    LeaderInfo, LeaderStream, Lease, LeaseHandle, LeaseStore, Metadata, Renewal, SafetyClass,
-    StoreError, StoreInfo, StoreStyle, WatchMode,
+    Acquire, AcquireRequest, Candidacy, ElectionName, ErrorKind, ExpirySlack, FencingToken,
+    HandOff, HolderId, LeaderInfo, LeaderStream, Lease, LeaseHandle, LeaseStore, Metadata, Renewal,
+    SafetyClass, StoreError, StoreInfo, StoreStyle, WatchMode,
 };
 
 use crate::error::{classify, reconnect};
@@ -65,6 +66,14 @@ struct Inner {
     /// long to wait for them.
     wait_replicas: Option<(u32, Duration)>,
     scripts: Scripts,
+    /// Random, one per store: written into every term it wins (`by`), so
+    /// that its acquire may take over a term of its own whose answer never
+    /// came, and no other process's (see `scripts::ACQUIRE`).
+    incarnation: String,
+    /// Per election and holder, the token of the last term this store
+    /// handed to its caller: that term is never taken over (its holder
+    /// may be leading with it), only one the caller never heard of.
+    handed_out: Mutex<HashMap<(ElectionName, HolderId), FencingToken>>,
     conn: Mutex<Option<Arc<Conn>>>,
     generations: AtomicU64,
     connecting: SharedAttempt<Arc<Conn>>,
@@ -187,6 +196,8 @@ impl RedisStoreBuilder {
                 call_timeout: self.call_timeout,
                 wait_replicas: self.wait_replicas,
                 scripts: Scripts::new(),
+                incarnation: incarnation(),
+                handed_out: Mutex::new(HashMap::new()),
                 conn: Mutex::new(None),
                 generations: AtomicU64::new(0),
                 connecting: SharedAttempt::new(),
@@ -197,6 +208,19 @@ impl RedisStoreBuilder {
         }
         Ok(store)
     }
+}
+
+/// 128 random bits in hex: a store's incarnation. Each `RandomState` is
+/// seeded afresh from the OS's randomness (per thread, then stepped), so
+/// two stores, in one process or two, draw different values.
+fn incarnation() -> String {
+    use std::hash::{BuildHasher as _, Hasher as _};
+    let draw = || {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u32(std::process::id());
+        h.finish()
+    };
+    format!("{:016x}{:016x}", draw(), draw())
 }
 
 /// `HOST:PORT/DB` of a connection, for messages: no password.
@@ -598,17 +622,37 @@ impl LeaseStore for RedisStore {
         let keys = self.keys(election);
         let ttl = ttl_ms(req.ttl);
         let metadata = req.metadata.to_json();
+        let handed_out = self
+            .inner
+            .handed_out
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&(election.clone(), req.holder.clone()))
+            .map_or_else(String::new, |t| t.get().to_string());
         let value = self
             .eval(
                 &what,
                 &self.inner.scripts.acquire,
                 &[&keys.lease, &keys.counter, &keys.reserved],
-                &[req.holder.as_str(), &ttl, &metadata, &keys.channel],
+                &[
+                    req.holder.as_str(),
+                    &ttl,
+                    &metadata,
+                    &keys.channel,
+                    &self.inner.incarnation,
+                    &handed_out,
+                ],
             )
             .await?;
         let reply = Reply::parse(&what, value)?;
         match reply.tag.as_str() {
             "won" => {
+                if let Some(replaced) = reply.field(1) {
+                    tracing::debug!(
+                        election = %election, holder = %req.holder, replaced,
+                        "took over a term of this store's own that an earlier acquire won unanswered"
+                    );
+                }
                 let token = reply.field(0).and_then(parse_token).ok_or_else(|| {
                     StoreError::new(
                         ErrorKind::Protocol,
@@ -623,6 +667,13 @@ impl LeaseStore for RedisStore {
                     handle: LeaseHandle::new(format!("redis:{}", keys.lease)),
                 };
                 self.wait_for_replicas(&lease).await?;
+                // In the poll that hands the lease over: a caller that
+                // gave up before it holds no record of it here either.
+                self.inner
+                    .handed_out
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .insert((election.clone(), req.holder.clone()), lease.token);
                 Ok(Acquire::Won(lease))
             }
             "held" => {

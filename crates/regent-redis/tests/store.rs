@@ -2,7 +2,8 @@
 //! garbage on the key never taken over, tokens that outgrow a `FLUSHALL`
 //! and a restart without persistence, a term kept across a restart with
 //! `appendfsync always`, wake-ups on release, a replica acknowledgement
-//! that cannot come, a stopped server, and the errors that name their
+//! that cannot come, a stopped server, a term won by an acquire whose
+//! answer never came, and the errors that name their
 //! cause: a wrong password, a database out of range, the ACL of the docs.
 
 #[allow(dead_code, reason = "fixtures shared by several test binaries")]
@@ -398,6 +399,87 @@ async fn a_paused_server_is_transient_and_the_store_recovers() {
             }
         }
     }
+}
+
+/// An acquire sent to a stopped server times out, and the server runs it
+/// when it resumes: a term its caller never heard of. The caller's next
+/// acquire takes that term over at once, with a greater token; it had
+/// followed itself until the term ran out, a ttl with nobody leading (a
+/// torture campaign's store stops showed it: every gap a ttl longer than
+/// the stop). Another store under the same holder id (another process,
+/// maybe an older incarnation still leading) does not take it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_term_won_unanswered_is_taken_over_by_its_own_store_alone() {
+    let mut server = kit::own(Redis::builder());
+    let url = kit::url(&server);
+    let store = RedisStore::builder(redis::Client::open(url.as_str()).unwrap())
+        .call_timeout(Duration::from_millis(300))
+        .build()
+        .await
+        .unwrap();
+    let other = store_on(&url).await;
+    let election = unique("unanswered");
+    let req = request(&election, "a", Duration::from_secs(60));
+    // The server caches the acquire script first: a paused server would
+    // answer a first `EVALSHA` with NOSCRIPT, and the `EVAL` would never
+    // be sent.
+    let warm = unique("warm-up");
+    let warm_lease = win(&store, &warm, "a").await;
+    store.release(&warm_lease).await.unwrap();
+
+    let _ = server.pause();
+    let e = store
+        .try_acquire(&req, None)
+        .await
+        .expect_err("a stopped server");
+    assert!(e.is_transient(), "{e}");
+    let _ = server.resume();
+    // The server runs the acquire it had queued: the term shows.
+    let start = Instant::now();
+    let orphan = loop {
+        if let Ok(Some(l)) = other.current_leader(&election).await {
+            break l;
+        }
+        assert!(start.elapsed() < Duration::from_secs(10), "no term showed");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(orphan.holder.as_str(), "a");
+
+    match other.try_acquire(&req, None).await.unwrap() {
+        Acquire::Held {
+            leader: Some(l), ..
+        } => assert_eq!(l.token, orphan.token, "{l:?}"),
+        got => panic!("another store took a's term over: {got:?}"),
+    }
+
+    let lease = loop {
+        match store.try_acquire(&req, None).await {
+            Ok(Acquire::Won(lease)) => break lease,
+            Ok(got) => panic!("a's store did not take its own term over: {got:?}"),
+            Err(e) => {
+                assert!(e.is_transient(), "{e}");
+                assert!(start.elapsed() < Duration::from_secs(10), "{e}");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    };
+    assert!(lease.token > orphan.token, "{lease:?} after {orphan:?}");
+    assert_eq!(store.renew(&lease).await.unwrap(), Renewal::Renewed);
+    // A term it handed over is never taken again: a leads with it.
+    match store.try_acquire(&req, None).await.unwrap() {
+        Acquire::Held {
+            leader: Some(l), ..
+        } => assert_eq!(l.token, lease.token, "{l:?}"),
+        got => panic!("a's store took over the term it handed out: {got:?}"),
+    }
+    let now = other.current_leader(&election).await.unwrap().unwrap();
+    assert_eq!(now.token, lease.token);
+    // The term the unanswered acquire made is over: renewing it is lost.
+    let stale = Lease {
+        token: orphan.token,
+        ..lease.clone()
+    };
+    assert_eq!(store.renew(&stale).await.unwrap(), Renewal::Lost);
 }
 
 /// The ACL rule of the crate docs grants everything the store does:

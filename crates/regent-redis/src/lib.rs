@@ -45,6 +45,17 @@
 //!   error naming the key; renewing or releasing through it reports the
 //!   lease lost and leaves the key as it is. Nothing the network sends
 //!   can make the store panic.
+//! * **A term won unanswered is taken back at once.** An acquire whose
+//!   answer never came (a call timeout while the server was paused or
+//!   slow; the server runs the queued script when it resumes) can win a
+//!   term its caller never hears of. Each store draws a random
+//!   incarnation and writes it into every term it wins (`by`); its next
+//!   acquire for the same holder takes such a term over, with a new
+//!   token, unless it is the term this store last handed to its caller.
+//!   Without that the caller followed itself until the term ran out: a
+//!   ttl with nobody leading after every server pause. A term of the same
+//!   holder id written by another process (perhaps an older incarnation
+//!   of the service, still leading) is never taken.
 //!
 //! # Safety class, in plain words
 //!

@@ -201,6 +201,12 @@ impl Harness for TlsHarness {
         self.plain.unreachable_store().await
     }
 
+    /// The store takes a term it won for a caller who never heard of it
+    /// back (`scripts::ACQUIRE`): held to it.
+    fn checks_retried_acquire_after_a_lost_answer(&self) -> bool {
+        true
+    }
+
     fn ttl(&self) -> Duration {
         self.plain.ttl()
     }

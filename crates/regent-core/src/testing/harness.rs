@@ -38,6 +38,23 @@ pub trait Harness: Send + Sync {
 
     /// Writes a value regent did not write where `election`'s lease lives.
     fn put_garbage(&self, election: &ElectionName) -> impl Future<Output = ()> + Send;
+
+    /// Opt-in (race stores): whether [`run`](super::run) also checks that
+    /// an acquire retried after its first one's answer was lost (given up,
+    /// dropped, failed after it went out) wins a new term, rather than
+    /// finding the lost call's record and answering `Held` by the caller
+    /// itself (check `retried_acquire_after_a_lost_answer_wins`).
+    ///
+    /// The contract allows that orphan for now (it expires after its ttl:
+    /// [`LeaseStore::try_acquire`], "Cancel safety"), so the default is
+    /// `false`; a store that takes its own lost wins over answers `true`
+    /// and is held to it from then on. Queue stores are always checked
+    /// for their analogue (`retried_acquire_queues_once`) and ignore this.
+    /// [`run_opt_in_checks`](super::run_opt_in_checks) runs the check
+    /// whatever this says, to try a store before it opts in.
+    fn checks_retried_acquire_after_a_lost_answer(&self) -> bool {
+        false
+    }
 }
 
 /// What a check returns: why it failed, if it did.

@@ -29,6 +29,16 @@
 //! [`Lease::ttl`](crate::Lease::ttl) is never below the ttl asked unless the
 //! store declares [`crate::store::TtlGrant::Negotiated`].
 //!
+//! # Opt-in checks
+//!
+//! A check of more than the contract asks yet, which stores are to pass
+//! once fixed, runs only for a harness that opts in, so that it does not
+//! fail the stores that do not pass it yet; [`run_opt_in_checks`] runs it
+//! whatever the harness says, to try a store. The one so far is for race
+//! stores: an acquire retried after its first one's answer was lost wins
+//! a new term rather than being held by the lost call's record
+//! ([`Harness::checks_retried_acquire_after_a_lost_answer`]).
+//!
 //! # Wrapping a store
 //!
 //! [`Layered`] puts a [`StoreLayer`] between a store and its caller: to
@@ -43,6 +53,7 @@ mod handover;
 mod harness;
 mod layers;
 mod queue;
+mod race;
 mod roster;
 mod ttl_range;
 
@@ -70,6 +81,7 @@ pub use layers::{CallCounts, Counting, Faults, Latency};
 use queue::{
     queue_passes_to_next_in_line, queue_win_restarts_the_ttl, retried_acquire_queues_once,
 };
+use race::retried_acquire_after_a_lost_answer_wins;
 use roster::{release_to_gives_the_lease_to_the_successor, roster_lists_the_enrolled};
 use ttl_range::{
     ttl_at_the_ends_of_the_store_range_is_honoured, ttl_outside_the_store_range_is_refused,
@@ -107,7 +119,8 @@ pub async fn run<H: Harness>(h: &H) {
 }
 
 /// Runs every check and returns the failures (empty when the store
-/// conforms).
+/// conforms): the opt-in checks too when the harness opts in (see
+/// [`run_opt_in_checks`]).
 pub async fn run_checks<H: Harness>(h: &H) -> Vec<Failure> {
     let mut failures = Vec::new();
     macro_rules! check {
@@ -153,6 +166,39 @@ pub async fn run_checks<H: Harness>(h: &H) -> Vec<Failure> {
         check!(queue_passes_to_next_in_line);
         check!(queue_win_restarts_the_ttl);
         check!(retried_acquire_queues_once);
+    }
+    if h.checks_retried_acquire_after_a_lost_answer() {
+        failures.extend(Box::pin(opt_in_checks(h, style)).await);
+    }
+    failures
+}
+
+/// Runs the opt-in checks that fit the store's style, whether or not the
+/// harness opts in, and returns their failures: to try a store before its
+/// harness opts in (then [`run`] holds it to them).
+///
+/// The one opt-in check so far is for race stores,
+/// `retried_acquire_after_a_lost_answer_wins` (see
+/// [`Harness::checks_retried_acquire_after_a_lost_answer`]); on a queue
+/// store this runs nothing (its analogue, `retried_acquire_queues_once`, is
+/// in [`run`] already).
+pub async fn run_opt_in_checks<H: Harness>(h: &H) -> Vec<Failure> {
+    let style = ctx(h, "style").await.store.info().style;
+    opt_in_checks(h, style).await
+}
+
+async fn opt_in_checks<H: Harness>(h: &H, style: StoreStyle) -> Vec<Failure> {
+    let mut failures = Vec::new();
+    if style == StoreStyle::Race {
+        // As `run_checks` runs each check: boxed.
+        let name = stringify!(retried_acquire_after_a_lost_answer_wins);
+        let ctx = Box::pin(ctx(h, name)).await;
+        if let Err(message) = Box::pin(retried_acquire_after_a_lost_answer_wins(&ctx)).await {
+            failures.push(Failure {
+                check: name,
+                message,
+            });
+        }
     }
     failures
 }

@@ -106,6 +106,7 @@ mod logs;
 mod output;
 #[cfg(feature = "peer")]
 mod peer;
+mod reference;
 mod run;
 mod shim;
 mod show;
@@ -151,6 +152,10 @@ pub fn main() -> ExitCode {
         Command::Shim(args) => return shim::main(args),
         Command::DemoTask(args) => return demo::task_main(args),
         Command::TortureWriter(args) => return torture::writer_main(args),
+        Command::Completions(args) => {
+            return exit_code(reference::print_completions(args.shell));
+        }
+        Command::Reference(args) => return exit_code(reference::write_reference(&args.dir)),
         _ => {}
     }
     let log_format = match log_format {
@@ -191,7 +196,11 @@ pub fn main() -> ExitCode {
             Command::Handover(args) => handover::handover(args).await,
             Command::Demo(args) => demo::demo(args).await,
             Command::Torture(args) => torture::torture(args).await,
-            Command::Shim(_) | Command::DemoTask(_) | Command::TortureWriter(_) => {
+            Command::Shim(_)
+            | Command::DemoTask(_)
+            | Command::TortureWriter(_)
+            | Command::Completions(_)
+            | Command::Reference(_) => {
                 unreachable!("handled above")
             }
         }
@@ -201,6 +210,12 @@ pub fn main() -> ExitCode {
     // of `--lifeline-stdin`): `regent run` hung after a graceful stop
     // until torture SIGKILLed it. Nothing left there matters any more.
     runtime.shutdown_background();
+    exit_code(result)
+}
+
+/// A command's result as the process's exit code; an error is reported
+/// first.
+fn exit_code(result: Result<u8, error::CliError>) -> ExitCode {
     match result {
         Ok(code) => ExitCode::from(code),
         Err(e) => {

@@ -189,6 +189,16 @@ pub(crate) enum Command {
     /// through and that nothing outlived the campaign.
     #[command(after_help = TORTURE_HELP)]
     Torture(TortureArgs),
+    /// Print the completion script of SHELL.
+    ///
+    /// bash: `regent completions bash > ~/.local/share/bash-completion/completions/regent`;
+    /// zsh: into a directory of `$fpath`, as `_regent`; fish:
+    /// `regent completions fish > ~/.config/fish/completions/regent.fish`.
+    Completions(CompletionsArgs),
+    /// Internal: writes the generated reference (man pages, completions,
+    /// the command and store references) under DIR.
+    #[command(hide = true, name = "__reference")]
+    Reference(ReferenceArgs),
     /// Internal: the process that owns CMD's process group.
     #[command(hide = true, name = "__shim")]
     Shim(ShimArgs),
@@ -198,6 +208,22 @@ pub(crate) enum Command {
     /// Internal: the torture campaign's leader command.
     #[command(hide = true, name = "__torture-writer")]
     TortureWriter(WriterArgs),
+}
+
+/// `regent completions`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct CompletionsArgs {
+    /// The shell: bash, zsh, fish, elvish or powershell.
+    #[arg(value_enum, value_name = "SHELL")]
+    pub(crate) shell: clap_complete::Shell,
+}
+
+/// `regent __reference`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct ReferenceArgs {
+    /// Where to write: the repository's `docs/`.
+    #[arg(value_name = "DIR")]
+    pub(crate) dir: std::path::PathBuf,
 }
 
 #[cfg(test)]

@@ -54,7 +54,7 @@ pub use url::{DEFAULT_PORT, DEFAULT_TLS_PORT};
 /// | `cacert` | path | `--consul-cacert` / `REGENT_CONSUL_CACERT` | `CONSUL_CACERT` |
 /// | `cert`, `key` | path | `--consul-cert`, `--consul-key` / `REGENT_CONSUL_CERT`, `REGENT_CONSUL_KEY` | `CONSUL_CLIENT_CERT`, `CONSUL_CLIENT_KEY` |
 /// | `dc` | text | `--consul-dc` / `REGENT_CONSUL_DC` | — |
-/// | `lock-delay` | text: a duration, `0s` to `24h` | `--consul-lock-delay` / `REGENT_CONSUL_LOCK_DELAY` | — (regent's default: 0, see the [crate docs](crate#lock-delay)) |
+/// | `lock-delay` | text: a duration, `0s` to `24h` | `--consul-lock-delay` / `REGENT_CONSUL_LOCK_DELAY` | — (regent's default: the ttl, see the [crate docs](crate#lock-delay)) |
 ///
 /// Consul's variables are honoured so that regent finds the agent and the
 /// token the way `consul` does on the same host. They are the user's
@@ -116,9 +116,10 @@ pub static KIND: StoreKind = StoreKind {
             name: "lock-delay",
             kind: OptionKind::Text,
             value_name: "DURATION",
-            help: "Lock delay of regent's sessions, e.g. 0s or 10s (default 0s: a leader steps \
-                   down on its own clock first; set the ttl to cover an operator destroying a \
-                   session too, at the cost of a ttl per crash failover)",
+            help: "Lock delay of regent's sessions, 0s to 24h (default: the ttl, so that \
+                   nobody takes the key before an ended session's holder has stepped down, \
+                   whatever ended it; shorter delays make crash failovers faster and leave \
+                   those cases to fencing tokens)",
         },
     ],
     examples: &[

@@ -34,6 +34,25 @@ pub(crate) fn classify(what: String, e: tokio_postgres::Error) -> StoreError {
     StoreError::new(kind, format!("{what}{hint}")).with_source(e)
 }
 
+/// `e`, met while adding a column that a table of an earlier build lacks
+/// (`what` names the table), as a classified store error.
+pub(crate) fn migration(what: String, e: tokio_postgres::Error) -> StoreError {
+    let hint = match e.code() {
+        Some(c) if *c == SqlState::INSUFFICIENT_PRIVILEGE => {
+            "; only the table's owner may add it: the owner runs `ALTER TABLE regent_leases \
+             ADD COLUMN IF NOT EXISTS incarnation text` (in the store's schema) once, as the \
+             crate docs say"
+        }
+        Some(c) if *c == SqlState::LOCK_NOT_AVAILABLE => {
+            "; other transactions held the table's lock (a long transaction, a dump); the \
+             next connection tries again"
+        }
+        _ => return classify(what, e),
+    };
+    let kind = e.code().map_or(ErrorKind::Unavailable, kind_of);
+    StoreError::new(kind, format!("{what}{hint}")).with_source(e)
+}
+
 /// A TLS handshake that no retry mends: the server's certificate did not
 /// pass the check (`Config`: the root certificate, the host name or the
 /// sslmode is wrong), the server refused ours (`Auth`), or the server
@@ -78,6 +97,8 @@ fn kind_of(code: &SqlState) -> ErrorKind {
         // A standby that cannot take writes: a pooler or DNS pointing at it
         // during a failover; the primary comes back, or another is promoted.
         "25" if *code == SqlState::READ_ONLY_SQL_TRANSACTION => ErrorKind::Unavailable,
+        // `lock_timeout`: another transaction held a lock that long.
+        "55" if *code == SqlState::LOCK_NOT_AVAILABLE => ErrorKind::Unavailable,
         // Invalid authorization (a wrong password, no such role), and a
         // missing privilege.
         "28" => ErrorKind::Auth,
@@ -108,6 +129,10 @@ mod tests {
         );
         assert_eq!(
             kind_of(&SqlState::READ_ONLY_SQL_TRANSACTION),
+            ErrorKind::Unavailable
+        );
+        assert_eq!(
+            kind_of(&SqlState::LOCK_NOT_AVAILABLE),
             ErrorKind::Unavailable
         );
         assert_eq!(kind_of(&SqlState::INVALID_PASSWORD), ErrorKind::Auth);

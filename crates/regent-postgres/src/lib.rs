@@ -26,6 +26,19 @@
 //!   the server connection), and no advisory lock. So the store works
 //!   through PgBouncer in transaction pooling mode as it does directly, and
 //!   a pool that recycles connections cannot end a term.
+//! * **A term won unanswered is taken back at once.** An acquire whose
+//!   answer never came (the caller gave up on it: a timeout, a dropped
+//!   future; the server ran the statement all the same) can win a term
+//!   its caller never hears of. Each store draws a random incarnation and
+//!   writes it, with the term's token, into every term it wins
+//!   (`incarnation`); its next acquire for the same holder takes such a
+//!   term over in the same one statement, with a greater token, unless it
+//!   is the term this store last handed to its caller. Without that the
+//!   caller followed itself until the term ran out: a ttl with nobody
+//!   leading. A term of the same holder id written by another process
+//!   (perhaps an older incarnation of the service, still leading), or by
+//!   a build before the column (it leaves `incarnation` empty, or naming
+//!   an older term), is never taken.
 //! * A single server is [`SafetyClass::SingleNode`](regent_core::SafetyClass):
 //!   durable with `synchronous_commit` on. With an asynchronous standby, a
 //!   promotion can lose the last commits — a term may be granted twice —
@@ -82,7 +95,8 @@
 //!     token      bigint NOT NULL,
 //!     expires_at timestamptz NOT NULL,
 //!     ttl_ms     bigint NOT NULL,
-//!     metadata   text NOT NULL DEFAULT '{}'
+//!     metadata   text NOT NULL DEFAULT '{}',
+//!     incarnation text  -- INCARNATION/TOKEN: the store that won the term
 //! );
 //! CREATE TABLE IF NOT EXISTS regent_tokens (
 //!     election text PRIMARY KEY,
@@ -107,6 +121,23 @@
 //! `regent_roster` and `regent_reserved` came with priorities and
 //! hand-overs: a schema an administrator made for an earlier build needs
 //! the last two statements (and the grant) before this build connects.
+//!
+//! `incarnation` came with taking back a term won unanswered. A store
+//! adds it to a `regent_leases` of an earlier build when it first
+//! connects, if its role owns the table; otherwise it says so, and the
+//! owner runs, once:
+//!
+//! ```sql
+//! ALTER TABLE regent_leases ADD COLUMN IF NOT EXISTS incarnation text;
+//! ```
+//!
+//! Rows stay as they were (a row with no incarnation is never taken
+//! over), and earlier builds go on working beside this one: they name
+//! their columns. The `ALTER TABLE` waits for the table's lock, and every
+//! statement on the table waits behind it meanwhile: the store's waits at
+//! most 100 ms (`lock_timeout`), a few times, then gives up, transient
+//! (another transaction held the table: a long one, a dump), and the next
+//! connection tries again.
 //!
 //! # Roster and hand-over
 //!

@@ -9,6 +9,11 @@
 /// `SCHEMA/ELECTION`.
 pub(crate) const CHANNEL: &str = "regent_leases";
 
+/// How long adding a column to a table of an earlier build waits for
+/// the table's lock: the store's statements queue behind it meanwhile.
+pub(crate) const MIGRATION_LOCK_TIMEOUT: std::time::Duration =
+    std::time::Duration::from_millis(100);
+
 /// The tables' names, schema-qualified and quoted.
 #[derive(Clone, Debug)]
 pub(crate) struct Tables {
@@ -44,7 +49,8 @@ impl Tables {
                  token      bigint NOT NULL,
                  expires_at timestamptz NOT NULL,
                  ttl_ms     bigint NOT NULL,
-                 metadata   text NOT NULL DEFAULT '{{}}'
+                 metadata   text NOT NULL DEFAULT '{{}}',
+                 incarnation text
              );
              CREATE TABLE IF NOT EXISTS {tokens} (
                  election text PRIMARY KEY,
@@ -66,6 +72,21 @@ impl Tables {
             tokens = self.tokens,
             roster = self.roster,
             reserved = self.reserved
+        )
+    }
+
+    /// Adds `incarnation` to a `regent_leases` made by a build before it
+    /// (`ADD COLUMN IF NOT EXISTS`: a catalog change, no rewrite; older
+    /// builds name their columns, and go on working). It needs the
+    /// table's lock, which every statement on the table waits behind
+    /// while it waits: `lock_timeout` bounds that (`SET LOCAL`: this
+    /// transaction's alone, as PgBouncer's transaction mode needs).
+    pub(crate) fn add_incarnation(&self) -> String {
+        format!(
+            "SET LOCAL lock_timeout = '{ms}ms';
+             ALTER TABLE {leases} ADD COLUMN IF NOT EXISTS incarnation text",
+            ms = MIGRATION_LOCK_TIMEOUT.as_millis(),
+            leases = self.leases
         )
     }
 
@@ -125,9 +146,12 @@ impl Tables {
         )
     }
 
-    /// `$1` election, `$2` holder, `$3` ttl in ms, `$4` metadata. Returns
-    /// one row: `won` (the new token, or NULL), and the live record that
-    /// stood (holder, token, metadata), if any.
+    /// `$1` election, `$2` holder, `$3` ttl in ms, `$4` metadata, `$5` the
+    /// store's incarnation, `$6` the token of the term last handed to the
+    /// caller (NULL: none). Returns one row: `won` (the new token, or
+    /// NULL), the live record that stood (holder, token, metadata), if
+    /// any, and `replaced`, the token of a term of the caller's own that
+    /// it took over (see below).
     ///
     /// The token is the larger of the election's counter plus one and the
     /// server's clock in microseconds since the epoch (see the crate docs:
@@ -137,12 +161,30 @@ impl Tables {
     /// it free; the upsert's `WHERE` is evaluated again on the row the
     /// other one committed, so only one wins (the loser's counter bump is
     /// a gap, which tokens may have).
+    ///
+    /// A live record is free to the caller (`orphan`) when this very store
+    /// won it for the caller by a request whose answer never came (a call
+    /// given up on, a dropped future): same holder, `incarnation` naming
+    /// this store and the record's own token, and a token other than the
+    /// one last handed out. Nobody leads with it; without the takeover the
+    /// caller would follow itself until it expired. The new term's token
+    /// is greater (the counter passed the orphan's). Binding the
+    /// incarnation to the token keeps a record an older build wrote over
+    /// one of ours (it updates the other columns, and leaves
+    /// `incarnation` as it was) from passing for ours. The upsert takes
+    /// over only the very term it read: of two acquires racing for one
+    /// orphan, one wins.
     pub(crate) fn acquire(&self) -> String {
         format!(
             "WITH now AS (SELECT clock_timestamp() AS t),
              live AS (
-                 SELECT holder, token, metadata FROM {leases}
+                 SELECT holder, token, metadata, incarnation FROM {leases}
                  WHERE election = $1 AND expires_at > (SELECT t FROM now)
+             ),
+             orphan AS (
+                 SELECT token FROM live
+                 WHERE holder = $2 AND incarnation = $5 || '/' || token
+                   AND token IS DISTINCT FROM $6
              ),
              kept AS (
                  SELECT 1 FROM {reserved}
@@ -151,20 +193,24 @@ impl Tables {
              bump AS (
                  INSERT INTO {tokens} AS c (election, last)
                  SELECT $1, (extract(epoch FROM (SELECT t FROM now)) * 1000000)::bigint
-                 WHERE NOT EXISTS (SELECT 1 FROM live) AND NOT EXISTS (SELECT 1 FROM kept)
+                 WHERE (NOT EXISTS (SELECT 1 FROM live) OR EXISTS (SELECT 1 FROM orphan))
+                   AND NOT EXISTS (SELECT 1 FROM kept)
                  ON CONFLICT (election) DO UPDATE SET last = greatest(c.last + 1, excluded.last)
                  RETURNING last
              ),
              won AS (
-                 INSERT INTO {leases} AS l (election, holder, token, expires_at, ttl_ms, metadata)
-                 SELECT $1, $2, (SELECT last FROM bump),
-                        (SELECT t FROM now) + $3 * interval '1 millisecond', $3, $4
+                 INSERT INTO {leases} AS l
+                     (election, holder, token, expires_at, ttl_ms, metadata, incarnation)
+                 SELECT $1, $2, last, (SELECT t FROM now) + $3 * interval '1 millisecond', $3, $4,
+                        $5 || '/' || last
                  FROM bump
                  ON CONFLICT (election) DO UPDATE SET
                      holder = excluded.holder, token = excluded.token,
                      expires_at = excluded.expires_at, ttl_ms = excluded.ttl_ms,
-                     metadata = excluded.metadata
+                     metadata = excluded.metadata, incarnation = excluded.incarnation
                  WHERE l.expires_at <= (SELECT t FROM now)
+                    OR (l.holder = $2 AND l.token = (SELECT token FROM orphan)
+                        AND l.incarnation = $5 || '/' || l.token)
                  RETURNING token, election
              ),
              cleared AS (
@@ -172,6 +218,7 @@ impl Tables {
                  RETURNING 1
              )
              SELECT (SELECT token FROM won) AS won, live.holder, live.token, live.metadata,
+                    (SELECT token FROM orphan) AS replaced,
                     (SELECT count({notify}) FROM won) AS notified,
                     (SELECT count(*) FROM cleared) AS cleared
              FROM (SELECT 1) AS one LEFT JOIN live ON true",

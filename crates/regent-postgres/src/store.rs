@@ -1,18 +1,19 @@
 //! [`PostgresStore`]: the connection, and the store contract over it.
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use regent_core::{
-    Acquire, AcquireRequest, Candidacy, ElectionName, ExpirySlack, HandOff, HolderId, LeaderInfo,
-    LeaderStream, Lease, LeaseHandle, LeaseStore, Metadata, Renewal, SafetyClass, StoreError,
-    StoreInfo, StoreStyle, WatchMode,
+    Acquire, AcquireRequest, Candidacy, ElectionName, ExpirySlack, FencingToken, HandOff, HolderId,
+    LeaderInfo, LeaderStream, Lease, LeaseHandle, LeaseStore, Metadata, Renewal, SafetyClass,
+    StoreError, StoreInfo, StoreStyle, WatchMode,
 };
 use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::{Client, Row};
 use tokio_postgres_rustls::MakeRustlsConnect;
 
-use crate::error::classify;
+use crate::error::{classify, migration};
 use crate::record::leader;
 use crate::sql::Tables;
 use crate::tls::Tls;
@@ -60,6 +61,15 @@ struct Inner {
     tables: Tables,
     /// The tables were found or made, on the first connection.
     tables_ready: std::sync::atomic::AtomicBool,
+    /// Random, one per store: written into every term it wins (column
+    /// `incarnation`, with the term's token), so that its acquire may take
+    /// over a term of its own whose answer never came, and no other
+    /// process's (see `Tables::acquire`).
+    incarnation: String,
+    /// Per election and holder, the token of the last term this store
+    /// handed to its caller: that term is never taken over (its holder
+    /// may be leading with it), only one the caller never heard of.
+    handed_out: Mutex<HashMap<(ElectionName, HolderId), FencingToken>>,
     client: Mutex<Option<Arc<Client>>>,
     /// The connection to `LISTEN` on (`None`: watches poll only).
     listen: Option<ListenAt>,
@@ -213,6 +223,8 @@ impl PostgresStoreBuilder {
                 tls,
                 listener: Arc::new(Listener::new()),
                 tables_ready: std::sync::atomic::AtomicBool::new(false),
+                incarnation: incarnation(),
+                handed_out: Mutex::new(HashMap::new()),
                 config: self.config,
                 server,
                 schema,
@@ -226,6 +238,20 @@ impl PostgresStoreBuilder {
         }
         Ok(store)
     }
+}
+
+/// 128 random bits in hex: a store's incarnation. Each `RandomState` is
+/// seeded afresh from the OS's randomness (per thread, then stepped), so
+/// two stores, in one process or two, draw different values. (As
+/// regent-redis draws its own.)
+fn incarnation() -> String {
+    use std::hash::{BuildHasher as _, Hasher as _};
+    let draw = || {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u32(std::process::id());
+        h.finish()
+    };
+    format!("{:016x}{:016x}", draw(), draw())
 }
 
 pub(crate) fn is_identifier(s: &str) -> bool {
@@ -418,7 +444,7 @@ impl PostgresStore {
         loop {
             attempt += 1;
             let e = match client.batch_execute(&tables.create()).await {
-                Ok(()) => return Ok(()),
+                Ok(()) => break,
                 Err(e) => e,
             };
             // The role may not create them, and an administrator may have;
@@ -431,7 +457,7 @@ impl PostgresStore {
                 .await
                 .map_err(|e| classify(what(), e))?
             {
-                return Ok(());
+                break;
             }
             let racing = matches!(
                 e.code(),
@@ -444,6 +470,63 @@ impl PostgresStore {
             }
             tokio::time::sleep(Duration::from_millis(20 * attempt)).await;
         }
+        self.add_incarnation(client).await
+    }
+
+    /// Adds column `incarnation` to a `regent_leases` an earlier build
+    /// made. Read first: the `ALTER TABLE` needs the table's owner and its
+    /// lock even when the column is there, and every start but one finds
+    /// it there.
+    async fn add_incarnation(&self, client: &Client) -> Result<(), StoreError> {
+        use tokio_postgres::error::SqlState;
+        let what = || {
+            format!(
+                "postgres store {}: add column incarnation to {} (made by an earlier build)",
+                self.inner.server, self.inner.tables.leases
+            )
+        };
+        let mut attempt = 0;
+        loop {
+            let there = self.has_incarnation(client).await;
+            if there.map_err(|e| classify(what(), e))? {
+                return Ok(());
+            }
+            attempt += 1;
+            let e = match client
+                .batch_execute(&self.inner.tables.add_incarnation())
+                .await
+            {
+                Ok(()) => return Ok(()),
+                Err(e) => e,
+            };
+            // A lock another transaction held: try again, briefly. Any
+            // other failure may be another process's having added it.
+            if e.code() == Some(&SqlState::LOCK_NOT_AVAILABLE) && attempt < 5 {
+                tokio::time::sleep(Duration::from_millis(50 * attempt)).await;
+                continue;
+            }
+            if self.has_incarnation(client).await.unwrap_or(false) {
+                return Ok(());
+            }
+            return Err(migration(what(), e));
+        }
+    }
+
+    /// Whether `regent_leases` has column `incarnation`.
+    async fn has_incarnation(&self, client: &Client) -> Result<bool, tokio_postgres::Error> {
+        let rows = client
+            .query_typed(
+                "SELECT EXISTS (
+                     SELECT 1 FROM pg_catalog.pg_attribute
+                     WHERE attrelid = to_regclass($1)::oid AND attname = 'incarnation'
+                       AND NOT attisdropped
+                 )",
+                &[(&self.inner.tables.leases, Type::TEXT)],
+            )
+            .await?;
+        Ok(rows
+            .first()
+            .is_some_and(|r| r.try_get::<_, bool>(0).unwrap_or(false)))
     }
 
     /// Whether the four tables are there (made by someone else, maybe).
@@ -540,6 +623,13 @@ impl LeaseStore for PostgresStore {
         }
         let ttl = ttl_ms(req.ttl);
         let metadata = req.metadata.to_json();
+        let handed_out = self
+            .inner
+            .handed_out
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&(election.clone(), req.holder.clone()))
+            .and_then(|t| i64::try_from(t.get()).ok());
         let rows = self
             .query(
                 what,
@@ -549,6 +639,8 @@ impl LeaseStore for PostgresStore {
                     (&req.holder.as_str(), Type::TEXT),
                     (&ttl, Type::INT8),
                     (&metadata.as_str(), Type::TEXT),
+                    (&self.inner.incarnation.as_str(), Type::TEXT),
+                    (&handed_out, Type::INT8),
                 ],
             )
             .await?;
@@ -562,10 +654,24 @@ impl LeaseStore for PostgresStore {
             let token = u64::try_from(token).map_err(|_| {
                 StoreError::corrupt(format!("{}: the counter gave token {token}", what()))
             })?;
+            if let Some(replaced) = column::<Option<i64>>(row, "replaced", &what)? {
+                tracing::debug!(
+                    election = %election, holder = %req.holder, token, replaced,
+                    "took over a term of this store's own that an earlier acquire won unanswered"
+                );
+            }
+            let token = FencingToken::new(token);
+            // In the poll that hands the lease over: a caller that gave up
+            // before it holds no record of it here either.
+            self.inner
+                .handed_out
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert((election.clone(), req.holder.clone()), token);
             return Ok(Acquire::Won(Lease {
                 election: election.clone(),
                 holder: req.holder.clone(),
-                token: regent_core::FencingToken::new(token),
+                token,
                 ttl: Duration::from_millis(u64::try_from(ttl).unwrap_or(u64::MAX)),
                 handle: LeaseHandle::new(format!("postgres:{}", self.inner.server)),
             }));

@@ -49,6 +49,11 @@ impl Harness for PgHarness {
         Duration::from_secs(1)
     }
 
+    /// An acquire takes over a term its own store won unanswered.
+    fn checks_retried_acquire_after_a_lost_answer(&self) -> bool {
+        true
+    }
+
     async fn delete_records(&self, election: &ElectionName) {
         common::sql_at(
             &self.direct,

@@ -1,13 +1,16 @@
 //! The PostgreSQL store's own promises, against a real server: tokens that
-//! outgrow a lost counter, one winner among racing candidates, and the
-//! privileges a role needs, named when they are missing.
+//! outgrow a lost counter, one winner among racing candidates, a term won
+//! by an acquire whose answer never came taken over by its own store
+//! alone, and the privileges a role needs, named when they are missing.
 
 #[allow(dead_code, reason = "fixtures shared by several test binaries")]
 mod common;
 
 use std::time::Duration;
 
-use regent_core::{Acquire, AcquireRequest, ElectionName, HolderId, LeaseStore, Metadata};
+use regent_core::{
+    Acquire, AcquireRequest, ElectionName, HolderId, Lease, LeaseStore, Metadata, Renewal,
+};
 use regent_postgres::PostgresStore;
 
 fn request(election: &ElectionName, holder: &str) -> AcquireRequest {
@@ -225,4 +228,107 @@ async fn instances_starting_together_all_find_or_make_the_tables() {
             r.unwrap_or_else(|e| panic!("round {round}: {e}"));
         }
     }
+}
+
+/// Regression: an acquire whose answer never came (its caller gave up on
+/// it while the statement waited for a lock; the server ran it when the
+/// lock went) left a term the caller never heard of, and the caller's next
+/// acquire was held by that term, its own: it followed itself until the
+/// term ran out, a ttl with nobody leading. Its own store takes it over at
+/// once, with a greater token. Another store under the same holder id
+/// (another process, maybe an older incarnation still leading) does not,
+/// and a term handed out is never taken over.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_term_won_unanswered_is_taken_over_by_its_own_store_alone() {
+    let pg = common::server();
+    let schema = common::unique("unanswered");
+    pg.sql(&format!("CREATE SCHEMA {schema}")).await;
+    let open = || {
+        PostgresStore::builder(pg.url().parse().unwrap())
+            .schema(&schema)
+            .build()
+    };
+    let (store, other) = (open().await.unwrap(), open().await.unwrap());
+    let election = ElectionName::new("unanswered").unwrap();
+    let req = AcquireRequest {
+        ttl: Duration::from_secs(60),
+        ..request(&election, "a")
+    };
+    let connect = || async {
+        let (client, conn) = tokio_postgres::connect(&pg.url(), tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        tokio::spawn(conn);
+        client
+    };
+    let (locker, looker) = (connect().await, connect().await);
+
+    // The table locked, the acquire's statement waits on the server until
+    // the caller gives up on it.
+    locker
+        .batch_execute(&format!(
+            "BEGIN; LOCK TABLE {schema}.regent_leases IN EXCLUSIVE MODE"
+        ))
+        .await
+        .unwrap();
+    let waiting = async {
+        for _ in 0..500 {
+            let row = looker
+                .query_one(
+                    "SELECT count(*) FROM pg_stat_activity
+                     WHERE wait_event_type = 'Lock' AND strpos(query, $1) > 0",
+                    &[&format!("\"{schema}\".\"regent_leases\"")],
+                )
+                .await
+                .unwrap();
+            if row.get::<_, i64>(0) > 0 {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("the acquire's statement never waited on the lock");
+    };
+    tokio::select! {
+        got = store.try_acquire(&req, None) => panic!("answered through the lock: {got:?}"),
+        () = waiting => {}
+    }
+    locker.batch_execute("COMMIT").await.unwrap();
+    // The server runs the acquire nobody waits for any more.
+    let mut orphan = None;
+    for _ in 0..500 {
+        orphan = other.current_leader(&election).await.unwrap();
+        if orphan.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let orphan = orphan.expect("the unanswered acquire won");
+    assert_eq!(orphan.holder.as_str(), "a");
+
+    match other.try_acquire(&req, None).await.unwrap() {
+        Acquire::Held {
+            leader: Some(l), ..
+        } => assert_eq!(l.token, orphan.token, "{l:?}"),
+        got => panic!("another store took a's term over: {got:?}"),
+    }
+    let Acquire::Won(lease) = store.try_acquire(&req, None).await.unwrap() else {
+        panic!("a's store did not take its own term over");
+    };
+    assert!(lease.token > orphan.token, "{lease:?} after {orphan:?}");
+    assert_eq!(store.renew(&lease).await.unwrap(), Renewal::Renewed);
+    // A term it handed out is never taken again: a leads with it.
+    match store.try_acquire(&req, None).await.unwrap() {
+        Acquire::Held {
+            leader: Some(l), ..
+        } => assert_eq!(l.token, lease.token, "{l:?}"),
+        got => panic!("a's store took over the term it handed out: {got:?}"),
+    }
+    let now = other.current_leader(&election).await.unwrap().unwrap();
+    assert_eq!(now.token, lease.token);
+    // The unanswered acquire's term is over: renewing it is lost.
+    let stale = Lease {
+        token: orphan.token,
+        ..lease.clone()
+    };
+    assert_eq!(store.renew(&stale).await.unwrap(), Renewal::Lost);
 }

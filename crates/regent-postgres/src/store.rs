@@ -223,7 +223,7 @@ impl PostgresStoreBuilder {
                 tls,
                 listener: Arc::new(Listener::new()),
                 tables_ready: std::sync::atomic::AtomicBool::new(false),
-                incarnation: incarnation(),
+                incarnation: regent_core::store::incarnation(),
                 handed_out: Mutex::new(HashMap::new()),
                 config: self.config,
                 server,
@@ -238,20 +238,6 @@ impl PostgresStoreBuilder {
         }
         Ok(store)
     }
-}
-
-/// 128 random bits in hex: a store's incarnation. Each `RandomState` is
-/// seeded afresh from the OS's randomness (per thread, then stepped), so
-/// two stores, in one process or two, draw different values. (As
-/// regent-redis draws its own.)
-fn incarnation() -> String {
-    use std::hash::{BuildHasher as _, Hasher as _};
-    let draw = || {
-        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-        h.write_u32(std::process::id());
-        h.finish()
-    };
-    format!("{:016x}{:016x}", draw(), draw())
 }
 
 pub(crate) fn is_identifier(s: &str) -> bool {

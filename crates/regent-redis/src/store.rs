@@ -196,7 +196,7 @@ impl RedisStoreBuilder {
                 call_timeout: self.call_timeout,
                 wait_replicas: self.wait_replicas,
                 scripts: Scripts::new(),
-                incarnation: incarnation(),
+                incarnation: regent_core::store::incarnation(),
                 handed_out: Mutex::new(HashMap::new()),
                 conn: Mutex::new(None),
                 generations: AtomicU64::new(0),
@@ -208,19 +208,6 @@ impl RedisStoreBuilder {
         }
         Ok(store)
     }
-}
-
-/// 128 random bits in hex: a store's incarnation. Each `RandomState` is
-/// seeded afresh from the OS's randomness (per thread, then stepped), so
-/// two stores, in one process or two, draw different values.
-fn incarnation() -> String {
-    use std::hash::{BuildHasher as _, Hasher as _};
-    let draw = || {
-        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-        h.write_u32(std::process::id());
-        h.finish()
-    };
-    format!("{:016x}{:016x}", draw(), draw())
 }
 
 /// `HOST:PORT/DB` of a connection, for messages: no password.

@@ -156,6 +156,7 @@ use crate::types::{Candidacy, ElectionName, HolderId, LeaderInfo, Lease, Metadat
 mod attempt;
 mod boxed;
 mod check;
+mod incarnation;
 pub mod memory;
 mod poll;
 pub mod shared;
@@ -164,6 +165,7 @@ pub mod shared_watch;
 pub use attempt::SharedAttempt;
 pub use boxed::{BoxStore, DynLeaseStore};
 pub use check::check;
+pub use incarnation::incarnation;
 pub use poll::{poll_watch, poll_watch_woken};
 
 /// A stream of the leader of one election, as the store sees it: `None` is

@@ -169,7 +169,7 @@
 //! whose clocks differ).
 //! A graceful stop releases the lease, and the next leader starts at its
 //! next try, within one retry interval. Measured on Azurite: see the
-//! README.
+//! book's page on this store (`docs/stores/azblob.md`).
 //!
 //! # Roster and hand-over
 //!

@@ -320,7 +320,7 @@
 //! plus one retry of a follower (Consul tells no one when a lock delay
 //! ends; followers retry every renew interval) and one acquire. With the
 //! default ttl of 10 s that is **about 30 s** (28–32 s measured, see the
-//! README's benchmark); at ttl 15 s, about 33–36 s. A graceful shutdown
+//! book's page on this store, `docs/stores/consul.md`); at ttl 15 s, about 33–36 s. A graceful shutdown
 //! releases at once (an explicit unlock has no lock delay) and a follower
 //! leads within a few round trips. `explain()` of a candidate on this
 //! store shows the same numbers. One exception costs time, never safety: a

@@ -10,7 +10,8 @@
 //! `regent::sqlite`; `etcd` (and `etcd-tls` for TLS) as
 //! `regent::etcd`, which needs `protoc` to build; `consul` as
 //! `regent::consul`; `azblob` (Azure Blob leases) as `regent::azblob`;
-//! `zookeeper` as `regent::zookeeper`; `peer` (no store) as `regent::peer`. [`regent::memory`](memory) keeps leases in
+//! `zookeeper` as `regent::zookeeper`; `postgres` as `regent::postgres`;
+//! `redis` as `regent::redis`; `peer` (no store) as `regent::peer`. [`regent::memory`](memory) keeps leases in
 //! process memory, with fault injection: for tests and examples.
 //!
 //! ```
@@ -142,7 +143,7 @@
 //! ends such as the `regent` CLI. Everything about a store lives
 //! in its crate, described by a [`StoreKind`]; this crate only picks it by
 //! scheme, one feature each. Adding a store is a crate, a feature here and
-//! an entry in [`url`] (the README's "adding a store" lists the steps).
+//! an entry in [`url`] (the book's `docs/development.md`, "Adding a store", lists the steps).
 
 // On docs.rs, every item a feature gates says which (`--cfg docsrs`).
 #![cfg_attr(docsrs, feature(doc_cfg))]
@@ -292,3 +293,9 @@ pub use regent_redis as redis;
 #[cfg(feature = "monitor")]
 #[doc(inline)]
 pub use regent_monitor as monitor;
+
+/// The README's library example, compiled with the crate's doctests so that
+/// the front door shows code that builds.
+#[cfg(all(doctest, feature = "sqlite"))]
+#[doc = include_str!("../../../README.md")]
+struct ReadmeExample;

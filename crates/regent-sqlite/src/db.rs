@@ -15,6 +15,7 @@ use regent_core::{
 use rusqlite::types::{Value, ValueRef};
 use rusqlite::{Connection, OptionalExtension};
 
+use crate::claims::{Reclaim, won_by};
 use crate::clock::monotonic_now_ns;
 use crate::error::db_error;
 
@@ -25,6 +26,10 @@ use crate::error::db_error;
 pub(crate) struct Site {
     pub(crate) path: std::path::PathBuf,
     pub(crate) boot_id: String,
+    /// The store's incarnation, random, drawn when it opened: written into
+    /// every term it wins (`won_by`), so that it can tell a term of its
+    /// own whose answer never came from any other (see `claims`).
+    pub(crate) incarnation: String,
     /// Set by a release that deleted its row and by an acquire that won:
     /// the connection thread rings the wake-up bell after the batch
     /// commits (see `bell`).
@@ -36,6 +41,7 @@ impl Site {
         Site {
             path,
             boot_id,
+            incarnation: crate::claims::incarnation(),
             leader_changed: std::cell::Cell::new(false),
         }
     }
@@ -419,25 +425,99 @@ fn clock_and_row(
     Ok((now, row))
 }
 
+/// Whether `row`, live, is one the caller's acquire may take over: a term
+/// this store won for the caller by a request whose answer never came
+/// (see [`crate::claims`]). Same holder, this store's `won_by` for the
+/// row's token, not the term last handed out, and no other acquire of the
+/// holder through this store in flight. A term of the same holder id
+/// written by another store (another process, perhaps an older
+/// incarnation still leading) or by an older build (no `won_by`, or one
+/// naming another token), and the term handed out, are never taken.
+fn reclaimable(
+    conn: &Connection,
+    site: &Site,
+    op: &str,
+    req: &AcquireRequest,
+    row: &LeaseRow,
+    reclaim: Reclaim,
+) -> Result<bool, StoreError> {
+    if row.holder != req.holder || !reclaim.alone || reclaim.handed_out == Some(token_of(row.token))
+    {
+        return Ok(false);
+    }
+    // `won_by` is read apart from the row (the watches' poll has no use
+    // for it): the token and holder in the condition tie it to the term
+    // judged, should another snapshot hold another.
+    conn.prepare_cached(
+        "SELECT EXISTS (SELECT 1 FROM regent_lease
+             WHERE election = ?1 AND holder = ?2 AND token = ?3 AND won_by = ?4)",
+    )
+    .and_then(|mut stmt| {
+        stmt.query_row(
+            (
+                req.election.as_str(),
+                req.holder.as_str(),
+                row.token,
+                won_by(&site.incarnation, row.token),
+            ),
+            |r| r.get(0),
+        )
+    })
+    .map_err(|e| db_error(site.context(op, &req.election), e))
+}
+
+/// The read with which every acquire begins: the leader of the live row,
+/// unless there is none or it is one the acquire may take over
+/// ([`reclaimable`]); then `None`, and the acquire goes on to
+/// [`acquire`], which judges the row again under the write lock.
+pub(crate) fn held_by(
+    conn: &Connection,
+    site: &Site,
+    req: &AcquireRequest,
+    reclaim: Reclaim,
+) -> Result<Option<LeaderInfo>, StoreError> {
+    const OP: &str = "acquire";
+    let row = read_row(conn, site, OP, &req.election)?;
+    // Read after the row, as `leader` does.
+    let now = monotonic_now_ns();
+    match row {
+        Some(row)
+            if is_live(site, &req.election, &row, now)?
+                && !reclaimable(conn, site, OP, req, &row, reclaim)? =>
+        {
+            Ok(Some(row.leader()))
+        }
+        _ => Ok(None),
+    }
+}
+
 /// `try_acquire`: takes the election if its row is missing, expired or from
-/// another boot; bumps the fencing counter in the same transaction.
+/// another boot, or holds a term of the caller's that this store won
+/// unanswered ([`reclaimable`]); bumps the fencing counter in the same
+/// transaction, so a term taken over is replaced by one with a greater
+/// token.
 pub(crate) fn acquire(
     conn: &Connection,
     site: &Site,
     req: &AcquireRequest,
     ttl_ms: i64,
+    reclaim: Reclaim,
 ) -> Result<Acquire, StoreError> {
     const OP: &str = "acquire";
     let election = &req.election;
     let err = |e| db_error(site.context(OP, election), e);
     let (now, row) = clock_and_row(conn, site, OP, election)?;
+    let mut replaced = None;
     if let Some(row) = row
         && is_live(site, election, &row, now)?
     {
-        return Ok(Acquire::Held {
-            leader: Some(row.leader()),
-            queued: None,
-        });
+        if !reclaimable(conn, site, OP, req, &row, reclaim)? {
+            return Ok(Acquire::Held {
+                leader: Some(row.leader()),
+                queued: None,
+            });
+        }
+        replaced = Some(row.token);
     }
     // Kept for a successor that has not taken it yet (contract item 11).
     if reserved_for_another(conn, site, election, &req.holder, now)?.is_some() {
@@ -476,12 +556,14 @@ pub(crate) fn acquire(
     .and_then(|mut stmt| stmt.execute((election.as_str(), token)))
     .map_err(err)?;
     conn.prepare_cached(
-        "INSERT INTO regent_lease (election, holder, token, expires_at_ns, ttl_ms, boot_id, metadata)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+        "INSERT INTO regent_lease
+             (election, holder, token, expires_at_ns, ttl_ms, boot_id, metadata, won_by)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
          ON CONFLICT (election) DO UPDATE SET
              holder = excluded.holder, token = excluded.token,
              expires_at_ns = excluded.expires_at_ns, ttl_ms = excluded.ttl_ms,
-             boot_id = excluded.boot_id, metadata = excluded.metadata",
+             boot_id = excluded.boot_id, metadata = excluded.metadata,
+             won_by = excluded.won_by",
     )
     .and_then(|mut stmt| {
         stmt.execute((
@@ -492,10 +574,18 @@ pub(crate) fn acquire(
             ttl_ms,
             site.boot_id.as_str(),
             req.metadata.to_json(),
+            won_by(&site.incarnation, token),
         ))
     })
     .map_err(err)?;
-    // Watchers learn the new leader at once, as they learn a release.
+    if let Some(replaced) = replaced {
+        tracing::debug!(
+            election = %election, holder = %req.holder, token, replaced,
+            "sqlite: took over a term of this store's own that an earlier acquire won unanswered"
+        );
+    }
+    // Watchers learn the new leader (or the new term) at once, as they
+    // learn a release.
     site.leader_changed.set(true);
     Ok(Acquire::Won(Lease {
         election: election.clone(),
@@ -629,8 +719,8 @@ pub(crate) fn clear_reservation(
     Ok(())
 }
 
-/// `current_leader`, and the read that comes before an acquire: the live
-/// row's holder, if any. `op` names the operation in errors.
+/// `current_leader`: the live row's holder, if any. `op` names the
+/// operation in errors.
 pub(crate) fn leader(
     conn: &Connection,
     site: &Site,

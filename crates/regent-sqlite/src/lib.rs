@@ -280,7 +280,9 @@
 //!     expires_at_ns INTEGER NOT NULL,    -- CLOCK_MONOTONIC, nanoseconds
 //!     ttl_ms        INTEGER NOT NULL,    -- renewals extend by this much
 //!     boot_id       TEXT NOT NULL,       -- the boot expires_at_ns belongs to
-//!     metadata      TEXT NOT NULL        -- a JSON object of strings
+//!     metadata      TEXT NOT NULL,       -- a JSON object of strings
+//!     won_by        TEXT                 -- 'INCARNATION/TOKEN': the store that
+//!                                        -- won this term; NULL: an earlier build
 //! );
 //! CREATE TABLE regent_roster (             -- candidates enrolled
 //!     election      TEXT NOT NULL,
@@ -299,18 +301,39 @@
 //! ```
 //!
 //! The last two tables came with priorities and hand-overs
-//! ([`regent_core::handover`]); opening a file an earlier build wrote adds
-//! them (an earlier build ignores them).
+//! ([`regent_core::handover`]), and `regent_lease.won_by` with the taking
+//! back of terms won unanswered (below); opening a file an earlier build
+//! wrote adds them, in place, and the schema version stays 1. An earlier
+//! build ignores them and goes on working on the file: its rows have no
+//! `won_by`, and its acquire over one of ours leaves `won_by` naming the
+//! token it replaced, so neither matches a term of ours.
 //!
 //! * **Acquire**: read the row; if it is live (same boot id,
 //!   `expires_at_ns` after now, with now read after the row), the answer
 //!   is [`Acquire::Held`](regent_core::Acquire::Held) with that leader —
-//!   even when the live row is the caller's own. Otherwise, in the group
-//!   commit's `BEGIN IMMEDIATE` transaction (in a savepoint of its own),
-//!   read it again under the write lock (now read inside the transaction)
-//!   and judge it the same way; if it is still not live, bump
-//!   `regent_fencing.last_token` and write the row: the new term's token
-//!   is the bumped counter.
+//!   even when the live row is the caller's own, unless it is a term won
+//!   unanswered (next item). Otherwise, in the group commit's `BEGIN
+//!   IMMEDIATE` transaction (in a savepoint of its own), read it again
+//!   under the write lock (now read inside the transaction) and judge it
+//!   the same way; if it is still not live, bump
+//!   `regent_fencing.last_token` and write the row, `won_by` included:
+//!   the new term's token is the bumped counter.
+//! * **A term won unanswered is taken back at once.** An acquire given
+//!   up on by its caller (a timeout, a dropped future) once its write has
+//!   started still commits: a term its caller never hears of (one given
+//!   up before is dropped unrun).
+//!   Each store draws a random incarnation (128 bits) when it opens, and
+//!   writes it with the term's token into every row it wins (`won_by`);
+//!   it remembers, per election and holder, the token of the term it last
+//!   handed to its caller (in the poll that returns it). Its next acquire
+//!   for that holder takes such a row over, live as it is, in the same
+//!   transaction and with a new, greater token — unless the row holds
+//!   the term last handed out, or another acquire of that holder through
+//!   this store is in flight (its answer may be on its way). Without that
+//!   the caller followed itself until the term ran out: a ttl with nobody
+//!   leading. A row of the same holder id that another store wrote
+//!   (another process, perhaps an older incarnation of the service, still
+//!   leading) or an earlier build wrote is never taken.
 //! * **Renew** (one statement in the group commit's `BEGIN IMMEDIATE`
 //!   transaction): extend the row by its `ttl_ms` from now, only if holder
 //!   *and* token match and the row is live. An expired row of ours is
@@ -404,6 +427,7 @@
 
 mod batch;
 mod bell;
+mod claims;
 mod clock;
 mod conn;
 mod db;

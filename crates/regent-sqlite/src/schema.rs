@@ -34,9 +34,17 @@ CREATE TABLE regent_lease (
     expires_at_ns INTEGER NOT NULL,
     ttl_ms        INTEGER NOT NULL,
     boot_id       TEXT NOT NULL,
-    metadata      TEXT NOT NULL
+    metadata      TEXT NOT NULL,
+    won_by        TEXT
 );
 ";
+
+/// The column of the store that won a term (its incarnation and the
+/// term's token, see `claims`), added to schema version 1 after it first
+/// shipped: in a new file's table, and added on opening a file of an
+/// earlier build. NULL in the rows an earlier build wrote, which never
+/// match; an earlier build ignores it.
+const WON_BY: &str = "ALTER TABLE regent_lease ADD COLUMN won_by TEXT";
 
 /// The tables of the roster and of leases kept for a successor (contract
 /// items 10 and 11), added to schema version 1 after it first shipped:
@@ -145,9 +153,11 @@ enum SchemaError {
 }
 
 enum SchemaState {
-    /// Regent's schema; `roster`: with the roster's tables.
+    /// Regent's schema; `roster`: with the roster's tables; `won_by`:
+    /// with `regent_lease.won_by`.
     Current {
         roster: bool,
+        won_by: bool,
     },
     Empty,
 }
@@ -155,13 +165,18 @@ enum SchemaState {
 fn ensure_schema(conn: &mut Connection, path: &Path) -> Result<(), SchemaError> {
     // Most opens find the schema in place: check with a read, so that a
     // store opens while another connection holds the write lock.
-    if let SchemaState::Current { roster: true } = schema_state(conn)? {
+    if let SchemaState::Current {
+        roster: true,
+        won_by: true,
+    } = schema_state(conn)?
+    {
         return Ok(());
     }
     let tx = conn
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .map_err(|e| SchemaError::Db("create the schema", e))?;
-    // Another process may have created it while we waited for the lock.
+    // Another process may have created it, or added what it lacked, while
+    // we waited for the lock.
     match schema_state(&tx)? {
         SchemaState::Empty => {
             tx.execute_batch(SCHEMA)
@@ -175,12 +190,18 @@ fn ensure_schema(conn: &mut Connection, path: &Path) -> Result<(), SchemaError> 
             .map_err(|e| SchemaError::Db("create the schema", e))?;
             tracing::info!(path = %path.display(), "created the regent schema");
         }
-        SchemaState::Current { roster: false } => {
-            tx.execute_batch(ROSTER)
-                .map_err(|e| SchemaError::Db("add the roster's tables", e))?;
-            tracing::info!(path = %path.display(), "added the roster's tables to the regent schema");
+        SchemaState::Current { roster, won_by } => {
+            if !roster {
+                tx.execute_batch(ROSTER)
+                    .map_err(|e| SchemaError::Db("add the roster's tables", e))?;
+                tracing::info!(path = %path.display(), "added the roster's tables to the regent schema");
+            }
+            if !won_by {
+                tx.execute_batch(WON_BY)
+                    .map_err(|e| SchemaError::Db("add the column regent_lease.won_by", e))?;
+                tracing::info!(path = %path.display(), "added the column won_by to the regent schema's lease table");
+            }
         }
-        SchemaState::Current { roster: true } => {}
     }
     tx.commit()
         .map_err(|e| SchemaError::Db("create the schema", e))
@@ -244,7 +265,14 @@ fn schema_state(conn: &Connection) -> Result<SchemaState, SchemaError> {
     let roster = ["regent_roster", "regent_reserved"]
         .iter()
         .all(|t| tables.iter().any(|have| have == t));
-    Ok(SchemaState::Current { roster })
+    let won_by = conn
+        .query_row(
+            "SELECT EXISTS (SELECT 1 FROM pragma_table_info('regent_lease') WHERE name = 'won_by')",
+            [],
+            |r| r.get(0),
+        )
+        .map_err(db)?;
+    Ok(SchemaState::Current { roster, won_by })
 }
 
 #[cfg(test)]

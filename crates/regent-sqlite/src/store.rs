@@ -19,6 +19,7 @@ use tokio::sync::{oneshot, watch};
 
 use crate::batch::Stats;
 use crate::bell;
+use crate::claims::Claims;
 use crate::clock::later;
 use crate::conn::{self, Message};
 use crate::db::{self, Site};
@@ -71,6 +72,10 @@ struct Inner {
     /// The wake-up bell's listener, started by the first watch: `None`
     /// inside when the bell cannot be watched (then polls alone serve).
     listener: OnceLock<Option<bell::Listener>>,
+    /// Per election and holder, the term last handed to the caller and
+    /// the acquires in flight: which of its own terms an acquire may take
+    /// over (see `claims`).
+    claims: Arc<Claims>,
 }
 
 impl Inner {
@@ -229,6 +234,7 @@ impl SqliteStoreBuilder {
                 path,
                 options,
                 listener: OnceLock::new(),
+                claims: Arc::default(),
             }),
         })
     }
@@ -392,12 +398,15 @@ impl LeaseStore for SqliteStore {
     ) -> Result<Acquire, StoreError> {
         let ttl_ms = self.check_ttl(&req.election, req.ttl)?;
         let context = || self.context("acquire", &req.election);
+        // In flight until it hands a term out, or is dropped: what it may
+        // take over is judged on the connection thread, when it runs.
+        let attempt = self.inner.claims.begin(&req.election, &req.holder);
         // A read first: while a live lease stands, as it does for every
         // follower's retry, the answer needs no write lock and no commit.
-        let e = req.election.clone();
+        let (r, probe) = (req.clone(), attempt.probe());
         let live = self
             .call(Access::Read, Some(req.ttl), context, move |conn, site| {
-                db::leader(conn, site, "acquire", &e)
+                db::held_by(conn, site, &r, probe.reclaim())
             })
             .await?;
         let outcome = match live {
@@ -406,18 +415,24 @@ impl LeaseStore for SqliteStore {
                 queued: None,
             },
             None => {
-                let r = req.clone();
+                let (r, probe) = (req.clone(), attempt.probe());
                 self.call(Access::Write, Some(req.ttl), context, move |conn, site| {
-                    db::acquire(conn, site, &r, ttl_ms)
+                    db::acquire(conn, site, &r, ttl_ms, probe.reclaim())
                 })
                 .await?
             }
         };
         match &outcome {
-            Acquire::Won(lease) => tracing::debug!(
-                election = %req.election, holder = %req.holder, token = %lease.token,
-                "sqlite: acquired"
-            ),
+            Acquire::Won(lease) => {
+                tracing::debug!(
+                    election = %req.election, holder = %req.holder, token = %lease.token,
+                    "sqlite: acquired"
+                );
+                // In the poll that returns it: a caller that gave up
+                // before holds no record of it here either, and its next
+                // acquire may take the term over.
+                attempt.handed_out(lease.token);
+            }
             Acquire::Held { leader, .. } => tracing::debug!(
                 election = %req.election, holder = %req.holder,
                 leader = ?leader.as_ref().map(|l| l.holder.as_str()), "sqlite: held by another"

@@ -148,7 +148,9 @@ impl Tables {
 
     /// `$1` election, `$2` holder, `$3` ttl in ms, `$4` metadata, `$5` the
     /// store's incarnation, `$6` the token of the term last handed to the
-    /// caller (NULL: none). Returns one row: `won` (the new token, or
+    /// caller (NULL: none), `$7` whether no other acquire of the caller's
+    /// through this store is in flight (else nothing is taken over: a term
+    /// the other won may yet be handed out). Returns one row: `won` (the new token, or
     /// NULL), the live record that stood (holder, token, metadata), if
     /// any, and `replaced`, the token of a term of the caller's own that
     /// it took over (see below).
@@ -183,7 +185,7 @@ impl Tables {
              ),
              orphan AS (
                  SELECT token FROM live
-                 WHERE holder = $2 AND incarnation = $5 || '/' || token
+                 WHERE $7 AND holder = $2 AND incarnation = $5 || '/' || token
                    AND token IS DISTINCT FROM $6
              ),
              kept AS (

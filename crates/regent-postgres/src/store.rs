@@ -1,9 +1,9 @@
 //! [`PostgresStore`]: the connection, and the store contract over it.
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use regent_core::store::Claims;
 use regent_core::{
     Acquire, AcquireRequest, Candidacy, ElectionName, ExpirySlack, FencingToken, HandOff, HolderId,
     LeaderInfo, LeaderStream, Lease, LeaseHandle, LeaseStore, Metadata, Renewal, SafetyClass,
@@ -66,10 +66,10 @@ struct Inner {
     /// over a term of its own whose answer never came, and no other
     /// process's (see `Tables::acquire`).
     incarnation: String,
-    /// Per election and holder, the token of the last term this store
-    /// handed to its caller: that term is never taken over (its holder
-    /// may be leading with it), only one the caller never heard of.
-    handed_out: Mutex<HashMap<(ElectionName, HolderId), FencingToken>>,
+    /// Per election and holder, the term last handed to the caller (never
+    /// taken over: its holder may lead with it) and the acquires in flight
+    /// (while another is, none takes anything over).
+    claims: Arc<Claims>,
     client: Mutex<Option<Arc<Client>>>,
     /// The connection to `LISTEN` on (`None`: watches poll only).
     listen: Option<ListenAt>,
@@ -224,7 +224,7 @@ impl PostgresStoreBuilder {
                 listener: Arc::new(Listener::new()),
                 tables_ready: std::sync::atomic::AtomicBool::new(false),
                 incarnation: regent_core::store::incarnation(),
-                handed_out: Mutex::new(HashMap::new()),
+                claims: Arc::default(),
                 config: self.config,
                 server,
                 schema,
@@ -609,13 +609,9 @@ impl LeaseStore for PostgresStore {
         }
         let ttl = ttl_ms(req.ttl);
         let metadata = req.metadata.to_json();
-        let handed_out = self
-            .inner
-            .handed_out
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(&(election.clone(), req.holder.clone()))
-            .and_then(|t| i64::try_from(t.get()).ok());
+        let attempt = self.inner.claims.begin(election, &req.holder);
+        let reclaim = attempt.probe().reclaim();
+        let handed_out = reclaim.handed_out.and_then(|t| i64::try_from(t.get()).ok());
         let rows = self
             .query(
                 what,
@@ -627,6 +623,7 @@ impl LeaseStore for PostgresStore {
                     (&metadata.as_str(), Type::TEXT),
                     (&self.inner.incarnation.as_str(), Type::TEXT),
                     (&handed_out, Type::INT8),
+                    (&reclaim.alone, Type::BOOL),
                 ],
             )
             .await?;
@@ -649,11 +646,7 @@ impl LeaseStore for PostgresStore {
             let token = FencingToken::new(token);
             // In the poll that hands the lease over: a caller that gave up
             // before it holds no record of it here either.
-            self.inner
-                .handed_out
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .insert((election.clone(), req.holder.clone()), token);
+            attempt.handed_out(token);
             return Ok(Acquire::Won(Lease {
                 election: election.clone(),
                 holder: req.holder.clone(),

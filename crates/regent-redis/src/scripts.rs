@@ -39,7 +39,9 @@ use redis::Script;
 /// [`RedisStore`](crate::RedisStore): a term another process wrote under
 /// the same holder id is never taken, for it may be an older incarnation
 /// still leading), the token of the term last handed to the caller (or
-/// empty: never taken, its holder may lead with it). Answers
+/// empty: never taken, its holder may lead with it), and `1` when no other
+/// acquire of the caller's through this store is in flight (else nothing
+/// is taken over: a term the other won may yet be handed out). Answers
 /// `{'won', token}` (and the replaced term's token when it took one of its
 /// own), `{'held', holder, token, metadata}`,
 /// `{'reserved', holder}`, `{'foreign', type}` (not a hash: another
@@ -55,7 +57,7 @@ local replaced = nil
 if kind ~= 'none' then
   if kind ~= 'hash' then return {'foreign', kind} end
   local r = redis.call('HMGET', KEYS[1], 'holder', 'token', 'metadata', 'by')
-  if r[1] ~= ARGV[1] or r[4] ~= ARGV[5] or r[2] == ARGV[6] then
+  if r[1] ~= ARGV[1] or r[4] ~= ARGV[5] or r[2] == ARGV[6] or ARGV[7] ~= '1' then
     return {'held', r[1], r[2], r[3]}
   end
   replaced = r[2]

@@ -1,6 +1,5 @@
 //! [`RedisStore`]: the connection, and the store contract over it.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -8,11 +7,11 @@ use std::time::Duration;
 use redis::aio::MultiplexedConnection;
 use redis::sentinel::{Sentinel, SentinelNodeConnectionInfo};
 use redis::{AsyncConnectionConfig, Client, ConnectionInfo, Script, Value};
-use regent_core::store::SharedAttempt;
+use regent_core::store::{Claims, SharedAttempt};
 use regent_core::{
-    Acquire, AcquireRequest, Candidacy, ElectionName, ErrorKind, ExpirySlack, FencingToken,
-    HandOff, HolderId, LeaderInfo, LeaderStream, Lease, LeaseHandle, LeaseStore, Metadata, Renewal,
-    SafetyClass, StoreError, StoreInfo, StoreStyle, WatchMode,
+    Acquire, AcquireRequest, Candidacy, ElectionName, ErrorKind, ExpirySlack, HandOff, HolderId,
+    LeaderInfo, LeaderStream, Lease, LeaseHandle, LeaseStore, Metadata, Renewal, SafetyClass,
+    StoreError, StoreInfo, StoreStyle, WatchMode,
 };
 
 use crate::error::{classify, reconnect};
@@ -70,10 +69,10 @@ struct Inner {
     /// that its acquire may take over a term of its own whose answer never
     /// came, and no other process's (see `scripts::ACQUIRE`).
     incarnation: String,
-    /// Per election and holder, the token of the last term this store
-    /// handed to its caller: that term is never taken over (its holder
-    /// may be leading with it), only one the caller never heard of.
-    handed_out: Mutex<HashMap<(ElectionName, HolderId), FencingToken>>,
+    /// Per election and holder, the term last handed to the caller (never
+    /// taken over: its holder may lead with it) and the acquires in flight
+    /// (while another is, none takes anything over).
+    claims: Arc<Claims>,
     conn: Mutex<Option<Arc<Conn>>>,
     generations: AtomicU64,
     connecting: SharedAttempt<Arc<Conn>>,
@@ -197,7 +196,7 @@ impl RedisStoreBuilder {
                 wait_replicas: self.wait_replicas,
                 scripts: Scripts::new(),
                 incarnation: regent_core::store::incarnation(),
-                handed_out: Mutex::new(HashMap::new()),
+                claims: Arc::default(),
                 conn: Mutex::new(None),
                 generations: AtomicU64::new(0),
                 connecting: SharedAttempt::new(),
@@ -609,13 +608,12 @@ impl LeaseStore for RedisStore {
         let keys = self.keys(election);
         let ttl = ttl_ms(req.ttl);
         let metadata = req.metadata.to_json();
-        let handed_out = self
-            .inner
+        let attempt = self.inner.claims.begin(election, &req.holder);
+        let reclaim = attempt.probe().reclaim();
+        let handed_out = reclaim
             .handed_out
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(&(election.clone(), req.holder.clone()))
             .map_or_else(String::new, |t| t.get().to_string());
+        let alone = if reclaim.alone { "1" } else { "0" };
         let value = self
             .eval(
                 &what,
@@ -628,6 +626,7 @@ impl LeaseStore for RedisStore {
                     &keys.channel,
                     &self.inner.incarnation,
                     &handed_out,
+                    alone,
                 ],
             )
             .await?;
@@ -656,11 +655,7 @@ impl LeaseStore for RedisStore {
                 self.wait_for_replicas(&lease).await?;
                 // In the poll that hands the lease over: a caller that
                 // gave up before it holds no record of it here either.
-                self.inner
-                    .handed_out
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .insert((election.clone(), req.holder.clone()), lease.token);
+                attempt.handed_out(lease.token);
                 Ok(Acquire::Won(lease))
             }
             "held" => {

@@ -15,9 +15,9 @@ use regent_core::{
 use rusqlite::types::{Value, ValueRef};
 use rusqlite::{Connection, OptionalExtension};
 
-use crate::claims::{Reclaim, won_by};
 use crate::clock::monotonic_now_ns;
 use crate::error::db_error;
+use regent_core::store::{Reclaim, won_by};
 
 /// What an operation needs besides the connection: where the file is, for
 /// error messages, and which boot this process runs in; and what the
@@ -41,7 +41,7 @@ impl Site {
         Site {
             path,
             boot_id,
-            incarnation: crate::claims::incarnation(),
+            incarnation: regent_core::store::incarnation(),
             leader_changed: std::cell::Cell::new(false),
         }
     }
@@ -427,7 +427,7 @@ fn clock_and_row(
 
 /// Whether `row`, live, is one the caller's acquire may take over: a term
 /// this store won for the caller by a request whose answer never came
-/// (see [`crate::claims`]). Same holder, this store's `won_by` for the
+/// (see [`regent_core::store::Claims`]). Same holder, this store's `won_by` for the
 /// row's token, not the term last handed out, and no other acquire of the
 /// holder through this store in flight. A term of the same holder id
 /// written by another store (another process, perhaps an older

@@ -427,7 +427,6 @@
 
 mod batch;
 mod bell;
-mod claims;
 mod clock;
 mod conn;
 mod db;

@@ -19,12 +19,12 @@ use tokio::sync::{oneshot, watch};
 
 use crate::batch::Stats;
 use crate::bell;
-use crate::claims::Claims;
 use crate::clock::later;
 use crate::conn::{self, Message};
 use crate::db::{self, Site};
 use crate::poll::Polled;
 use crate::request::{self, Access, Pending};
+use regent_core::store::Claims;
 
 /// The shortest ttl the store accepts: 10 ms. See the crate docs.
 pub const MIN_TTL: Duration = Duration::from_millis(10);

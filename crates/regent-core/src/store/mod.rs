@@ -156,6 +156,7 @@ use crate::types::{Candidacy, ElectionName, HolderId, LeaderInfo, Lease, Metadat
 mod attempt;
 mod boxed;
 mod check;
+mod claims;
 mod incarnation;
 pub mod memory;
 mod poll;
@@ -165,6 +166,7 @@ pub mod shared_watch;
 pub use attempt::SharedAttempt;
 pub use boxed::{BoxStore, DynLeaseStore};
 pub use check::check;
+pub use claims::{Attempt, Claims, Probe, Reclaim, won_by};
 pub use incarnation::incarnation;
 pub use poll::{poll_watch, poll_watch_woken};
 

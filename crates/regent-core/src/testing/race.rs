@@ -56,9 +56,10 @@ const CLOSING_IN: u32 = 8;
 /// lists the points that failed and what happened at every point.
 ///
 /// Why opt-in: the contract ([`LeaseStore::try_acquire`], "Cancel safety")
-/// allows the orphan (it "expires after `ttl`"), and SQLite, PostgreSQL,
-/// Consul and Azure Blob did not pass when the check was written (Redis,
-/// which takes its own lost wins back, did). A store that passes must
+/// allows the orphan (it "expires after `ttl`"). Redis, PostgreSQL and
+/// SQLite take their own lost wins back (with
+/// [`Claims`](crate::store::Claims)) and opt in; Consul and Azure Blob do
+/// not pass yet. A store that passes must
 /// tell its own lost win from a live lease it answered: contract item 1
 /// still wants a second acquire by a holder whose lease lives, and was
 /// answered, to be `Held` (`acquire_wins_only_when_free`), and a record of

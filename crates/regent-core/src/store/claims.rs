@@ -1,41 +1,52 @@
-//! Terms won unanswered: what lets an acquire take over a term that this
-//! very store won for its caller by a request whose answer never came (a
-//! call given up on, a dropped future), and nothing else.
+//! Terms won unanswered: what lets a race store's acquire take over a
+//! term that this very store won for its caller by a request whose answer
+//! never came (a call given up on, a dropped future), and nothing else.
 //!
-//! Each store (its clones share it) draws a random incarnation when it
-//! opens ([`Site::incarnation`](crate::db::Site)) and writes it, with the
-//! term's token, into every lease row it wins (`won_by`). The async half
-//! remembers, per election and holder, the token of the term it last
-//! handed to its caller ([`Claims`]), set in the poll that returns `Won`:
-//! a caller that gave up before that poll left no mark here. An acquire
-//! may take over a live row only if it is the caller's (same holder), this
-//! store's (same `won_by`), not the term last handed out, and no other
-//! acquire of that holder through this store is in flight, whose answer
-//! may be on its way (see [`Reclaim`]).
+//! Each store (its clones share it) draws an
+//! [`incarnation`](super::incarnation) when it opens and writes it into
+//! every term it wins (with the token: [`won_by`]). Its [`Claims`]
+//! remember, per election and holder, the token of the term last handed to
+//! the caller, set in the poll that returns `Won`: a caller that gave up
+//! before that poll left no mark. An acquire may take over a live record
+//! only if it is the caller's (same holder), this store's (its mark), not
+//! the term last handed out, and no other acquire of that holder through
+//! this store is in flight, whose answer may be on its way ([`Reclaim`]).
+//! The conformance suite's `retried_acquire_after_a_lost_answer_wins`
+//! checks a store that does this.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use regent_core::store::{Claims, Reclaim};
+//! use regent_core::{ElectionName, FencingToken, HolderId};
+//!
+//! let claims = Arc::new(Claims::default());
+//! let (election, holder) = (ElectionName::new("jobs")?, HolderId::new("a")?);
+//! // An acquire begins; what it may take over, read when it runs:
+//! let attempt = claims.begin(&election, &holder);
+//! assert_eq!(attempt.probe().reclaim(), Reclaim { handed_out: None, alone: true });
+//! // It won token 7, handed to the caller:
+//! attempt.handed_out(FencingToken::new(7));
+//! // The next acquire may not take term 7 over: its holder leads with it.
+//! let next = claims.begin(&election, &holder);
+//! assert_eq!(next.probe().reclaim().handed_out, Some(FencingToken::new(7)));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use regent_core::{ElectionName, FencingToken, HolderId};
+use crate::types::{ElectionName, FencingToken, HolderId};
 
-/// 128 random bits in hex: a store's incarnation. Each `RandomState` is
-/// seeded afresh from the OS's randomness (per thread, then stepped), so
-/// two stores, in one process or two, draw different values.
-pub(crate) fn incarnation() -> String {
-    use std::hash::{BuildHasher as _, Hasher as _};
-    let draw = || {
-        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-        h.write_u32(std::process::id());
-        h.finish()
-    };
-    format!("{:016x}{:016x}", draw(), draw())
-}
-
-/// The `won_by` of a term this store wins with `token`. The token is in
-/// it because an older build's acquire overwrites a row's other columns
-/// but leaves this one as it was: a row it wrote over one of ours then
-/// names a token it no longer holds, and matches no term of ours.
-pub(crate) fn won_by(incarnation: &str, token: i64) -> String {
+/// The mark a store writes into a term it wins with `token`: its
+/// [`incarnation`](super::incarnation) and the token. The token is in it
+/// for a store whose older builds rewrite a record's other fields and
+/// leave this one as it was: a record such a build wrote over one of ours
+/// then names a token it no longer holds, and matches no term of ours.
+///
+/// ```
+/// assert_eq!(regent_core::store::won_by("0a1b", 7), "0a1b/7");
+/// ```
+pub fn won_by(incarnation: &str, token: impl std::fmt::Display) -> String {
     format!("{incarnation}/{token}")
 }
 
@@ -55,7 +66,7 @@ struct Claim {
 /// The store's claims, shared by its clones and by the requests on its
 /// connection thread.
 #[derive(Debug, Default)]
-pub(crate) struct Claims {
+pub struct Claims {
     map: Mutex<HashMap<Key, Claim>>,
 }
 
@@ -66,7 +77,7 @@ impl Claims {
 
     /// An acquire of `holder` in `election` begins: it is in flight until
     /// the [`Attempt`] is dropped or hands a term out.
-    pub(crate) fn begin(self: &Arc<Self>, election: &ElectionName, holder: &HolderId) -> Attempt {
+    pub fn begin(self: &Arc<Self>, election: &ElectionName, holder: &HolderId) -> Attempt {
         let key = (election.clone(), holder.clone());
         self.lock().entry(key.clone()).or_default().in_flight += 1;
         Attempt {
@@ -82,7 +93,7 @@ impl Claims {
 /// One acquire in flight. Dropped unanswered (the caller gave up), it
 /// leaves the claims as they were, but for its count.
 #[derive(Debug)]
-pub(crate) struct Attempt {
+pub struct Attempt {
     probe: Probe,
     /// Whether it still counts among the acquires in flight.
     counted: bool,
@@ -90,7 +101,7 @@ pub(crate) struct Attempt {
 
 impl Attempt {
     /// What the connection thread consults, when the request runs.
-    pub(crate) fn probe(&self) -> Probe {
+    pub fn probe(&self) -> Probe {
         self.probe.clone()
     }
 
@@ -98,7 +109,7 @@ impl Attempt {
     /// it, so that one who gave up before holds no record of it here
     /// either. Under one lock with the end of the attempt: no other
     /// acquire finds this one ended and its term not yet handed out.
-    pub(crate) fn handed_out(mut self, token: FencingToken) {
+    pub fn handed_out(mut self, token: FencingToken) {
         let mut map = self.probe.claims.lock();
         let claim = map.entry(self.probe.key.clone()).or_default();
         claim.handed_out = Some(token);
@@ -124,14 +135,14 @@ impl Drop for Attempt {
 
 /// An acquire's view of the claims, read on the connection thread.
 #[derive(Clone, Debug)]
-pub(crate) struct Probe {
+pub struct Probe {
     claims: Arc<Claims>,
     key: Key,
 }
 
 impl Probe {
     /// What the acquire may take over, now.
-    pub(crate) fn reclaim(&self) -> Reclaim {
+    pub fn reclaim(&self) -> Reclaim {
         let map = self.claims.lock();
         let claim = map.get(&self.key);
         Reclaim {
@@ -145,12 +156,12 @@ impl Probe {
 /// store won (its `won_by`), with a token other than `handed_out`, and
 /// only when the acquire is `alone`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Reclaim {
+pub struct Reclaim {
     /// The token of the term last handed to the caller.
-    pub(crate) handed_out: Option<FencingToken>,
+    pub handed_out: Option<FencingToken>,
     /// No other acquire of the same holder through this store is in
     /// flight: a term one of them won may yet be handed out.
-    pub(crate) alone: bool,
+    pub alone: bool,
 }
 
 #[cfg(test)]
@@ -162,14 +173,6 @@ mod tests {
             ElectionName::new("e").expect("a name"),
             HolderId::new("a").expect("a holder id"),
         )
-    }
-
-    #[test]
-    fn incarnations_differ_and_are_128_bits_of_hex() {
-        let (a, b) = (incarnation(), incarnation());
-        assert_ne!(a, b);
-        assert_eq!(a.len(), 32);
-        assert!(a.chars().all(|c| c.is_ascii_hexdigit()), "{a}");
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! is gone.
 //!
 //! ```text
-//! cargo run -p regent --features guardian --example guarded_service -- [STORE [HOLDER_ID [TTL_SECS]]]
+//! cargo run -p regent-election --features guardian --example guarded_service -- [STORE [HOLDER_ID [TTL_SECS]]]
 //! ```
 //!
 //! STORE is a SQLite file, or a store's URL (`etcd://127.0.0.1:2379`, with

@@ -1,7 +1,7 @@
 //! A leader task with fencing and a graceful stop.
 //!
 //! ```text
-//! cargo run -p regent --example leader_task -- [STORE_DB [OUTPUT [HOLDER_ID]]]
+//! cargo run -p regent-election --example leader_task -- [STORE_DB [OUTPUT [HOLDER_ID]]]
 //! ```
 //!
 //! Start two or three, in different terminals. The leader appends a line to

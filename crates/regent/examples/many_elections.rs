@@ -1,7 +1,7 @@
 //! One process holding many elections, one per shard, on one shared store.
 //!
 //! ```text
-//! cargo run -p regent --example many_elections -- [STORE_DB [ELECTIONS [HOLDER_ID]]]
+//! cargo run -p regent-election --example many_elections -- [STORE_DB [ELECTIONS [HOLDER_ID]]]
 //! ```
 //!
 //! Each shard (`shard-0`, `shard-1`, … ELECTIONS of them, 100 by default)

@@ -2,7 +2,7 @@
 //! router in front of sharded leaders, or a dashboard of them, needs.
 //!
 //! ```text
-//! cargo run -p regent --example observe_many -- [STORE_DB [ELECTIONS]]
+//! cargo run -p regent-election --example observe_many -- [STORE_DB [ELECTIONS]]
 //! ```
 //!
 //! It watches the shards of the `many_elections` example (`shard-0`,

@@ -2,7 +2,7 @@
 //! that forwards requests to the leader, or shows it, needs.
 //!
 //! ```text
-//! cargo run -p regent --example observer -- [STORE_DB [ELECTION]]
+//! cargo run -p regent-election --example observer -- [STORE_DB [ELECTION]]
 //! ```
 //!
 //! By default it watches the election of the `leader_task` example on the

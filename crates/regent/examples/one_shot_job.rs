@@ -1,7 +1,7 @@
 //! A job that runs once across the fleet, however many instances start it.
 //!
 //! ```text
-//! cargo run -p regent --example one_shot_job -- [STORE_DB [RESOURCE_DB [HOLDER_ID]]]
+//! cargo run -p regent-election --example one_shot_job -- [STORE_DB [RESOURCE_DB [HOLDER_ID]]]
 //! ```
 //!
 //! Start three at once: one runs the job, and all three exit when it is

@@ -2,7 +2,7 @@
 //! regent's, and hands over on SIGTERM.
 //!
 //! ```text
-//! cargo run -p regent --features monitor --example service -- [STORE_DB [ADDR [HOLDER_ID]]]
+//! cargo run -p regent-election --features monitor --example service -- [STORE_DB [ADDR [HOLDER_ID]]]
 //! ```
 //!
 //! Start two, on different addresses (ADDR default `127.0.0.1:0`, a free

@@ -90,7 +90,7 @@
 //! # Examples
 //!
 //! In `crates/regent/examples/`, each runnable on the embedded SQLite store
-//! (`cargo run -p regent --example NAME -- [ARGS]`; start several in
+//! (`cargo run -p regent-election --example NAME -- [ARGS]`; start several in
 //! different terminals):
 //!
 //! * `leader_task`: a leader task that appends fenced lines to a file

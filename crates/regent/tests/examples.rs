@@ -10,7 +10,7 @@
 //!
 //! The binaries are found next to this test's executable
 //! (`target/PROFILE/examples/`), where `cargo test` builds them. A run of
-//! this file alone (`cargo test -p regent --test examples`) does not build
+//! this file alone (`cargo test -p regent-election --test examples`) does not build
 //! examples: the test then builds the one it needs with `$CARGO build
 //! --example NAME`, and also when the binary is older than its source.
 #![cfg(feature = "sqlite")]
@@ -539,7 +539,7 @@ fn binary(name: &str) -> PathBuf {
     .filter_map(|(f, on)| on.then_some(f))
     .collect();
     build
-        .args(["build", "-p", "regent", "--example", name])
+        .args(["build", "-p", "regent-election", "--example", name])
         .args(["--no-default-features", "--features", &features.join(",")])
         .env("CARGO_TARGET_DIR", profile_dir.parent().unwrap())
         .current_dir(crate_dir);
